@@ -1,0 +1,1 @@
+"""Crash consistency: enumerate crash states from the recording I/O layer and check recovery (SPEC section 7)."""

@@ -1,0 +1,24 @@
+"""Test isolation (house rule 7): HOME, MPLCONFIGDIR, IPYTHONDIR and JUPYTER_* point at temporary dirs."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+_SANDBOX = Path(tempfile.mkdtemp(prefix="perfsuite-tests-home-"))
+for _name in ("HOME", "MPLCONFIGDIR", "IPYTHONDIR", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR",
+              "JUPYTER_RUNTIME_DIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME",
+              "PERFSUITE_CACHE"):
+    _path = _SANDBOX / _name.lower()
+    _path.mkdir(parents=True, exist_ok=True)
+    os.environ[_name] = str(_path)
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+@pytest.fixture
+def sandbox_home() -> Path:
+    """The temporary HOME every test runs under."""
+    return Path(os.environ["HOME"])

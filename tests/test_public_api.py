@@ -1,0 +1,42 @@
+"""The facades export exactly their public names (httpx style), and the arrows of SPEC section 1 hold."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import types
+
+import perfsuite.engine
+
+ROOT = pathlib.Path(__file__).resolve().parents[1] / "perfsuite"
+
+
+def public_names(module: types.ModuleType) -> set[str]:
+    """Names a user can reach without an underscore, submodules excluded."""
+    return {n for n in dir(module) if not n.startswith("_") and not isinstance(getattr(module, n), types.ModuleType)}
+
+
+def test_engine_all_is_exactly_its_public_names():
+    assert set(perfsuite.engine.__all__) == public_names(perfsuite.engine)
+    assert sorted(perfsuite.engine.__all__) == perfsuite.engine.__all__
+
+
+def _imports(package: str) -> set[str]:
+    found: set[str] = set()
+    for path in (ROOT / package).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                found.add(node.module)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+    return found
+
+
+def test_engine_imports_nothing_from_the_rest_of_perfsuite():
+    bad = {m for m in _imports("engine") if m.startswith("perfsuite") and not m.startswith("perfsuite.engine")}
+    assert bad == set()
+
+
+def test_harness_knows_nothing_about_the_engine():
+    bad = {m for m in _imports("harness") if m.startswith("perfsuite.engine") or m.startswith("perfsuite.workloads")}
+    assert bad == set()
