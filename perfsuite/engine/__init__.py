@@ -3,14 +3,22 @@
 It imports nothing from the rest of perfsuite and has no idea it is measured.
 """
 
+from perfsuite.engine._buffer import ConversationBuffer
+from perfsuite.engine._clock import Clock, SystemClock, VirtualClock
+from perfsuite.engine._diaglog import DiagnosticLog, FullRewriteLog, read_log
 from perfsuite.engine._faults import Fault, FaultyFileSystem, SimulatedCrash
+from perfsuite.engine._filesession import FileSession
 from perfsuite.engine._fs import (
     DirectoryFsyncUnsupported,
     FileSystem,
     FsyncFailed,
     OsFileSystem,
 )
+from perfsuite.engine._generations import HeadRef, Manifest, OwnerConflict, SessionError, StaleHead
+from perfsuite.engine._pipeline import PHASES, PublicationReport, SaveFailed
 from perfsuite.engine._recording import FsOp, RecordingFileSystem
+from perfsuite.engine._session import SaveAbandoned, Session, SessionSettings
+from perfsuite.engine._sidecar import MailRecord
 from perfsuite.engine._transcript import (
     Message,
     TranscriptError,
@@ -20,18 +28,38 @@ from perfsuite.engine._transcript import (
 )
 
 __all__ = [
+    "PHASES",
+    "Clock",
+    "ConversationBuffer",
+    "DiagnosticLog",
     "DirectoryFsyncUnsupported",
     "Fault",
     "FaultyFileSystem",
+    "FileSession",
     "FileSystem",
     "FsOp",
     "FsyncFailed",
+    "FullRewriteLog",
+    "HeadRef",
+    "MailRecord",
+    "Manifest",
     "Message",
     "OsFileSystem",
+    "OwnerConflict",
+    "PublicationReport",
     "RecordingFileSystem",
+    "SaveAbandoned",
+    "SaveFailed",
+    "Session",
+    "SessionError",
+    "SessionSettings",
     "SimulatedCrash",
+    "StaleHead",
+    "SystemClock",
     "TranscriptError",
     "TranscriptLog",
     "TurnOutcome",
+    "VirtualClock",
     "commit_turn",
+    "read_log",
 ]

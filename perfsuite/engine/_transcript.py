@@ -350,6 +350,11 @@ class TranscriptLog:
         self._rewrite(entry, records)
         self.record_event("edit", branch=branch, index=index)
 
+    def replace_all(self, messages: Iterable[Message], *, branch: str = "main") -> None:
+        """Replace a branch's whole content by atomic rewrite (a writer that is not append-only)."""
+        self._rewrite(self._branch(branch), list(messages))
+        self.record_event("rewrite", branch=branch)
+
     def compact_events(self) -> None:
         """Checkpoint compaction of the recovery event log: one checkpoint record, atomically replaced."""
         counts: dict[str, int] = {}

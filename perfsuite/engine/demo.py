@@ -13,6 +13,7 @@ import time
 
 from perfsuite.engine._fs import OsFileSystem
 from perfsuite.engine._recording import RecordingFileSystem
+from perfsuite.engine._session import Session
 from perfsuite.engine._transcript import Message, TranscriptLog, commit_turn
 
 
@@ -29,6 +30,47 @@ def _show_tree(root: str) -> None:
 
 def main(directory: str | None = None) -> None:
     root = directory or tempfile.mkdtemp(prefix="perfsuite-demo-")
+    print("== a transcript log (E2) ==")
+    transcript_demo(root)
+    print("\n== a portable session (E3, E4, E7) ==")
+    session_demo(root)
+
+
+def session_demo(root: str) -> None:
+    path = os.path.join(root, "sessions", "demo")
+    fs = RecordingFileSystem(OsFileSystem())
+    session = Session.open(path, create=True, fs=fs)
+    for i, text in enumerate(["Plan the migration.", "Here is a plan in three steps.", "Start step one."]):
+        session.add_message("root", Message("user" if i % 2 == 0 else "assistant", text, time.time()))
+    report = session.checkpoint()
+    print(f"root checkpoint: generation {report.seq}, changed {', '.join(report.changed)}")
+    session.spawn_agent("researcher", prompt="Find the fsync rules for directories.")
+    print(f"spawned agent 'researcher' (acknowledged after generation {session.head.seq if session.head else '?'})")
+    record = session.append_mail("root", "researcher finished: directory fsync after rename", sender="researcher",
+                                 kind="RESULT")
+    print(f"mail {record.id} appended and acknowledged; deliverable: {[m.id for m in session.mailbox('root')]}")
+    delivered = session.deliver_mail("root")
+    print(f"delivered {[m.id for m in delivered]} into the root transcript with a hidden receipt")
+    mark = fs.mark()
+    report = session.checkpoint()
+    ops = fs.since(mark)
+    print(f"checkpoint: generation {report.seq}, {report.new_chunks} new chunk(s), "
+          f"{sum(op.nbytes for op in ops)} bytes written, {sum(op.kind.startswith('fsync') for op in ops)} fsyncs; "
+          f"phases (ms): " + ", ".join(f"{k} {v:.2f}" for k, v in report.phases_ms.items()))
+    session.set_activity("researcher", "permission-blocked")
+    registry = session.save_registry()
+    print(f"sidecar-only registry save: generation {registry.seq}, changed {', '.join(registry.changed)}")
+    with open(os.path.join(path, "HEAD"), encoding="utf-8") as handle:
+        head = handle.read()
+    print(f"HEAD names: {head}")
+    session.close()
+    reopened = Session.open(path)
+    print(f"reopened in epoch {reopened.epoch}: root has {len(reopened.buffers['root'])} messages, "
+          f"agents {sorted(reopened.sidecar.agents)}, pending mail {reopened.mailbox('root')}")
+    reopened.close()
+
+
+def transcript_demo(root: str) -> None:
     logdir = os.path.join(root, "conversations", "demo")
     fs = RecordingFileSystem(OsFileSystem())
     log = TranscriptLog.open(logdir, fs=fs)

@@ -1,0 +1,629 @@
+"""E3/E4/E7: a session: a root conversation, agent conversations, a sidecar and diagnostic logs.
+
+This module holds the portable profile (owner lease with an epoch, immutable generations behind one
+HEAD) and everything both profiles share: acknowledged mutations that return only after adoption,
+at-least-once mail, sidecar-only registry saves, pending publications with retry and abandon.
+The file-backed profile (PID lock, transcripts written in place) is in ``_filesession``.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import json
+import os
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from perfsuite.engine._buffer import ConversationBuffer, FrozenText
+from perfsuite.engine._clock import Clock, SystemClock
+from perfsuite.engine._fs import FileSystem, OsFileSystem
+from perfsuite.engine._generations import (
+    LOGS,
+    STAGING,
+    GenerationStore,
+    HeadRef,
+    Lease,
+    Manifest,
+    SessionError,
+    StaleHead,
+    manifest_epoch,
+)
+from perfsuite.engine._objects import ChunkRef, HashMemo, chunk_start_for, reuse_prefix
+from perfsuite.engine._pipeline import (
+    Batch,
+    Publication,
+    PublicationReport,
+    SaveFailed,
+    StageInput,
+    remove_staging,
+    run_inline,
+)
+from perfsuite.engine._sidecar import ACTIVITY_FLAVOURS, ROOT, SIDECAR_ARTIFACT, TERMINAL, MailRecord, Sidecar
+from perfsuite.engine._transcript import Message
+
+Ack = Callable[[BaseException | None], None]
+CONVERSATION_PREFIX = "conversations/"
+ATTACHMENT_PREFIX = "attachments/"
+
+
+class SaveAbandoned(Exception):
+    """The acknowledgement's publication was explicitly abandoned: the mutation did not persist."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSettings:
+    """Tunables. Defaults follow the seed; the suite varies them (chunking, debounce, offload)."""
+
+    chunk_size: int = 64 * 1024  # 0: one chunk per artifact (the seed's whole-artifact design)
+    keep_generations: int = 8
+    retire_slice: int = 64
+    registry_debounce_s: float = 2.0
+    checkpoint_interval_s: float = 30.0
+    drain_limit_s: float = 30.0
+    offload: str = "thread"  # thread | process | inline
+
+
+def artifact_for(conversation: str) -> str:
+    return f"{CONVERSATION_PREFIX}{conversation}.jsonl"
+
+
+@dataclass
+class PendingPublication:
+    """A batch that failed before adoption: its frozen bytes are kept (in memory and under staging/),
+    its acknowledgements are unresolved, and it blocks teardown until retried or abandoned (E4)."""
+
+    batch: Batch
+    phase: str
+    error: str
+    acks: list[Ack]
+    recovered: bool = False  # found on disk after a crash rather than failed in this process
+
+
+@dataclass
+class _AckSet:
+    """Acknowledgements that run exactly once (E4 finish)."""
+
+    callbacks: list[Ack] = field(default_factory=list)
+
+    def resolve(self, error: BaseException | None) -> None:
+        callbacks, self.callbacks = self.callbacks, []
+        for callback in callbacks:
+            callback(error)
+
+
+class Session:
+    """A portable session (E3). Owned by one event-loop thread; blocking publication steps may run
+    elsewhere through the asynchronous job (issue 4), never concurrently with each other."""
+
+    profile = "portable"
+
+    def __init__(self, root: str, fs: FileSystem, clock: Clock, settings: SessionSettings) -> None:
+        self.root = os.path.abspath(root)
+        self.fs = fs
+        self.clock = clock
+        self.settings = settings
+        self.store = GenerationStore(self.root, fs)
+        self.lease: Lease | None = None
+        self.head: HeadRef | None = None
+        self.manifest: Manifest | None = None
+        self.memos: dict[str, HashMemo | None] = {}
+        self.buffers: dict[str, ConversationBuffer] = {}
+        self.sidecar = Sidecar()
+        self.attachments: dict[str, bytes] = {}
+        self._unpublished_attachments: set[str] = set()
+        self.pending: PendingPublication | None = None
+        self.save_failed: str | None = None
+        self.problems: list[str] = []
+        self.reports: collections.deque[PublicationReport] = collections.deque(maxlen=256)
+        self.active: Publication | None = None
+        self.closed = False
+        self._serial = itertools.count(1)
+
+    # -- open / create / recover --------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        create: bool = False,
+        fs: FileSystem | None = None,
+        clock: Clock | None = None,
+        settings: SessionSettings | None = None,
+    ) -> Session:
+        """Open (or create) a portable session: take the lease with a new epoch, adopt HEAD after
+        verifying every digest (falling back to the newest intact generation), recover pending
+        publications from staging. A second live owner is refused with a one-line error."""
+        fs = fs or OsFileSystem()
+        session = cls(os.fspath(path), fs, clock or SystemClock(), settings or SessionSettings())
+        session._open(create)
+        return session
+
+    def _open(self, create: bool) -> None:
+        store = self.store
+        if not self.fs.isdir(self.root) or not self.fs.exists(store.path("objects")):
+            if not create:
+                raise SessionError(f"{self.root}: no portable session here")
+            created = store.initialise()
+            self.fs.sync_dirs(os.path.dirname(d) for d in created)
+            self.fs.sync_dirs(created)
+        head, manifest, contents, problems = store.open_newest_intact()
+        self.problems.extend(problems)
+        epoch_floor = max([head.epoch if head else 0] + [manifest_epoch(n) for n in store.list_manifests()])
+        self.lease, broke = store.acquire_lease(epoch_floor)
+        if broke:
+            self.problems.append(f"{store.path('LEASE')}: broke a stale lease left by a dead owner")
+        if problems and head is not None:
+            # Fall back: HEAD is repaired to name the newest intact generation (a recovery write).
+            self.fs.atomic_replace(store.path("HEAD"), json.dumps(head.to_json(), sort_keys=True).encode())
+        self.head, self.manifest = head, manifest
+        store.known_objects = store.scan_objects()
+        self._load_contents(contents)
+        self._recover_staging()
+
+    def _load_contents(self, contents: Mapping[str, bytes]) -> None:
+        self.sidecar = Sidecar.from_bytes(contents.get(SIDECAR_ARTIFACT, b""))
+        self.buffers = {}
+        for name, data in contents.items():
+            if name.startswith(CONVERSATION_PREFIX):
+                conversation = name[len(CONVERSATION_PREFIX) : -len(".jsonl")]
+                self.buffers[conversation] = ConversationBuffer(conversation, data.splitlines(keepends=True))
+            elif name.startswith(ATTACHMENT_PREFIX):
+                self.attachments[name[len(ATTACHMENT_PREFIX) :]] = data
+        self.buffers.setdefault(ROOT, ConversationBuffer(ROOT))
+
+    def _recover_staging(self) -> None:
+        """Staged batches left by a crash: already adopted ones are cleaned up; the newest unadopted one
+        becomes a pending publication of its transcript bytes (its sidecar is never resurrected)."""
+        staging = self.store.path(STAGING)
+        adopted = {str(self.manifest.meta.get("publication"))} if self.manifest else set()
+        for name in self.store.list_manifests()[: self.settings.keep_generations]:
+            try:
+                adopted.add(str(self.store.read_manifest(name).meta.get("publication")))
+            except (OSError, ValueError, KeyError):
+                continue
+        for pub in sorted(self.fs.listdir(staging)):
+            directory = os.path.join(staging, pub)
+            batch_file = os.path.join(directory, "batch.json")
+            record: dict[str, Any] | None = None
+            if self.fs.exists(batch_file):
+                try:
+                    record = json.loads(self.fs.read(batch_file))
+                except ValueError:
+                    record = None
+            if record is None or pub in adopted:
+                remove_staging(self.fs, directory)
+                continue
+            texts = self._recovered_texts(directory, record)
+            if not texts:
+                remove_staging(self.fs, directory)
+                continue
+            batch = self._freeze_batch(kind="recovery", texts=texts, owner=pub, document=True)
+            self.pending = PendingPublication(batch, "crash", "recovered after a crash", [], recovered=True)
+            self.save_failed = f"{directory}: unpublished transcript bytes recovered after a crash"
+            self.problems.append(self.save_failed)
+
+    def _recovered_texts(self, directory: str, record: Mapping[str, Any]) -> dict[str, FrozenText]:
+        texts: dict[str, FrozenText] = {}
+        for artifact, info in record.get("artifacts", {}).items():
+            if not artifact.startswith(CONVERSATION_PREFIX):
+                continue
+            try:
+                prefix = b"".join(self.store.read_object(_chunk(c)) for c in info["prefix"])
+                tail = b"".join(self.fs.read(os.path.join(directory, f[2])) for f in info["files"])
+            except (OSError, ValueError, KeyError):
+                self.problems.append(f"{directory}: staged bytes of {artifact} are incomplete; not recovered")
+                continue
+            data = prefix + tail
+            if len(data) != int(info["size"]):
+                self.problems.append(f"{directory}: staged bytes of {artifact} are torn; not recovered")
+                continue
+            conversation = artifact[len(CONVERSATION_PREFIX) : -len(".jsonl")]
+            buffer = ConversationBuffer(conversation, data.splitlines(keepends=True))
+            buffer.dirty_from = 0
+            texts[conversation] = buffer.freeze()
+        return texts
+
+    # -- reading --------------------------------------------------------------------------------------
+    @property
+    def epoch(self) -> int:
+        assert self.lease is not None
+        return self.lease.epoch
+
+    def conversation(self, conversation: str) -> ConversationBuffer:
+        try:
+            return self.buffers[conversation]
+        except KeyError:
+            raise SessionError(f"{self.root}: no conversation {conversation!r}") from None
+
+    def mailbox(self, conversation: str) -> list[MailRecord]:
+        """Deliverable (committed) mail for ``conversation``; tentative records are hidden (E4)."""
+        return self.sidecar.visible_mail(conversation)
+
+    @property
+    def idle(self) -> bool:
+        return self.active is None
+
+    # -- freeze (E4 phase 1) --------------------------------------------------------------------------
+    def _new_id(self, kind: str) -> str:
+        return f"p{self.epoch}-{next(self._serial)}-{kind}-{uuid.uuid4().hex[:6]}"
+
+    def _freeze_batch(
+        self,
+        *,
+        kind: str,
+        texts: Mapping[str, FrozenText],
+        owner: str,
+        document: bool = True,
+        attachments: Iterable[str] = (),
+    ) -> Batch:
+        committed = self.manifest.artifacts if self.manifest else {}
+        chunk_size = self.settings.chunk_size
+        inputs: list[StageInput] = []
+        for conversation, frozen in texts.items():
+            name = artifact_for(conversation)
+            entry = committed.get(name)
+            start = chunk_start_for(frozen.dirty_from, chunk_size) if entry is not None else 0
+            try:
+                prefix = reuse_prefix(entry, start)
+            except ValueError:  # chunk size changed since that commit: restage from the beginning
+                start, prefix = 0, ()
+            inputs.append(StageInput(name, start, frozen.dirty_from if entry is not None else 0, frozen.size,
+                                     prefix, chunk_size, text=frozen))
+        for attachment in attachments:
+            data = self.attachments[attachment]
+            inputs.append(StageInput(ATTACHMENT_PREFIX + attachment, 0, 0, len(data), (), chunk_size, data=data))
+        receipts = {c: t.receipts for c, t in texts.items()}
+        projection = self.buffers[ROOT].projection() if ROOT in texts else None
+        batch_id = owner if kind == "recovery" else self._new_id(kind)
+        candidate = {
+            "publication": batch_id,
+            "epoch": self.epoch,
+            "kind": kind,
+            "conversations": {c: {"tick": t.tick, "size": t.size} for c, t in texts.items()},
+        }
+        # The sidecar marker names the committed transcripts only (no publication id), so a save that
+        # changes nothing encodes identically and selects nothing.
+        marker = {"epoch": self.epoch, "conversations": dict((self.sidecar.checkpoint or {}).get("conversations", {}))}
+        marker["conversations"].update({c: {"size": t.size, "messages": t.count} for c, t in texts.items()})
+        candidate["marker"] = marker
+        if document:
+            detached = self.sidecar.detach(owner, receipts, projection or self.sidecar.root, marker)
+            inputs.append(StageInput(SIDECAR_ARTIFACT, 0, 0, 0, (), 0, document=detached))
+        return Batch(
+            id=batch_id,
+            kind=kind,
+            epoch=self.epoch,
+            base=self.head,
+            base_manifest=self.manifest,
+            inputs=inputs,
+            memos={i.artifact: self.memos.get(i.artifact) for i in inputs},
+            texts=dict(texts),
+            receipts=receipts,
+            projection=projection,
+            candidate=candidate,
+            owner=owner,
+            created=self.clock.wall(),
+            staging_dir=self.store.path(STAGING, batch_id),
+        )
+
+    def freeze(self, kind: str, conversations: Iterable[str] | None, *, owner: str | None = None,
+               sidecar: bool = True) -> Batch:
+        """Capture what a publication will publish: modified conversations among ``conversations``
+        (all when None), new attachments, and (unless ``sidecar`` is False) the detached sidecar."""
+        self._check_open()
+        wanted = self.buffers.keys() if conversations is None else conversations
+        texts: dict[str, FrozenText] = {}
+        for conversation in wanted:
+            buffer = self.conversation(conversation)
+            if self._needs_publish(conversation, buffer):
+                texts[conversation] = buffer.freeze()
+        attachments = sorted(self._unpublished_attachments) if conversations is None else []
+        return self._freeze_batch(kind=kind, texts=texts, owner=owner or self._new_id(kind),
+                                  document=sidecar, attachments=attachments)
+
+    def _needs_publish(self, conversation: str, buffer: ConversationBuffer) -> bool:
+        committed = self.manifest.artifacts if self.manifest else {}
+        return buffer.modified or buffer.dirty_from < buffer.size or artifact_for(conversation) not in committed
+
+    # -- drivers ----------------------------------------------------------------------------------------
+    def publication(self, batch: Batch) -> Publication:
+        assert self.lease is not None
+        return Publication(batch, self.store, self.lease, self.store.known_objects, self._finish,
+                           self._noop_install)
+
+    def publish(self, batch: Batch, acks: Iterable[Ack] = ()) -> PublicationReport:
+        """The synchronous writer: every phase inline. Returns after adoption (or a no-op); on failure
+        before adoption the batch becomes the pending publication and :class:`SaveFailed` is raised."""
+        publication = self.publication(batch)
+        ack_set = list(acks)
+        self.active = publication
+        try:
+            run_inline(publication)
+        except Exception as exc:
+            self.active = None
+            return self._after_failure(publication, ack_set, exc)
+        self.active = None
+        self.reports.append(publication.report())
+        _AckSet(ack_set).resolve(None)
+        return publication.report()
+
+    def _after_failure(self, publication: Publication, acks: list[Ack], exc: BaseException) -> PublicationReport:
+        report = publication.report()
+        self.reports.append(report)
+        if publication.adopted:  # failure after adoption: durable, only logged (E4)
+            self.problems.append(f"after adoption of {publication.batch.id}: {exc}")
+            _AckSet(acks).resolve(None)
+            return report
+        self._retain(publication, acks, exc)
+        raise SaveFailed(self.save_failed or "save failed", phase=publication.failed_phase or "?",
+                         publication=publication.batch.id) from exc
+
+    def _retain(self, publication: Publication, acks: list[Ack], exc: BaseException) -> None:
+        """Failure before adoption: keep the frozen batch as the pending publication, report save failed."""
+        batch = publication.batch
+        phase = publication.failed_phase or "?"
+        if self.pending is not None and self.pending.batch.owner == batch.owner:
+            self.pending.acks.extend(acks)  # a failed retry: still the same unresolved acknowledgements
+            self.pending.phase, self.pending.error = phase, str(exc)
+        elif self.pending is not None:
+            # One pending batch at a time: the older one keeps its acknowledgements; this one's
+            # tentative records fold into it so a single retry or abandon resolves both.
+            self.sidecar.transfer(batch.owner, self.pending.batch.owner)
+            self.pending.acks.extend(acks)
+        else:
+            self.pending = PendingPublication(batch, phase, str(exc), list(acks))
+        self.save_failed = f"save failed in {phase}: {exc}"
+
+    def _finish(self, publication: Publication) -> None:
+        """E4 phase 7, on adoption: install the committed state and the checkpoint candidate, clear
+        modified flags only for unchanged buffers, retire committed receipts, reveal tentative records."""
+        batch = publication.batch
+        assert publication.selection is not None and publication.hashed is not None
+        if batch.candidate["epoch"] != self.epoch:
+            self.problems.append(f"{batch.id}: candidate from epoch {batch.candidate['epoch']} not installed")
+            return
+        self.head = publication.head
+        self.manifest = publication.selection.manifest or self.manifest
+        self.store.known_objects.update(c.digest for c, _ in publication.selection.fresh)
+        self._install(batch, publication.hashed.memos)
+        remove_staging(self.fs, batch.staging_dir)
+
+    def _install(self, batch: Batch, memos: Mapping[str, HashMemo | None]) -> None:
+        self.memos.update(memos)
+        for conversation, frozen in batch.texts.items():
+            buffer = self.buffers.get(conversation)
+            if buffer is not None and frozen.lines is not None:
+                buffer.mark_committed(frozen)
+            self.sidecar.retire(conversation, batch.receipts.get(conversation, frozenset()))
+        if batch.projection is not None:
+            self.sidecar.root = dict(batch.projection)
+        self.sidecar.reveal(batch.owner)
+        self.sidecar.checkpoint = batch.candidate["marker"]
+        for item in batch.inputs:
+            if item.artifact.startswith(ATTACHMENT_PREFIX):
+                self._unpublished_attachments.discard(item.artifact[len(ATTACHMENT_PREFIX) :])
+        if self.pending is not None and self.pending.batch.owner == batch.owner:
+            self.pending = None
+            self.save_failed = None
+
+    def _noop_install(self, publication: Publication) -> None:
+        """An empty selection is a successful no-op; it installs nothing it did not publish and never
+        consumes retained recovery (E4 phase 4)."""
+        batch = publication.batch
+        if publication.hashed is not None:
+            self.memos.update(publication.hashed.memos)
+        for conversation, frozen in batch.texts.items():
+            self.buffers[conversation].mark_committed(frozen)
+        self.sidecar.reveal(batch.owner)  # the committed sidecar already holds the owner's records
+
+    def _publish_now(self, kind: str, conversations: Iterable[str] | None, *, owner: str | None = None,
+                     acks: Iterable[Ack] = (), sidecar: bool = True) -> PublicationReport:
+        return self.publish(self.freeze(kind, conversations, owner=owner, sidecar=sidecar), acks)
+
+    # -- acknowledged mutations (synchronous; E3 item 3) ----------------------------------------------
+    def append_mail(self, to: str, body: str, *, sender: str = ROOT, kind: str = "message",
+                    ack: Ack | None = None) -> MailRecord:
+        """Mailbox append: returns only after its publication is adopted; the record is hidden from
+        delivery until then (tentative)."""
+        self.conversation(to)
+        owner = self._new_id(kind)
+        record = self._new_mail(to, sender, kind, body)
+        self.sidecar.add_mail(record, owner)
+        self._publish_now(kind, (), owner=owner, acks=[ack] if ack else ())
+        return record
+
+    def _new_mail(self, to: str, sender: str, kind: str, body: str) -> MailRecord:
+        number = self.sidecar.next_mail
+        self.sidecar.next_mail += 1
+        return MailRecord(f"m{self.epoch}-{number}", to, sender, kind, body, self.clock.wall())
+
+    def spawn_agent(self, agent: str, *, name: str | None = None, parent: str = ROOT,
+                    prompt: str | None = None) -> None:
+        """Spawn registration: registry entry and initial transcript commit together, acknowledged."""
+        if agent in self.buffers or agent == ROOT or "/" in agent:
+            raise SessionError(f"{self.root}: agent {agent!r} already exists or is not a valid id")
+        owner = self._new_id("spawn")
+        self.sidecar.agents[agent] = {"name": name or agent, "parent": parent, "activity": "idle",
+                                      "status": "active", "created": self.clock.wall()}
+        self.sidecar.tentative[f"agent:{agent}"] = owner
+        buffer = self.buffers[agent] = ConversationBuffer(agent)
+        if prompt is not None:
+            buffer.insert(Message("user", prompt, self.clock.wall()))
+        self._publish_now("spawn", (agent,), owner=owner)
+
+    def publish_result(self, agent: str, body: str) -> MailRecord:
+        """RESULT publication: the agent's answer as mail to its parent, acknowledged."""
+        parent = str(self.sidecar.agents.get(agent, {}).get("parent", ROOT))
+        return self.append_mail(parent, body, sender=agent, kind="RESULT")
+
+    def settle(self, agent: str, status: str = "done", result: str | None = None) -> None:
+        """Terminal settlement: the agent's transcript commits with its metadata (and its RESULT)."""
+        if status not in TERMINAL:
+            raise SessionError(f"settlement status must be one of {sorted(TERMINAL)}, got {status!r}")
+        record = self.sidecar.agents.get(agent)
+        if record is None:
+            raise SessionError(f"{self.root}: no agent {agent!r}")
+        owner = self._new_id("settle")
+        record.update(status=status, activity=status, settled=self.clock.wall())
+        if result is not None:
+            mail = self._new_mail(str(record.get("parent", ROOT)), agent, "RESULT", result)
+            self.sidecar.add_mail(mail, owner)
+        self._publish_now("settle", (agent,), owner=owner)
+
+    def set_control(self, key: str, value: Any) -> None:
+        """Goal, plan and provider state: independently durable control state, acknowledged."""
+        if key not in ("goal", "plan", "provider"):
+            raise SessionError(f"unknown control key {key!r}: expected goal, plan or provider")
+        self.sidecar.control[key] = value
+        self._publish_now("control", ())
+
+    # -- transcript streaming and delivery (not gated) -------------------------------------------------
+    def add_message(self, conversation: str, message: Message) -> None:
+        self.conversation(conversation).insert(message)
+
+    def attach(self, name: str, data: bytes) -> None:
+        """A file snapshot, published as an immutable artifact with the next full publication."""
+        self.attachments[name] = data
+        self._unpublished_attachments.add(name)
+
+    def deliver_mail(self, conversation: str) -> list[MailRecord]:
+        """Insert committed mail into the receiving transcript with a hidden receipt and consume it in
+        memory, without a synchronous save; repeated delivery is deduplicated by receipt (E7)."""
+        buffer = self.conversation(conversation)
+        delivered: list[MailRecord] = []
+        for record in self.sidecar.visible_mail(conversation):
+            if record.id not in buffer.receipts:
+                buffer.insert(Message("mail", f"[{record.kind} from {record.sender}] {record.body}", record.created,
+                                      {"receipt": record.id, "hidden_receipt": True, "kind": record.kind}))
+                delivered.append(record)
+            self.sidecar.consume(conversation, record)
+        return delivered
+
+    # -- observational mutations -------------------------------------------------------------------------
+    def set_activity(self, agent: str, flavour: str) -> None:
+        """An observational change (e.g. permission-blocked/running): no publication of its own; the
+        registry save publishes it (debounced by the session scheduler, issue 4)."""
+        if flavour not in ACTIVITY_FLAVOURS:
+            raise SessionError(f"unknown activity {flavour!r}: expected one of {sorted(ACTIVITY_FLAVOURS)}")
+        record = self.sidecar.agents.get(agent)
+        if record is None:
+            raise SessionError(f"{self.root}: no agent {agent!r}")
+        record["activity"] = flavour
+
+    def discard_mail(self, conversation: str, mail_id: str) -> bool:
+        """Explicit discard: observational, published by the next registry save."""
+        return self.sidecar.remove_mail(conversation, mail_id) is not None
+
+    def save_registry(self) -> PublicationReport:
+        """The sidecar-only registry save: never rewrites a transcript, rebuilds the prompt index or
+        scans snapshots; it projects the committed root fields (E7)."""
+        return self._publish_now("registry", (), sidecar=True)
+
+    def full_save(self) -> PublicationReport:
+        """Every modified conversation, new attachments and the sidecar (explicit save)."""
+        return self._publish_now("full", None)
+
+    def checkpoint(self, conversation: str = ROOT) -> PublicationReport:
+        """An explicit checkpoint of one conversation with the sidecar (synchronous writer)."""
+        return self._publish_now("checkpoint", (conversation,))
+
+    # -- pending publications --------------------------------------------------------------------------
+    def retry_pending(self) -> PublicationReport:
+        """Explicit retry: republish the pending batch's frozen transcripts with a freshly projected
+        sidecar; its candidate installs on adoption and its acknowledgements run once (E4)."""
+        pending = self._require_pending()
+        if pending.batch.epoch != self.epoch and not pending.recovered:
+            raise StaleHead(f"{pending.batch.id}: frozen in epoch {pending.batch.epoch}, the session is now in "
+                            f"epoch {self.epoch}; abandon it")
+        texts = {c: t for c, t in pending.batch.texts.items() if self._still_newer(c, t, pending.recovered)}
+        batch = self._freeze_batch(kind=pending.batch.kind, texts=texts, owner=pending.batch.owner)
+        remove_staging(self.fs, pending.batch.staging_dir)
+        acks = pending.acks
+        pending.acks = []
+        report = self.publish(batch, acks)
+        if pending.recovered:
+            for conversation, frozen in texts.items():
+                self.buffers[conversation] = ConversationBuffer(conversation, frozen.lines[: frozen.count])
+        if self.pending is pending:  # a no-op retry still resolves the pending batch
+            self.pending = None
+            self.save_failed = None
+        return report
+
+    def _still_newer(self, conversation: str, frozen: FrozenText, recovered: bool) -> bool:
+        if recovered:
+            return True
+        buffer = self.buffers.get(conversation)
+        return buffer is not None and buffer.committed_tick < frozen.tick
+
+    def abandon_pending(self) -> None:
+        """Explicit abandon: delete the staged recovery, roll back its tentative records (they never
+        become deliverable) and fail its unresolved acknowledgements exactly once (E4)."""
+        pending = self._require_pending()
+        remove_staging(self.fs, pending.batch.staging_dir)
+        self.sidecar.rollback(pending.batch.owner)
+        self.pending = None
+        self.save_failed = None
+        _AckSet(pending.acks).resolve(SaveAbandoned(f"{pending.batch.id} was abandoned"))
+
+    def _require_pending(self) -> PendingPublication:
+        if self.pending is None:
+            raise SessionError(f"{self.root}: no pending publication")
+        return self.pending
+
+    # -- generations -------------------------------------------------------------------------------------
+    def retire(self, *, pinned: Iterable[str] = ()) -> tuple[int, bool]:
+        """One idle slice of retirement: old generations beyond ``keep_generations`` (pinned kept), then
+        unreferenced chunks. Returns (removed, more work left)."""
+        return self.store.retire(keep=self.settings.keep_generations, pinned=pinned, head=self.head,
+                                 max_deletions=self.settings.retire_slice)
+
+    def restore(self, seq: int) -> HeadRef:
+        """Restore generation ``seq`` as a new generation under a new owner epoch; stale candidates
+        (from the old epoch) cannot install afterwards (E3)."""
+        assert self.lease is not None
+        name = next((n for n in self.store.list_manifests() if f"manifest-{seq:08d}-" in n), None)
+        if name is None:
+            raise SessionError(f"{self.root}: no generation {seq}")
+        old, contents = self.store.load_verified(name, None)
+        self.lease = self.store.bump_epoch(self.lease)
+        manifest = Manifest(seq=(self.head.seq if self.head else 0) + 1, epoch=self.epoch,
+                            parent=self.head.manifest if self.head else None, created=self.clock.wall(),
+                            artifacts=old.artifacts, meta={"publication": f"restore-{seq}", "kind": "restore"})
+        new = self.store.write_manifest(manifest)
+        self.store.adopt(new, expected=self.head, lease=self.lease)
+        self.head, self.manifest, self.memos = new, manifest, {}
+        self._load_contents(contents)
+        return new
+
+    # -- teardown ------------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Release the lease. Pending recovery blocks it (E4, E7 shutdown order)."""
+        if self.closed:
+            return
+        if self.pending is not None:
+            raise SessionError(f"{self.root}: a pending publication ({self.pending.batch.id}) blocks close; "
+                               "retry or abandon it first")
+        if self.lease is not None:
+            self.store.release_lease(self.lease)
+        self.closed = True
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise SessionError(f"{self.root}: session is closed")
+
+    def logs_dir(self) -> str:
+        return self.store.path(LOGS)
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pending is None:
+            self.close()
+
+
+def _chunk(record: Any) -> ChunkRef:
+    return ChunkRef(str(record[0]), int(record[1]))
