@@ -1,0 +1,52 @@
+"""The measuring instruments (SPEC section 3, M1-M8). Imports nothing from :mod:`perfsuite.engine`.
+
+The harness measures *callables*: a recipe mode names an operation ``"module:function"`` (see
+:mod:`perfsuite.harness._operation` for the protocol); fixtures are opaque directories, copied
+privately for every sample. Typical use::
+
+    from perfsuite.harness import load_recipe, run_recipe
+    result = run_recipe(load_recipe("idle-control"), output_dir="results/local")
+    print(result.path, result.verdicts())
+"""
+
+from perfsuite.harness._alloc import AllocationRecord, measure_allocation
+from perfsuite.harness._gc import GcEvent, GcRecorder, GcWindow, apply_gc_policy
+from perfsuite.harness._heartbeat import GapWindow, Heartbeat, LagPercentiles
+from perfsuite.harness._operation import AckCallback, Operation, OperationContext, resolve_operation
+from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe
+from perfsuite.harness._results import load_results, validate_results, write_exports, write_json_atomic
+from perfsuite.harness._runner import RunResult, SampleEvent, new_results_path, resume_run, run_recipe
+from perfsuite.harness._sample import SampleFailed, SampleRecord, SampleSpec, measure_sample
+
+__all__ = [
+    "AckCallback",
+    "AllocationRecord",
+    "GapWindow",
+    "GcEvent",
+    "GcRecorder",
+    "GcWindow",
+    "Heartbeat",
+    "LagPercentiles",
+    "ModeSpec",
+    "Operation",
+    "OperationContext",
+    "Recipe",
+    "RunResult",
+    "SampleEvent",
+    "SampleFailed",
+    "SampleRecord",
+    "SampleSpec",
+    "apply_gc_policy",
+    "list_recipes",
+    "load_recipe",
+    "load_results",
+    "measure_allocation",
+    "measure_sample",
+    "new_results_path",
+    "resolve_operation",
+    "resume_run",
+    "run_recipe",
+    "validate_results",
+    "write_exports",
+    "write_json_atomic",
+]

@@ -1,0 +1,156 @@
+"""M3: the allocation pass, run separately from latency samples (tracing distorts timing).
+
+Each allocation sample runs the operation once, from ``submit`` to its acknowledgement, under a
+``memray.Tracker`` with Python allocators traced, and reports the **sum** of every allocation in that
+span (memray's statistics over all allocation records, not a difference of live sizes), the number
+of allocations and the peak of memory allocated during it, plus whatever ``metrics()`` reports
+(bytes written come from the workload, e.g. the recording I/O layer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfsuite.errors import PerfsuiteError
+from perfsuite.harness._operation import (
+    OperationContext,
+    OperationFactory,
+    call_optional,
+    create_operation,
+    resolve_operation,
+)
+from perfsuite.harness._sample import SampleFailed, SampleSpec, _Ack, _fail, prepare_workdir, split_metrics
+
+__all__ = ["AllocationRecord", "measure_allocation", "memray_totals"]
+
+_DEALLOCATORS = frozenset({"PYMALLOC_FREE", "FREE", "MUNMAP"})
+
+
+@dataclass(frozen=True, slots=True)
+class AllocationRecord:
+    """M3 for one operation: total bytes allocated (sum), allocation count, peak bytes, metrics."""
+
+    index: int
+    total_bytes: int
+    allocations: int
+    peak_bytes: int
+    ack_ms_traced: float
+    tracker: str = "memray"
+    phases_ms: Mapping[str, float] = field(default_factory=dict)
+    metrics: Mapping[str, float | bool] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``allocation.samples[]`` entry of the results document."""
+        return {
+            "index": self.index,
+            "total_bytes": self.total_bytes,
+            "allocations": self.allocations,
+            "peak_bytes": self.peak_bytes,
+            "ack_ms_traced": round(self.ack_ms_traced, 6),
+            "tracker": self.tracker,
+            "phases_ms": dict(self.phases_ms),
+            "metrics": dict(self.metrics),
+        }
+
+
+def memray_totals(capture: Path) -> tuple[int, int, int]:
+    """``(total bytes allocated, allocations, peak bytes)`` of a memray capture (ALL_ALLOCATIONS format).
+
+    Uses memray's own statistics (what ``memray stats`` prints) when available, else sums the
+    allocation records through the public :class:`memray.FileReader`.
+    """
+    try:
+        from memray._memray import compute_statistics  # the engine of `memray stats`
+    except ImportError:  # pragma: no cover - older/newer memray layouts
+        compute_statistics = None
+    if compute_statistics is not None:
+        stats = compute_statistics(str(capture))
+        return (int(stats.total_memory_allocated), int(stats.total_num_allocations), int(stats.peak_memory_allocated))
+    import memray  # pragma: no cover
+
+    total = count = 0  # pragma: no cover
+    with memray.FileReader(str(capture)) as reader:  # pragma: no cover
+        for rec in reader.get_allocation_records():
+            if memray.AllocatorType(rec.allocator).name not in _DEALLOCATORS:
+                total += rec.size
+                count += rec.n_allocations
+        peak = reader.metadata.peak_memory
+    return total, count, int(peak)  # pragma: no cover
+
+
+async def measure_allocation(spec: SampleSpec, factory: OperationFactory | None = None) -> AllocationRecord:
+    """M3: run the operation once under memray, from submit to acknowledgement, on a private copy."""
+    try:
+        import memray
+    except ImportError as exc:  # pragma: no cover - memray is a declared dependency
+        raise PerfsuiteError(f"{spec.label}: the allocation pass needs memray ({exc})") from None
+    factory = factory or resolve_operation(spec.operation)
+    root = Path(tempfile.mkdtemp(prefix=f"alloc-{spec.index}-", dir=spec.work_root))
+    try:
+        fixture = Path(spec.fixture) if spec.fixture else None
+        workdir, scratch = prepare_workdir(fixture, root, spec.sync_after_copy)
+        ctx = OperationContext(
+            workdir=workdir,
+            params=dict(spec.params),
+            mode=spec.mode,
+            sample=spec.index,
+            scratch=scratch,
+            kind="allocation",
+        )
+        try:
+            op = await create_operation(factory, ctx)
+        except PerfsuiteError:
+            raise
+        except Exception as exc:
+            raise _fail(spec, "the operation factory", exc) from exc
+        try:
+            await call_optional(op, "wait_idle")
+            gc.collect()
+            capture = root / "alloc.memray"
+            ack = _Ack(asyncio.get_running_loop())
+            try:
+                tracker = memray.Tracker(
+                    str(capture),
+                    native_traces=False,
+                    trace_python_allocators=True,
+                    file_format=memray.FileFormat.ALL_ALLOCATIONS,
+                )
+            except Exception as exc:  # pragma: no cover
+                raise PerfsuiteError(f"{spec.label}: memray could not start: {exc}") from None
+            t0 = time.perf_counter_ns()
+            with tracker:
+                try:
+                    op.submit(ack)
+                except Exception as exc:
+                    raise _fail(spec, "submit()", exc) from exc
+                try:
+                    await asyncio.wait_for(ack.future, spec.ack_timeout_s)
+                except TimeoutError:
+                    raise SampleFailed(f"{spec.label}: no acknowledgement within {spec.ack_timeout_s:g} s") from None
+            if ack.exc is not None:
+                raise _fail(spec, "the operation (acknowledged failure)", ack.exc)
+            ack_ms = (ack.ns - t0) / 1e6
+            total, count, peak = memray_totals(capture)
+            raw = await call_optional(op, "metrics")
+            phases, _drain, numbers, _labels = split_metrics(raw if isinstance(raw, Mapping) else None)
+            return AllocationRecord(
+                index=spec.index,
+                total_bytes=total,
+                allocations=count,
+                peak_bytes=peak,
+                ack_ms_traced=ack_ms,
+                phases_ms=phases,
+                metrics=numbers,
+            )
+        finally:
+            await call_optional(op, "close")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

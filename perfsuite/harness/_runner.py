@@ -1,0 +1,426 @@
+"""M4: run a recipe: modes alternated, warm-ups discarded, idle control interleaved, results after every sample.
+
+The plan (``order`` in the results document) is fixed when the run starts:
+
+* ``warmup`` rounds (one sample per mode each, discarded),
+* rounds of one latency sample per mode (ABAB...), each round followed by one idle-control window
+  (M1: the same heartbeat with no workload, as long as the run's median sample window),
+* with ``allocation = true``, the separate allocation pass (M3) last.
+
+``progress.done`` counts the plan entries finished; ``--resume`` continues from there with the
+recorded plan and recipe. Isolation ``process`` runs every entry in a fresh worker interpreter
+(:mod:`perfsuite.harness._worker`), ``inline`` runs them all in this process on one event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfsuite import __version__
+from perfsuite.errors import PerfsuiteError
+from perfsuite.harness._alloc import measure_allocation
+from perfsuite.harness._gc import GcRecorder
+from perfsuite.harness._heartbeat import Heartbeat
+from perfsuite.harness._operation import CONTROL_OPERATION, OperationFactory, control_operation, resolve_operation
+from perfsuite.harness._recipe import Recipe
+from perfsuite.harness._results import (
+    SCHEMA_VERSION,
+    SUMMARY_METHOD,
+    collect_environment,
+    describe_fixture,
+    load_results,
+    now_iso,
+    summarize,
+    summarize_samples,
+    verdict,
+    write_exports,
+    write_json_atomic,
+)
+from perfsuite.harness._sample import SampleSpec, measure_sample
+
+__all__ = ["RunResult", "SampleEvent", "new_results_path", "plan_order", "resume_run", "run_recipe"]
+
+#: control window length before any sample has been measured (ms, tail included)
+DEFAULT_CONTROL_WINDOW_MS = 50.0
+
+
+@dataclass(frozen=True, slots=True)
+class SampleEvent:
+    """Progress report passed to ``on_sample`` after every plan entry (the CLI draws its bar from it)."""
+
+    recipe: str
+    kind: str
+    mode: str | None
+    index: int
+    done: int
+    total: int
+    path: Path
+    record: Mapping[str, Any] | None = None
+
+    @property
+    def max_gap_ms(self) -> float | None:
+        """The entry's max heartbeat gap, for latency samples and control windows."""
+        if self.record is None:
+            return None
+        value = self.record.get("max_gap_ms")
+        return float(value) if isinstance(value, int | float) else None
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """A finished (or resumed-to-completion) run: the results file, its document and its exports."""
+
+    path: Path
+    document: Mapping[str, Any]
+    exports: tuple[Path, ...] = ()
+
+    @property
+    def recipe(self) -> str:
+        """The recipe's name."""
+        return str(self.document["recipe"]["name"])
+
+    def verdicts(self) -> dict[str, Mapping[str, Any]]:
+        """M7 verdict per mode."""
+        return {mode: body["verdict"] for mode, body in self.document["modes"].items()}
+
+
+OnSample = Callable[[SampleEvent], None]
+
+
+def plan_order(recipe: Recipe) -> list[dict[str, Any]]:
+    """M4: the run's plan: warm-ups, alternated samples with one control window per round, allocation."""
+    modes = [m.name for m in recipe.modes]
+    order: list[dict[str, Any]] = []
+    for w in range(recipe.warmup):
+        order += [{"kind": "warmup", "mode": m, "index": w} for m in modes]
+    for i in range(max(recipe.samples, recipe.control_windows)):
+        if i < recipe.samples:
+            order += [{"kind": "sample", "mode": m, "index": i} for m in modes]
+        if i < recipe.control_windows:
+            order.append({"kind": "control", "mode": None, "index": i})
+    if recipe.allocation:
+        for i in range(recipe.allocation_samples):
+            order += [{"kind": "allocation", "mode": m, "index": i} for m in modes]
+    return order
+
+
+def new_results_path(output_dir: Path | str, recipe: str) -> Path:
+    """A fresh ``<output_dir>/<recipe>-<timestamp>.json`` path (never an existing file)."""
+    output_dir = Path(output_dir)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    path = output_dir / f"{recipe}-{stamp}.json"
+    n = 2
+    while path.exists():
+        path = output_dir / f"{recipe}-{stamp}-{n}.json"
+        n += 1
+    return path
+
+
+def _new_document(recipe: Recipe, fixture: Mapping[str, Any], environment: Mapping[str, Any]) -> dict[str, Any]:
+    order = plan_order(recipe)
+    return {
+        "schema": SCHEMA_VERSION,
+        "perfsuite": __version__,
+        "status": "running",
+        "created_at": now_iso(),
+        "created_epoch": time.time(),
+        "updated_at": now_iso(),
+        "recipe": recipe.to_dict(),
+        "environment": dict(environment),
+        "fixture": dict(fixture),
+        "summary_method": SUMMARY_METHOD,
+        "order": order,
+        "progress": {"done": 0, "total": len(order)},
+        "modes": {
+            m.name: {
+                "operation": m.operation,
+                "params": dict(m.params),
+                "warmups": 0,
+                "samples": [],
+                "allocation": None,
+                "summary": {},
+                "verdict": verdict([], recipe.target_ms),
+            }
+            for m in recipe.modes
+        },
+        "control": {"operation": CONTROL_OPERATION, "samples": [], "summary": {}},
+    }
+
+
+class _Run:
+    """One run in progress: owns the document, the temp work root and the execution of the plan."""
+
+    def __init__(
+        self,
+        recipe: Recipe,
+        document: dict[str, Any],
+        path: Path,
+        fixture: Path | None,
+        work_dir: Path,
+        on_sample: OnSample | None,
+    ) -> None:
+        self.recipe = recipe
+        self.doc = document
+        self.path = path
+        self.fixture = fixture
+        self.work_dir = work_dir
+        self.on_sample = on_sample
+        self.factories: dict[str, OperationFactory] = {m.name: resolve_operation(m.operation) for m in recipe.modes}
+
+    # -- plan bookkeeping -----------------------------------------------------------------------
+
+    def remaining(self) -> list[dict[str, Any]]:
+        return list(self.doc["order"][self.doc["progress"]["done"] :])
+
+    def control_window_ms(self) -> float:
+        windows = [s["window_ms"] for body in self.doc["modes"].values() for s in body["samples"]]
+        return float(statistics.median(windows)) if windows else DEFAULT_CONTROL_WINDOW_MS
+
+    def spec(self, entry: Mapping[str, Any]) -> SampleSpec:
+        r = self.recipe
+        if entry["kind"] == "control":
+            window = self.control_window_ms()
+            operation, mode = CONTROL_OPERATION, "control"
+            params: dict[str, Any] = {"window_ms": max(window - r.window_tail_ms, 0.0)}
+            fixture = None
+        else:
+            m = r.mode(entry["mode"])
+            operation, mode, params = m.operation, m.name, dict(m.params)
+            fixture = str(self.fixture) if self.fixture else None
+        return SampleSpec(
+            recipe=r.name,
+            mode=mode,
+            index=int(entry["index"]),
+            kind=entry["kind"],
+            operation=operation,
+            params=params,
+            fixture=fixture,
+            work_root=str(self.work_dir),
+            heartbeat_ms=r.heartbeat_ms,
+            gc=r.gc,
+            tail_ms=r.window_tail_ms,
+            ack_timeout_s=r.ack_timeout_s,
+            settle_ms=r.settle_ms,
+            sync_after_copy=r.sync_after_copy,
+        )
+
+    def factory(self, spec: SampleSpec) -> OperationFactory:
+        return control_operation if spec.kind == "control" else self.factories[spec.mode]
+
+    def complete(self, entry: Mapping[str, Any], record: Mapping[str, Any]) -> None:
+        """Store one entry's record, refresh summaries and verdicts, write atomically, report progress."""
+        kind = entry["kind"]
+        doc = self.doc
+        if kind == "sample":
+            body = doc["modes"][entry["mode"]]
+            body["samples"].append(dict(record))
+            body["summary"] = summarize_samples(body["samples"])
+            body["verdict"] = verdict(body["samples"], self.recipe.target_ms)
+        elif kind == "warmup":
+            doc["modes"][entry["mode"]]["warmups"] += 1  # M4: run, counted, discarded
+        elif kind == "control":
+            doc["control"]["samples"].append(dict(record))
+            doc["control"]["summary"] = summarize_samples(doc["control"]["samples"])
+        elif kind == "allocation":
+            body = doc["modes"][entry["mode"]]
+            alloc = body["allocation"] or {"tracker": record.get("tracker", "memray"), "samples": []}
+            alloc["samples"].append(dict(record))
+            for key in ("total_bytes", "peak_bytes", "allocations"):
+                alloc[key] = summarize([s[key] for s in alloc["samples"]])
+            body["allocation"] = alloc
+        doc["progress"]["done"] += 1
+        doc["updated_at"] = now_iso()
+        write_json_atomic(self.path, doc)  # M4/M8: after every sample
+        if self.on_sample is not None:
+            self.on_sample(
+                SampleEvent(
+                    recipe=self.recipe.name,
+                    kind=kind,
+                    mode=entry.get("mode"),
+                    index=int(entry["index"]),
+                    done=doc["progress"]["done"],
+                    total=doc["progress"]["total"],
+                    path=self.path,
+                    record=record if kind != "allocation" else None,
+                )
+            )
+
+    # -- execution --------------------------------------------------------------------------------
+
+    def execute(self, rewarm: bool) -> None:
+        """Run the remaining plan entries in the recipe's isolation."""
+        entries = self.remaining()
+        extra = []
+        if rewarm and self.recipe.isolation == "inline" and any(e["kind"] != "warmup" for e in entries):
+            # a resumed inline run is a new process: warm it again (discarded, not recorded)
+            extra = [{"kind": "warmup", "mode": m.name, "index": -1} for m in self.recipe.modes]
+        if self.recipe.isolation == "inline":
+            asyncio.run(self._inline(extra, entries))
+        else:
+            for entry in entries:
+                self.complete(entry, self._in_worker(entry))
+
+    async def _inline(self, extra: list[dict[str, Any]], entries: list[dict[str, Any]]) -> None:
+        with GcRecorder() as recorder:
+            heartbeat = Heartbeat(self.recipe.heartbeat_ms)
+            heartbeat.start()
+            try:
+                for entry, count in [(e, False) for e in extra] + [(e, True) for e in entries]:
+                    spec = self.spec(entry)
+                    if entry["kind"] == "allocation":
+                        heartbeat.stop()  # M3: nothing else allocating while memray traces
+                        record = (await measure_allocation(spec, self.factory(spec))).to_dict()
+                    else:
+                        if not heartbeat.running:
+                            heartbeat.start()
+                        record = (await measure_sample(spec, heartbeat, recorder, self.factory(spec))).to_dict()
+                    if count:
+                        self.complete(entry, record)
+            finally:
+                heartbeat.stop()
+
+    def _in_worker(self, entry: Mapping[str, Any]) -> dict[str, Any]:
+        spec = self.spec(entry)
+        request = {
+            "kind": "allocation" if spec.kind == "allocation" else "sample",
+            "spec": spec.to_dict(),
+            "sys_path": [p for p in sys.path if p],
+        }
+        timeout = self.recipe.ack_timeout_s + 120.0
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "perfsuite.harness._worker"],
+                input=json.dumps(request),
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise PerfsuiteError(f"{spec.label}: worker process did not finish within {timeout:g} s") from None
+        lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+        reply: dict[str, Any] | None = None
+        if lines:
+            try:
+                reply = json.loads(lines[-1])
+            except ValueError:
+                reply = None
+        if isinstance(reply, dict) and "error" in reply:
+            raise PerfsuiteError(str(reply["error"]))
+        if proc.returncode != 0 or not isinstance(reply, dict) or "record" not in reply:
+            err = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+            last = err[-1] if err else "no output"
+            raise PerfsuiteError(f"{spec.label}: worker process failed (exit {proc.returncode}): {last}")
+        return dict(reply["record"])
+
+    def finish(self) -> RunResult:
+        self.doc["status"] = "complete"
+        self.doc["finished_at"] = now_iso()
+        self.doc["updated_at"] = now_iso()
+        write_json_atomic(self.path, self.doc)
+        exports = write_exports(self.doc, self.path)
+        return RunResult(self.path, self.doc, tuple(exports))
+
+
+def _drive(run: _Run, rewarm: bool) -> RunResult:
+    try:
+        run.execute(rewarm)
+    except BaseException:
+        # keep what was measured; mark the file so `--resume` and readers know (M4)
+        run.doc["status"] = "interrupted"
+        run.doc["updated_at"] = now_iso()
+        try:
+            write_json_atomic(run.path, run.doc)
+        except OSError:
+            pass
+        raise
+    return run.finish()
+
+
+def _work_dir(work_root: Path | None) -> Path:
+    root = Path(work_root) if work_root is not None else Path(tempfile.gettempdir())
+    root.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix="perfsuite-run-", dir=root))
+
+
+def run_recipe(
+    recipe: Recipe,
+    *,
+    output_dir: Path | str = Path("results/local"),
+    output: Path | None = None,
+    fixture: Path | None = None,
+    fixture_info: Mapping[str, Any] | None = None,
+    work_root: Path | None = None,
+    on_sample: OnSample | None = None,
+) -> RunResult:
+    """M4: run ``recipe`` and write its results file (plus exports) under ``output_dir`` (or ``output``).
+
+    ``fixture`` is an opaque directory copied privately for every sample (``None`` for fixture-less
+    recipes); ``fixture_info`` is whatever its resolver knows (name, digest...). ``work_root`` is where
+    the private copies live (default: the system temp dir). ``on_sample`` receives a
+    :class:`SampleEvent` after every plan entry. Raises :class:`PerfsuiteError` on bad input or a
+    failed sample; the file then keeps every sample measured before it.
+    """
+    if recipe.fixture and fixture is None:
+        raise PerfsuiteError(f"{recipe.name}: the recipe needs fixture {recipe.fixture!r}, none was given")
+    if fixture is not None and not Path(fixture).is_dir():
+        raise PerfsuiteError(f"{recipe.name}: fixture directory not found: {fixture}")
+    path = Path(output) if output is not None else new_results_path(output_dir, recipe.name)
+    info = dict(fixture_info or {})
+    info.setdefault("name", recipe.fixture)
+    fixture_doc = describe_fixture(Path(fixture) if fixture else None, info)
+    work_dir = _work_dir(work_root)
+    try:
+        run = _Run(recipe, {}, path, Path(fixture) if fixture else None, work_dir, on_sample)
+        run.doc = _new_document(recipe, fixture_doc, collect_environment(work_dir))
+        write_json_atomic(path, run.doc)
+        return _drive(run, rewarm=False)
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def resume_run(
+    path: Path,
+    *,
+    fixture: Path | None = None,
+    fixture_info: Mapping[str, Any] | None = None,
+    work_root: Path | None = None,
+    on_sample: OnSample | None = None,
+) -> RunResult:
+    """M4: continue an interrupted run file, keeping its samples, recorded recipe and plan."""
+    path = Path(path)
+    doc = load_results(path)
+    recipe = Recipe.from_dict(doc["recipe"], source=f"{path}: recipe")
+    done, total = doc["progress"]["done"], doc["progress"]["total"]
+    if recipe.fixture and fixture is None:
+        raise PerfsuiteError(f"{path}: the run needs fixture {recipe.fixture!r}, none was given")
+    recorded = (doc.get("fixture") or {}).get("digest")
+    if fixture is not None:
+        info = dict(fixture_info or {})
+        info.setdefault("name", recipe.fixture)
+        now = describe_fixture(Path(fixture), info).get("digest")
+        if recorded and now and recorded != now:
+            raise PerfsuiteError(f"{path}: the fixture changed since the run started ({recorded} != {now})")
+    work_dir = _work_dir(work_root)
+    try:
+        run = _Run(recipe, doc, path, Path(fixture) if fixture else None, work_dir, on_sample)
+        if done >= total:
+            if doc.get("status") == "complete":
+                raise PerfsuiteError(f"{path}: the run is already complete")
+            return run.finish()
+        doc["status"] = "running"
+        doc.setdefault("resumed_at", []).append(now_iso())
+        return _drive(run, rewarm=True)
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)

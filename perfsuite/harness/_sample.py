@@ -1,0 +1,304 @@
+"""M4/M5: one measured sample: private fixture copy, idle wait, GC policy, window, record.
+
+This is the code path shared by ``inline`` isolation (called in the run's own loop) and ``process``
+isolation (called by :mod:`perfsuite.harness._worker` in a fresh interpreter). Its input is a
+JSON-able :class:`SampleSpec`; its output a :class:`SampleRecord` whose :meth:`~SampleRecord.to_dict`
+is the ``samples[]`` entry of the results document (M8).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfsuite.errors import PerfsuiteError
+from perfsuite.harness._gc import GcRecorder, GcWindow, apply_gc_policy
+from perfsuite.harness._heartbeat import GapWindow, Heartbeat
+from perfsuite.harness._operation import (
+    OperationContext,
+    OperationFactory,
+    call_optional,
+    create_operation,
+    resolve_operation,
+)
+
+__all__ = ["SampleFailed", "SampleRecord", "SampleSpec", "measure_sample", "prepare_workdir"]
+
+
+class SampleFailed(PerfsuiteError):
+    """A sample could not be measured (no acknowledgement in time, failure acknowledged, hook raised)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SampleSpec:
+    """Everything one sample needs, JSON-able so a worker process can receive it."""
+
+    recipe: str
+    mode: str
+    index: int
+    kind: str
+    operation: str
+    params: Mapping[str, Any]
+    fixture: str | None
+    work_root: str | None
+    heartbeat_ms: float = 5.0
+    gc: str = "collect-before"
+    tail_ms: float = 12.0
+    ack_timeout_s: float = 30.0
+    settle_ms: float = 20.0
+    sync_after_copy: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (for the worker's stdin)."""
+        data = asdict(self)
+        data["params"] = dict(self.params)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SampleSpec:
+        """Inverse of :meth:`to_dict`."""
+        return cls(**data)
+
+    @property
+    def label(self) -> str:
+        """``recipe/mode sample N`` (or ``control window N``) for one-line errors."""
+        if self.kind == "control":
+            return f"{self.recipe}: control window {self.index}"
+        what = "warm-up" if self.kind == "warmup" else "sample"
+        return f"{self.recipe}: {self.mode} {what} {self.index}"
+
+
+def split_metrics(
+    raw: Mapping[str, object] | None,
+) -> tuple[dict[str, float], float | None, dict[str, float | bool], dict[str, str]]:
+    """M5: split ``metrics()`` into phases, drain time, numeric metrics and string labels."""
+    phases: dict[str, float] = {}
+    drain: float | None = None
+    numbers: dict[str, float | bool] = {}
+    labels: dict[str, str] = {}
+    for key, value in (raw or {}).items():
+        key = str(key)
+        if key == "phases_ms" and isinstance(value, Mapping):
+            phases = {
+                str(k): float(v) for k, v in value.items() if isinstance(v, int | float) and not isinstance(v, bool)
+            }
+        elif key == "drain_ms":
+            drain = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+        elif isinstance(value, bool | int | float):
+            numbers[key] = value
+        elif isinstance(value, str):
+            labels[key] = value
+    return phases, drain, numbers, labels
+
+
+@dataclass(frozen=True, slots=True)
+class SampleRecord:
+    """M5: what one sample reports. Times in ms from the window start unless named otherwise."""
+
+    index: int
+    mode: str
+    kind: str
+    started_at: float
+    setup_ms: float
+    submission_ms: float
+    ack_ms: float
+    window_ms: float
+    heartbeat: GapWindow
+    gc: GcWindow
+    phases_ms: Mapping[str, float] = field(default_factory=dict)
+    drain_ms: float | None = None
+    metrics: Mapping[str, float | bool] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def max_gap_ms(self) -> float:
+        """The largest heartbeat gap overlapping the window (M1)."""
+        return self.heartbeat.max_gap_ms
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``samples[]`` entry of the results document (M8)."""
+        hb = self.heartbeat
+        return {
+            "index": self.index,
+            "kind": self.kind,
+            "started_at": self.started_at,
+            "setup_ms": round(self.setup_ms, 6),
+            "submission_ms": round(self.submission_ms, 6),
+            "ack_ms": round(self.ack_ms, 6),
+            "window_ms": round(self.window_ms, 6),
+            "max_gap_ms": round(hb.max_gap_ms, 6),
+            "max_gap_at_ms": round((hb.max_gap_start_ns - hb.start_ns) / 1e6, 6),
+            "ticks": hb.ticks,
+            "lag_us": hb.lag_us.to_dict(),
+            "lag_us_uncorrected": hb.lag_us_uncorrected.to_dict(),
+            "gc": self.gc.to_dict(hb.start_ns),
+            "phases_ms": dict(self.phases_ms),
+            "drain_ms": self.drain_ms,
+            "metrics": dict(self.metrics),
+            "labels": dict(self.labels),
+            "hdr": {"corrected": hb.hdr_corrected, "uncorrected": hb.hdr_uncorrected},
+        }
+
+
+def prepare_workdir(fixture: Path | None, root: Path, sync: bool = True) -> tuple[Path | None, Path]:
+    """M4/M6: a private ``cp -a``-style copy of ``fixture`` under ``root``, plus an empty scratch dir.
+
+    ``shutil.copytree(symlinks=True)`` with ``copy2`` keeps metadata and links; the copy is never the
+    original. With ``sync``, dirty pages are flushed so the sample's own fsyncs do not pay for the copy.
+    """
+    scratch = root / "scratch"
+    scratch.mkdir()
+    if fixture is None:
+        return None, scratch
+    source = fixture.resolve()
+    if not source.is_dir():
+        raise PerfsuiteError(f"fixture directory not found: {fixture}")
+    workdir = root / (source.name or "fixture")
+    shutil.copytree(source, workdir, symlinks=True, copy_function=shutil.copy2)
+    if workdir.resolve() == source:  # cannot happen with a fresh temp root; the invariant is M4's
+        raise PerfsuiteError("refusing to measure on the original fixture directory")
+    if sync and hasattr(os, "sync"):
+        os.sync()
+    return workdir, scratch
+
+
+class _Ack:
+    """The acknowledgement callback: records the time first, then wakes the sample (any thread)."""
+
+    __slots__ = ("calls", "exc", "future", "loop", "ns", "thread")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.future: asyncio.Future[None] = loop.create_future()
+        self.thread = threading.get_ident()
+        self.ns = 0
+        self.calls = 0
+        self.exc: BaseException | None = None
+
+    def __call__(self, exc: BaseException | None = None) -> None:
+        now = time.perf_counter_ns()  # M5: acknowledgement time is the call to ack
+        self.calls += 1
+        if self.calls > 1:
+            return
+        self.ns = now
+        self.exc = exc
+        if threading.get_ident() == self.thread:
+            self._wake()
+        else:
+            self.loop.call_soon_threadsafe(self._wake)
+
+    def _wake(self) -> None:
+        if not self.future.done():
+            self.future.set_result(None)
+
+
+def _fail(spec: SampleSpec, where: str, exc: BaseException) -> SampleFailed:
+    text = str(exc).strip().splitlines()
+    detail = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+    return SampleFailed(f"{spec.label}: {where} raised {detail}")
+
+
+async def measure_sample(
+    spec: SampleSpec, heartbeat: Heartbeat, recorder: GcRecorder, factory: OperationFactory | None = None
+) -> SampleRecord:
+    """M4/M5: measure one sample on a running heartbeat and GC recorder; raises :class:`SampleFailed`."""
+    factory = factory or resolve_operation(spec.operation)
+    root = Path(tempfile.mkdtemp(prefix=f"sample-{spec.kind}-{spec.index}-", dir=spec.work_root))
+    try:
+        t0 = time.perf_counter()
+        fixture = Path(spec.fixture) if spec.fixture else None
+        workdir, scratch = prepare_workdir(fixture, root, spec.sync_after_copy)
+        setup_ms = (time.perf_counter() - t0) * 1e3
+        ctx = OperationContext(
+            workdir=workdir,
+            params=dict(spec.params),
+            mode=spec.mode,
+            sample=spec.index,
+            scratch=scratch,
+            kind=spec.kind,
+        )  # type: ignore[arg-type]
+        try:
+            op = await create_operation(factory, ctx)
+        except PerfsuiteError:
+            raise
+        except Exception as exc:
+            raise _fail(spec, "the operation factory", exc) from exc
+        try:
+            return await _measure(spec, op, heartbeat, recorder, setup_ms)
+        finally:
+            try:
+                await call_optional(op, "close")
+            except Exception as exc:
+                raise _fail(spec, "close()", exc) from exc
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def _measure(
+    spec: SampleSpec, op: Any, heartbeat: Heartbeat, recorder: GcRecorder, setup_ms: float
+) -> SampleRecord:
+    try:
+        await call_optional(op, "wait_idle")  # M4: the system under test is idle before the window
+    except Exception as exc:
+        raise _fail(spec, "wait_idle()", exc) from exc
+    # M2 policy, then a settle of at least two periods so the window's first gap is an ordinary one
+    await apply_gc_policy(spec.gc, max(spec.settle_ms, 2 * spec.heartbeat_ms) / 1e3)
+    loop = asyncio.get_running_loop()
+    ack = _Ack(loop)
+    submit = op.submit
+    tail_ns = round(spec.tail_ms * 1e6)
+    started_at = time.time()
+    # M1/M5: the window starts just before submission; submission time = the call to its return
+    start_ns = time.perf_counter_ns()
+    try:
+        submit(ack)
+    except Exception as exc:
+        raise _fail(spec, "submit()", exc) from exc
+    submitted_ns = time.perf_counter_ns()
+    try:
+        await asyncio.wait_for(ack.future, spec.ack_timeout_s)
+    except TimeoutError:
+        raise SampleFailed(f"{spec.label}: no acknowledgement within {spec.ack_timeout_s:g} s") from None
+    if ack.exc is not None:
+        raise _fail(spec, "the operation (acknowledged failure)", ack.exc)
+    # M1: the window ends at acknowledgement + tail; the gap straddling its end is closed by a tick
+    end_ns = ack.ns + tail_ns
+    remaining = end_ns - time.perf_counter_ns()
+    if remaining > 0:
+        await asyncio.sleep(remaining / 1e9)
+    await heartbeat.wait_past(end_ns, timeout_s=max(1.0, 100 * spec.heartbeat_ms / 1e3))
+    window = heartbeat.window(start_ns, end_ns)
+    gcw = recorder.window(start_ns, end_ns, (window.max_gap_start_ns, window.max_gap_end_ns))
+    if ack.calls > 1:
+        raise SampleFailed(f"{spec.label}: the operation acknowledged {ack.calls} times (exactly once is the protocol)")
+    try:
+        raw = await call_optional(op, "metrics")
+    except Exception as exc:
+        raise _fail(spec, "metrics()", exc) from exc
+    if raw is not None and not isinstance(raw, Mapping):
+        raise SampleFailed(f"{spec.label}: metrics() returned {type(raw).__name__}, expected a mapping")
+    phases, drain, numbers, labels = split_metrics(raw)
+    return SampleRecord(
+        index=spec.index,
+        mode=spec.mode,
+        kind=spec.kind,
+        started_at=started_at,
+        setup_ms=setup_ms,
+        submission_ms=(submitted_ns - start_ns) / 1e6,
+        ack_ms=(ack.ns - start_ns) / 1e6,
+        window_ms=(end_ns - start_ns) / 1e6,
+        heartbeat=window,
+        gc=gcw,
+        phases_ms=phases,
+        drain_ms=drain,
+        metrics=numbers,
+        labels=labels,
+    )

@@ -1,0 +1,233 @@
+"""Fixture-less operations: the idle control, the fsync floor, and loop/GC probes for the harness's tests.
+
+Each function is an operation factory for a recipe mode (``operation = "perfsuite.workloads.basic:idle"``);
+see :mod:`perfsuite.harness._operation` for the protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from perfsuite.errors import PerfsuiteError
+from perfsuite.harness import AckCallback, Operation, OperationContext
+
+__all__ = ["allocate", "busy", "fail", "fsync_floor", "gc_collect", "idle", "never_ack", "yielding"]
+
+
+def _number(ctx: OperationContext, key: str, default: float) -> float:
+    value = ctx.params.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise PerfsuiteError(f"mode {ctx.mode}: {key}: expected a non-negative number, got {value!r}")
+    return float(value)
+
+
+def _spin(ms: float) -> None:
+    """Hold the thread (and the loop) for ``ms`` milliseconds."""
+    end = time.perf_counter_ns() + int(ms * 1e6)
+    while time.perf_counter_ns() < end:
+        pass
+
+
+# -- idle control (M1) ---------------------------------------------------------------------------
+
+
+class _Idle(Operation):
+    def __init__(self, window_ms: float) -> None:
+        self._delay = window_ms / 1e3
+        self._handle: asyncio.TimerHandle | None = None
+
+    def submit(self, ack: AckCallback) -> None:
+        self._handle = asyncio.get_running_loop().call_later(self._delay, ack, None)
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+
+
+def idle(ctx: OperationContext) -> Operation:
+    """Does nothing for ``params["window_ms"]`` (default 50), then acknowledges: the noise floor (M1)."""
+    return _Idle(_number(ctx, "window_ms", 50.0))
+
+
+# -- fsync floor (SPEC section 4) -----------------------------------------------------------------
+
+
+class _FsyncFloor(Operation):
+    """Write a small temp file, fsync it, ``os.replace`` it over the target, fsync the directory."""
+
+    def __init__(self, directory: Path, size: int, owned: bool) -> None:
+        self.directory = directory
+        self.owned = owned
+        self.payload = os.urandom(size)
+        self.target = directory / "floor.dat"
+        self.phases: dict[str, float] = {}
+        self.dir_fsync = "ok"
+
+    def submit(self, ack: AckCallback) -> None:
+        clock = time.perf_counter_ns
+        tmp = os.path.join(self.directory, "floor.dat.tmp")
+        t0 = clock()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, self.payload)
+            t1 = clock()
+            os.fsync(fd)
+            t2 = clock()
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.target)
+        t3 = clock()
+        dfd = os.open(self.directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(dfd)
+        except OSError as exc:  # a filesystem that rejects directory fsync: report, do not fail
+            self.dir_fsync = os.strerror(exc.errno or 0)
+        finally:
+            os.close(dfd)
+        t4 = clock()
+        ack(None)
+        self.phases = {
+            "write": (t1 - t0) / 1e6,
+            "fsync": (t2 - t1) / 1e6,
+            "replace": (t3 - t2) / 1e6,
+            "dir_fsync": (t4 - t3) / 1e6,
+        }
+
+    def metrics(self) -> Mapping[str, object]:
+        return {"phases_ms": self.phases, "bytes_written": len(self.payload), "dir_fsync": self.dir_fsync}
+
+    def close(self) -> None:
+        if self.owned:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def fsync_floor(ctx: OperationContext) -> Operation:
+    """The physical floor for any acknowledgement: raw ``os`` write, fsync, replace, directory fsync.
+
+    ``params["bytes"]`` (default 4096) is the file size. Works in the sample's scratch directory.
+    """
+    size = int(_number(ctx, "bytes", 4096))
+    if ctx.scratch is not None:
+        return _FsyncFloor(ctx.scratch, size, owned=False)
+    return _FsyncFloor(Path(tempfile.mkdtemp(prefix="perfsuite-fsync-floor-")), size, owned=True)
+
+
+# -- probes for the harness's own tests -----------------------------------------------------------
+
+
+class _Busy(Operation):
+    def __init__(self, ms: float, deferred: bool) -> None:
+        self.ms = ms
+        self.deferred = deferred
+
+    def _run(self, ack: AckCallback) -> None:
+        _spin(self.ms)
+        ack(None)
+
+    def submit(self, ack: AckCallback) -> None:
+        if self.deferred:
+            asyncio.get_running_loop().call_soon(self._run, ack)
+        else:
+            self._run(ack)
+
+
+def busy(ctx: OperationContext) -> Operation:
+    """Blocks the loop for ``params["ms"]`` (busy-wait), inside ``submit`` or, with ``deferred``, just after."""
+    return _Busy(_number(ctx, "ms", 50.0), bool(ctx.params.get("deferred", False)))
+
+
+class _Yielding(Operation):
+    def __init__(self, ms: float, slice_ms: float) -> None:
+        self.ms = ms
+        self.slice_ms = slice_ms
+        self.task: asyncio.Task[None] | None = None
+        self.slices = 0
+
+    async def _run(self, ack: AckCallback) -> None:
+        end = time.perf_counter_ns() + int(self.ms * 1e6)
+        while time.perf_counter_ns() < end:
+            _spin(self.slice_ms)
+            self.slices += 1
+            await asyncio.sleep(0)
+        ack(None)
+
+    def submit(self, ack: AckCallback) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._run(ack))
+
+    def metrics(self) -> Mapping[str, object]:
+        return {"slices": self.slices}
+
+
+def yielding(ctx: OperationContext) -> Operation:
+    """Keeps the CPU busy for ``params["ms"]`` but yields to the loop every ``slice_ms`` (default 1 ms)."""
+    return _Yielding(_number(ctx, "ms", 50.0), _number(ctx, "slice_ms", 1.0))
+
+
+class _GcCollect(Operation):
+    def __init__(self, garbage: int) -> None:
+        self.garbage = garbage
+        self.collected = 0
+
+    def submit(self, ack: AckCallback) -> None:
+        for _ in range(self.garbage):  # reference cycles only a collection can free
+            a: list[object] = []
+            a.append(a)
+        self.collected = gc.collect()
+        ack(None)
+
+    def metrics(self) -> Mapping[str, object]:
+        return {"collected": self.collected}
+
+
+def gc_collect(ctx: OperationContext) -> Operation:
+    """Makes ``params["garbage"]`` reference cycles (default 10000) then forces a full ``gc.collect()``."""
+    return _GcCollect(int(_number(ctx, "garbage", 10_000)))
+
+
+class _Allocate(Operation):
+    def __init__(self, total: int, chunk: int) -> None:
+        self.total = total
+        self.chunk = max(1, chunk)
+
+    def submit(self, ack: AckCallback) -> None:
+        done = 0
+        while done < self.total:
+            block = bytearray(self.chunk)  # allocated, then dropped: the sum grows, the peak does not
+            done += len(block)
+            del block
+        ack(None)
+
+    def metrics(self) -> Mapping[str, object]:
+        return {"requested_bytes": self.total}
+
+
+def allocate(ctx: OperationContext) -> Operation:
+    """Allocates ``params["bytes"]`` in ``chunk`` pieces, each freed at once (M3: sum vs peak)."""
+    return _Allocate(int(_number(ctx, "bytes", 1 << 20)), int(_number(ctx, "chunk", 1 << 16)))
+
+
+class _Fail(Operation):
+    def submit(self, ack: AckCallback) -> None:
+        asyncio.get_running_loop().call_soon(ack, OSError(5, "simulated I/O error"))
+
+
+def fail(ctx: OperationContext) -> Operation:
+    """Acknowledges with a failure (``OSError(EIO)``), for error-path tests."""
+    return _Fail()
+
+
+class _NeverAck(Operation):
+    def submit(self, ack: AckCallback) -> None:
+        pass
+
+
+def never_ack(ctx: OperationContext) -> Operation:
+    """Never acknowledges, for the acknowledgement-timeout test."""
+    return _NeverAck()

@@ -1,0 +1,56 @@
+"""M2: GC accounting from gc.callbacks, and the policies."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+from collections.abc import Callable
+
+from perfsuite.harness import GcRecorder, SampleRecord, apply_gc_policy
+
+BASIC = "perfsuite.workloads.basic"
+
+
+def test_recorder_sees_a_forced_collection() -> None:
+    with GcRecorder() as rec:
+        t0 = time.perf_counter_ns()
+        gc.collect()
+        t1 = time.perf_counter_ns()
+    w = rec.window(t0, t1)
+    assert w.collections >= 1
+    assert w.by_generation["2"] >= 1
+    assert w.gc_ms > 0
+    assert rec._callback not in gc.callbacks
+
+
+def test_collection_outside_the_window_is_not_counted() -> None:
+    with GcRecorder() as rec:
+        gc.collect()
+        t0 = time.perf_counter_ns()
+    assert rec.window(t0, t0 + 1000).collections == 0
+
+
+def test_forced_collection_inside_an_operation_is_in_the_sample(sample: Callable[..., SampleRecord]) -> None:
+    rec = sample(f"{BASIC}:gc_collect", {"garbage": 20000})
+    data = rec.to_dict()["gc"]
+    assert data["collections"] >= 1
+    assert data["by_generation"]["2"] >= 1
+    assert data["gc_ms"] > 0
+    assert any(e["generation"] == 2 for e in data["events"])
+
+
+def test_idle_sample_under_collect_before_sees_no_forced_collection(sample: Callable[..., SampleRecord]) -> None:
+    rec = sample(f"{BASIC}:idle", {"window_ms": 10}, gc="collect-before")
+    assert rec.gc.by_generation["2"] == 0  # the policy's full collection happened before the window
+
+
+def test_policies() -> None:
+    async def main() -> int:
+        with GcRecorder() as rec:
+            await apply_gc_policy("natural", 0.0)
+            before = rec.count
+            await apply_gc_policy("collect-before", 0.001)
+            return rec.count - before
+
+    assert asyncio.run(main()) >= 1

@@ -1,0 +1,167 @@
+"""M7/M8: the results document, its schema, summaries, verdicts and the pyperf/HDR exports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from perfsuite.errors import PerfsuiteError
+from perfsuite.harness import ModeSpec, Recipe, RunResult, run_recipe, validate_results, write_json_atomic
+from perfsuite.harness._results import results_schema, summarize, verdict
+
+BASIC = "perfsuite.workloads.basic"
+
+
+def _recipe(**kw: Any) -> Recipe:
+    values: dict[str, Any] = {
+        "name": "twomodes",
+        "modes": (
+            ModeSpec("idle", f"{BASIC}:idle", {"window_ms": 15}),
+            ModeSpec("floor", f"{BASIC}:fsync_floor", {"bytes": 512}),
+        ),
+        "samples": 3,
+        "warmup": 1,
+        "isolation": "inline",
+        "settle_ms": 10.0,
+        "control_windows": 2,
+    }
+    values.update(kw)
+    return Recipe(**values)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunResult, RunResult]:
+    out = tmp_path_factory.mktemp("results")
+    work = tmp_path_factory.mktemp("work")
+    first = run_recipe(_recipe(), output_dir=out, work_root=work)
+    second = run_recipe(_recipe(), output_dir=out, work_root=work)
+    return first, second
+
+
+def test_document_shape_and_schema(runs: tuple[RunResult, RunResult]) -> None:
+    result = runs[0]
+    on_disk = json.loads(result.path.read_text())
+    jsonschema.Draft202012Validator.check_schema(results_schema())
+    jsonschema.validate(on_disk, results_schema())
+    validate_results(on_disk)
+    assert on_disk["schema"] == 1 and on_disk["status"] == "complete"
+    assert on_disk["progress"] == {"done": len(on_disk["order"]), "total": len(on_disk["order"])}
+    for mode in ("idle", "floor"):
+        body = on_disk["modes"][mode]
+        assert [s["index"] for s in body["samples"]] == [0, 1, 2]
+        assert body["warmups"] == 1
+        for key in ("min", "median", "max", "ci_low", "ci_high"):
+            assert key in body["summary"]["max_gap_ms"]
+        assert set(body["verdict"]) >= {"target_ms", "met", "missed", "missed_with_gc"}
+    floor = on_disk["modes"]["floor"]["samples"][0]
+    assert set(floor["phases_ms"]) == {"write", "fsync", "replace", "dir_fsync"}
+    assert floor["metrics"]["bytes_written"] == 512
+    assert len(on_disk["control"]["samples"]) == 2
+    env = on_disk["environment"]
+    assert env["work_dir"]["dir_fsync"] in ("ok",) or env["work_dir"]["dir_fsync"]
+    assert env["cpu"]["cores"] >= 1 and env["python"]["version"]
+    assert on_disk["fixture"] == {"name": None, "digest": None, "files": 0, "bytes": 0}
+
+
+def test_order_alternates_modes_and_interleaves_control(runs: tuple[RunResult, RunResult]) -> None:
+    order = [(e["kind"], e["mode"]) for e in runs[0].document["order"]]
+    assert order[:2] == [("warmup", "idle"), ("warmup", "floor")]
+    assert order[2:5] == [("sample", "idle"), ("sample", "floor"), ("control", None)]
+    assert order[5:8] == [("sample", "idle"), ("sample", "floor"), ("control", None)]
+    assert order[8:] == [("sample", "idle"), ("sample", "floor")]
+
+
+def test_schema_rejects_a_broken_document(runs: tuple[RunResult, RunResult]) -> None:
+    doc = json.loads(runs[0].path.read_text())
+    del doc["modes"]["idle"]["samples"][0]["max_gap_ms"]
+    with pytest.raises(PerfsuiteError, match="max_gap_ms"):
+        validate_results(doc)
+
+
+def _pyperf(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pyperf", *args], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_pyperf_accepts_the_export(runs: tuple[RunResult, RunResult]) -> None:
+    a, b = (Path(str(r.path).replace(".json", ".pyperf.json")) for r in runs)
+    assert a in runs[0].exports
+    stats = _pyperf("stats", str(a))
+    assert stats.returncode == 0, stats.stderr
+    assert "twomodes.floor.max_gap_ms" in stats.stdout
+    hist = _pyperf("hist", str(a))
+    assert hist.returncode == 0, hist.stderr
+    compare = _pyperf("compare_to", str(a), str(b))
+    assert compare.returncode == 0, compare.stderr
+    assert "twomodes.idle.ack_ms" in compare.stdout + compare.stderr or compare.stdout
+
+
+def test_pyperf_values_are_positive_and_units_known(runs: tuple[RunResult, RunResult]) -> None:
+    import pyperf
+
+    suite = pyperf.BenchmarkSuite.load(str(runs[0].path).replace(".json", ".pyperf.json"))
+    names = suite.get_benchmark_names()
+    assert "twomodes.control.max_gap_ms" in names
+    for bench in suite:
+        assert bench.get_unit() in ("second", "byte", "integer")
+        assert all(v > 0 for v in bench.get_values())
+        assert bench.get_nrun() == (2 if ".control." in bench.get_name() else 3)
+    written = suite.get_benchmark("twomodes.floor.metrics.bytes_written")
+    assert written.get_unit() == "byte" and written.get_values() == (512.0,) * 3
+
+
+def test_hlog_is_readable(runs: tuple[RunResult, RunResult]) -> None:
+    from hdrh.histogram import HdrHistogram
+    from hdrh.log import HistogramLogReader
+
+    stem = str(runs[0].path)[: -len(".json")]
+    for name in ("idle", "floor", "control"):
+        path = Path(f"{stem}.{name}.hlog")
+        assert path in runs[0].exports
+        reader = HistogramLogReader(str(path), HdrHistogram(1, 600_000_000, 3))
+        intervals = 0
+        while reader.get_next_interval_histogram() is not None:
+            intervals += 1
+        reader.close()
+        assert intervals == (2 if name == "control" else 3)
+        assert Path(f"{stem}.{name}.uncorrected.hlog").exists()
+
+
+def test_summary_is_seeded_and_brackets_the_median() -> None:
+    values = [5.1, 5.3, 7.9, 5.2, 6.0, 5.5]
+    a, b = summarize(values), summarize(values)
+    assert a == b
+    assert a["min"] == 5.1 and a["max"] == 7.9 and a["median"] == pytest.approx(5.4)
+    assert a["ci_low"] <= a["median"] <= a["ci_high"]
+    flat = summarize([3.0, 3.0])
+    assert flat["ci_low"] == flat["ci_high"] == 3.0
+    assert summarize([4.0])["n"] == 1
+
+
+def test_verdict_counts_misses_and_gc() -> None:
+    def s(gap: float, gcs: int) -> dict[str, Any]:
+        return {"max_gap_ms": gap, "gc": {"collections": gcs}}
+
+    assert verdict([s(5, 0), s(19.9, 1)], 20)["met"] is True
+    v = verdict([s(5, 0), s(25, 0), s(40, 2), s(60, 1)], 20)
+    assert (v["met"], v["missed"], v["missed_with_gc"], v["worst_ms"]) == (False, 3, 2, 60)
+    assert verdict([], 20)["met"] is None
+
+
+def test_atomic_write_leaves_no_temp_files(tmp_path: Path) -> None:
+    target = tmp_path / "x.json"
+    write_json_atomic(target, {"a": 1})
+    write_json_atomic(target, {"a": 2})
+    assert json.loads(target.read_text()) == {"a": 2}
+    assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
+    with pytest.raises(ValueError):
+        write_json_atomic(target, {"a": float("nan")})
+    assert json.loads(target.read_text()) == {"a": 2}
+    assert [p.name for p in tmp_path.iterdir()] == ["x.json"]

@@ -1,0 +1,182 @@
+"""`perfsuite run`: one-line errors with exit 2, results files, the fixture hook, SIGINT and --resume."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from perfsuite import cli
+from perfsuite.harness import validate_results
+
+IDLE = 'operation = "perfsuite.workloads.basic:idle"'
+
+
+def _perfsuite(cwd: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "perfsuite", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode == 2, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert lines[0].startswith("perfsuite: error: ")
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ('samples = "six"\n[modes.a]\n' + IDLE + "\n", 'bad.toml: samples: expected a positive integer, got "six"'),
+        ("[modes.a]\nwindow_ms = 1\n", "bad.toml: modes.a.operation: missing"),
+        ('[modes.a]\noperation = "no_such_module_q:run"\n', "unknown operation no_such_module_q:run"),
+        ('[modes.a]\noperation = "perfsuite.workloads.basic:nope"\n', "has no attribute 'nope'"),
+        ("this is not toml\n", "bad.toml: invalid TOML"),
+    ],
+)
+def test_bad_recipes_exit_2_with_one_line(tmp_path: Path, text: str, fragment: str) -> None:
+    (tmp_path / "bad.toml").write_text(text)
+    line = _one_line_error(_perfsuite(tmp_path, "run", "bad.toml"))
+    assert fragment in line
+    assert not (tmp_path / "results").exists()  # nothing measured, nothing written
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["run", "no-such-recipe"], "unknown recipe 'no-such-recipe'"),
+        (["run", "idle-control", "--session", "missing-dir"], "--session: no such session directory"),
+        (["run", "fx.toml"], "unknown fixture 'nowhere'"),
+        (["run", "idle-control", "--samples", "0"], "--samples: expected a positive integer, got 0"),
+        (["run", "--resume", "nothing.json"], "nothing.json: no such results file"),
+        (["run", "idle-control", "--resume", "x.json"], "--resume continues the recorded recipe"),
+    ],
+)
+def test_bad_invocations_exit_2_with_one_line(tmp_path: Path, args: list[str], fragment: str) -> None:
+    (tmp_path / "fx.toml").write_text(f'fixture = "nowhere"\n[modes.a]\n{IDLE}\n')
+    assert fragment in _one_line_error(_perfsuite(tmp_path, *args))
+
+
+def _in_process(monkeypatch: pytest.MonkeyPatch, cwd: Path, *args: str) -> int:
+    monkeypatch.chdir(cwd)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    return cli.main(list(args))
+
+
+def test_default_run_writes_results_and_prints_verdicts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = _in_process(
+        monkeypatch,
+        tmp_path,
+        "run",
+        "--samples",
+        "1",
+        "--warmup",
+        "0",
+        "--isolation",
+        "inline",
+        "--work-dir",
+        str(tmp_path / "work"),
+    )
+    out = capsys.readouterr().out
+    assert status == 0
+    files = sorted((tmp_path / "results" / "local").glob("*-*[0-9].json"))
+    assert [f.name.split("-2")[0] for f in files] == ["fsync-floor", "idle-control"]
+    for f in files:
+        assert f"results: {f.resolve()}" in out or f"results: {f.relative_to(tmp_path)}" in out
+        doc = json.loads(f.read_text())
+        validate_results(doc)
+        assert doc["recipe"]["samples"] == 1 and doc["recipe"]["isolation"] == "inline"
+    assert "idle-control:" in out and "fsync-floor:" in out and "raw-os" in out and "idle control" in out
+    assert "met <= 20 ms" in out or "missed" in out
+
+
+def test_fixture_hook_supplies_the_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fixture = tmp_path / "fixture"
+    fixture.mkdir()
+    (fixture / "data").write_text("hello")
+    calls: list[tuple[Any, Any]] = []
+
+    def resolve(name: str | None, session: str | None) -> tuple[Path | None, dict[str, Any]]:
+        calls.append((name, session))
+        return fixture, {"name": name, "digest": "spec:abc"}
+
+    monkeypatch.setattr(cli, "resolve_fixture_hook", resolve)
+    (tmp_path / "fx.toml").write_text(
+        f'fixture = "tiny"\nsamples = 1\nwarmup = 0\nisolation = "inline"\n[modes.a]\n{IDLE}\nwindow_ms = 1\n'
+    )
+    assert _in_process(monkeypatch, tmp_path, "run", "fx.toml", "--output-dir", "out") == 0
+    capsys.readouterr()
+    assert calls == [("tiny", None)]
+    doc = json.loads(next((tmp_path / "out").glob("fx-*[0-9].json")).read_text())
+    assert doc["fixture"]["name"] == "tiny" and doc["fixture"]["digest"] == "spec:abc"
+    assert doc["fixture"]["files"] == 1
+
+
+def test_sigint_keeps_samples_and_resume_completes(tmp_path: Path) -> None:
+    (tmp_path / "slow.toml").write_text(
+        'samples = 6\nwarmup = 0\nisolation = "inline"\ncontrol_windows = 1\nsettle_ms = 5\n'
+        f"[modes.idle]\n{IDLE}\nwindow_ms = 120\n"
+    )
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "perfsuite", "run", "slow.toml", "--output-dir", "out"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    path: Path | None = None
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            found = sorted(out.glob("slow-*[0-9].json")) if out.exists() else []
+            if found:
+                path = found[0]
+                try:
+                    if len(json.loads(path.read_text())["modes"]["idle"]["samples"]) >= 2:
+                        break
+                except (ValueError, KeyError):
+                    pass
+            time.sleep(0.02)
+        else:
+            pytest.fail("the run never wrote two samples")
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert path is not None
+    assert proc.returncode == 130, stderr
+    assert "--resume" in stderr and "Traceback" not in stderr
+    doc = json.loads(path.read_text())
+    kept = doc["modes"]["idle"]["samples"]
+    assert 2 <= len(kept) < 6
+    assert doc["status"] == "interrupted"
+    validate_results(doc)
+
+    resumed = _perfsuite(tmp_path, "run", "--resume", str(path))
+    assert resumed.returncode == 0, resumed.stderr
+    final = json.loads(path.read_text())
+    assert final["status"] == "complete" and final["order"] == doc["order"]
+    samples = final["modes"]["idle"]["samples"]
+    assert len(samples) == 6 and samples[: len(kept)] == kept
+    assert f"results: {path.relative_to(tmp_path)}" in resumed.stdout or str(path) in resumed.stdout
+    validate_results(final)
