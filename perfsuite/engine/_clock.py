@@ -47,8 +47,29 @@ class SystemClock(Clock):
         return time.time()
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> TimerHandle:
-        loop = self._loop or asyncio.get_running_loop()
+        """A loop timer. Without a running loop (a synchronous caller), the timer is inert: the work it
+        would do is flushed by shutdown or absorbed by the next commit instead."""
+        loop = self._loop
+        if loop is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return _InertTimer()
         return _LoopTimer(loop.call_later(max(0.0, delay), callback))
+
+
+class _InertTimer(TimerHandle):
+    __slots__ = ("_cancelled",)
+
+    def __init__(self) -> None:
+        self._cancelled = False
+
+    def cancel(self) -> None:
+        self._cancelled = True
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
 
 
 class _LoopTimer(TimerHandle):

@@ -24,13 +24,12 @@ from perfsuite.engine._clock import Clock, SystemClock
 from perfsuite.engine._fs import O_EXCL_CREATE, FileSystem, OsFileSystem
 from perfsuite.engine._generations import OwnerConflict, SessionError, _pid_alive
 from perfsuite.engine._objects import digest_bytes
-from perfsuite.engine._pipeline import Batch, Step, mark_failed, run_step
+from perfsuite.engine._pipeline import Batch, Step
 from perfsuite.engine._session import (
     ATTACHMENT_PREFIX,
     CONVERSATION_PREFIX,
     Session,
     SessionSettings,
-    _AckSet,
 )
 from perfsuite.engine._sidecar import ROOT, SIDECAR_ARTIFACT, Sidecar
 from perfsuite.engine._transcript import Message, TranscriptLog
@@ -205,25 +204,6 @@ class FileSession(Session):
     # -- the file pipeline ------------------------------------------------------------------------------
     def publication(self, batch: Batch) -> FilePublication:  # type: ignore[override]
         return FilePublication(batch, self)
-
-    def publish(self, batch: Batch, acks: Any = ()) -> Any:
-        publication = self.publication(batch)
-        ack_list = list(acks)
-        self.active = publication  # type: ignore[assignment]
-        try:
-            for step in publication.steps():
-                try:
-                    run_step(step, publication.phases_ms)
-                except BaseException as exc:
-                    mark_failed(publication, step.phase, exc)  # type: ignore[arg-type]
-                    raise
-        except Exception as exc:
-            self.active = None
-            return self._after_failure(publication, ack_list, exc)  # type: ignore[arg-type]
-        self.active = None
-        self.reports.append(publication.report())
-        _AckSet(ack_list).resolve(None)
-        return publication.report()
 
     def _finish(self, publication: Any) -> None:  # type: ignore[override]
         batch = publication.batch

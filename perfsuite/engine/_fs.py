@@ -52,6 +52,14 @@ class FileSystem(ABC):
         self._warned_dirs: set[str] = set()
         self._warn_lock = threading.Lock()
 
+    def __getstate__(self) -> dict[str, object]:
+        # Picklable for a worker process (E4 process offload): locks are rebuilt, not copied.
+        return {k: v for k, v in self.__dict__.items() if not k.endswith("_lock")}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._warn_lock = threading.Lock()
+
     # -- primitives -------------------------------------------------------------------------------
     @abstractmethod
     def open(self, path: str, flags: int, mode: int = 0o644) -> int:

@@ -188,7 +188,9 @@ def hash_staged(batch: Batch, staged: Staged) -> Hashed:
                          clean_prefix_end=item.clean_prefix_end, memo=batch.memos.get(item.artifact))
         size = item.start + len(staged.payloads[item.artifact])
         entries[item.artifact] = ArtifactEntry(item.prefix + tail.chunks, size)
-        memos[item.artifact] = tail.memo
+        # A batch prepared for a worker process carries no memos and returns none: hasher state
+        # cannot cross a process boundary, so process offload rehashes the first restaged chunk.
+        memos[item.artifact] = tail.memo if batch.memos else None
         hashed += tail.hashed_bytes
     return Hashed(entries, memos, hashed)
 

@@ -8,10 +8,12 @@ The file-backed profile (PID lock, transcripts written in place) is in ``_filese
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import itertools
 import json
 import os
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -20,6 +22,7 @@ from typing import Any
 from perfsuite.engine._buffer import ConversationBuffer, FrozenText
 from perfsuite.engine._clock import Clock, SystemClock
 from perfsuite.engine._fs import FileSystem, OsFileSystem
+from perfsuite.engine._gate import DrainRefused, MutationGate, Preparation, Token
 from perfsuite.engine._generations import (
     LOGS,
     STAGING,
@@ -31,7 +34,9 @@ from perfsuite.engine._generations import (
     StaleHead,
     manifest_epoch,
 )
+from perfsuite.engine._job import Admission, PublicationJob
 from perfsuite.engine._objects import ChunkRef, HashMemo, chunk_start_for, reuse_prefix
+from perfsuite.engine._offload import Offload, ProcessOffload, make_offload
 from perfsuite.engine._pipeline import (
     Batch,
     Publication,
@@ -41,6 +46,7 @@ from perfsuite.engine._pipeline import (
     remove_staging,
     run_inline,
 )
+from perfsuite.engine._schedulers import CheckpointTimer, Debouncer, Notification, NotificationQueue
 from perfsuite.engine._sidecar import ACTIVITY_FLAVOURS, ROOT, SIDECAR_ARTIFACT, TERMINAL, MailRecord, Sidecar
 from perfsuite.engine._transcript import Message
 
@@ -63,7 +69,10 @@ class SessionSettings:
     registry_debounce_s: float = 2.0
     checkpoint_interval_s: float = 30.0
     drain_limit_s: float = 30.0
-    offload: str = "thread"  # thread | process | inline
+    offload: str = "thread"  # where the asynchronous job's blocking steps run: thread | process | inline
+    asynchronous: bool = True  # warm local portable sessions use the asynchronous job (E4)
+    notify_first_s: float = 0.05
+    notify_max_s: float = 0.5
 
 
 def artifact_for(conversation: str) -> str:
@@ -121,6 +130,23 @@ class Session:
         self.active: Publication | None = None
         self.closed = False
         self._serial = itertools.count(1)
+        # Warm-local machinery (E4-E7): the gate, the job's offload, notifications and schedulers.
+        self.gate = MutationGate()
+        self._offload: Offload | None = None
+        self.jobs: collections.deque[PublicationJob] = collections.deque(maxlen=256)
+        self.transport_busy = False
+        self.stopping = False
+        self.root_live = True
+        self.drain_ms: list[float] = []
+        self._observed = 0  # version of observational changes (activity flavours, discards)
+        self.registry_debounce = Debouncer(clock, settings.registry_debounce_s, self._registry_due,
+                                           is_deferred=lambda: self.active is not None)
+        self.notifications = NotificationQueue(
+            clock, gate_idle=lambda: self.gate.idle and self.active is None,
+            transport_idle=lambda: not self.transport_busy,
+            live=lambda: self.root_live and not self.stopping,
+            first_delay=settings.notify_first_s, max_delay=settings.notify_max_s)
+        self.checkpoint_timer = CheckpointTimer(clock, settings.checkpoint_interval_s, self._checkpoint_tick)
 
     # -- open / create / recover --------------------------------------------------------------------
     @classmethod
@@ -282,6 +308,7 @@ class Session:
             "publication": batch_id,
             "epoch": self.epoch,
             "kind": kind,
+            "observed": self._observed,
             "conversations": {c: {"tick": t.tick, "size": t.size} for c, t in texts.items()},
         }
         # The sidecar marker names the committed transcripts only (no publication id), so a save that
@@ -336,19 +363,207 @@ class Session:
 
     def publish(self, batch: Batch, acks: Iterable[Ack] = ()) -> PublicationReport:
         """The synchronous writer: every phase inline. Returns after adoption (or a no-op); on failure
-        before adoption the batch becomes the pending publication and :class:`SaveFailed` is raised."""
+        before adoption the batch becomes the pending publication and :class:`SaveFailed` is raised.
+        While it runs, the gate is owned by this stack: gated work queues, drains fail fast (E5)."""
         publication = self.publication(batch)
         ack_set = list(acks)
         self.active = publication
+        self.gate.sync_depth += 1
         try:
             run_inline(publication)
         except Exception as exc:
-            self.active = None
             return self._after_failure(publication, ack_set, exc)
-        self.active = None
+        finally:
+            self.gate.sync_depth -= 1
+            self.active = None
+            self._schedule_pump()
         self.reports.append(publication.report())
         _AckSet(ack_set).resolve(None)
         return publication.report()
+
+    # -- the asynchronous job and the gate (E4, E5) ------------------------------------------------------
+    @property
+    def warm(self) -> bool:
+        """Warm local portable sessions publish automatic work through the asynchronous job."""
+        return self.profile == "portable" and self.settings.asynchronous
+
+    def offload(self) -> Offload:
+        if self._offload is None:
+            self._offload = make_offload(self.settings.offload)
+            if isinstance(self._offload, ProcessOffload):
+                self._offload.warm_up()  # start the worker now, not inside the first publication
+        return self._offload
+
+    def drain(self, token: Token | None = None, *, limit_s: float | None = None) -> float:
+        """A synchronous caller drains the gate first: the accepted job advances to its end inline.
+        Fails fast under a running preparation or a synchronous publication on this stack. Returns
+        the milliseconds spent draining. Queued preparations stay queued (never reported committed)."""
+        job = self.gate.job
+        if job is None and self.gate.preparing is None and self.gate.sync_depth == 0:
+            return 0.0
+        if self.gate.holds(token):
+            return 0.0  # the running preparation reenters with its own token
+        self.gate.check_drain_allowed(token)
+        if job is None:
+            return 0.0
+        started = time.perf_counter()
+        self.gate.drains += 1
+        job.drain(limit_s=self.settings.drain_limit_s if limit_s is None else limit_s)
+        elapsed = (time.perf_counter() - started) * 1e3
+        self.drain_ms.append(elapsed)
+        return elapsed
+
+    def accept_job(self, batch: Batch, token: Token, acks: Iterable[Ack] = (), *,
+                   admission: Admission | None = None) -> PublicationJob:
+        """Accept a publication job from inside a preparation (its token proves it holds the gate).
+        The gate stays held until the job's finish; without a running loop the job is drained inline."""
+        if not self.gate.holds(token):
+            raise DrainRefused("a job can only be accepted by the preparation that holds the gate")
+        acks = list(acks)
+        publication = self.publication(batch)
+        job = PublicationJob(publication, self.offload(), lambda j: self._job_done(j, acks), admission=admission)
+        self.gate.job = job
+        self.active = publication
+        self.jobs.append(job)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            job.drain(limit_s=None)
+        else:
+            job.start(loop)
+        return job
+
+    def _job_done(self, job: PublicationJob, acks: list[Ack]) -> None:
+        """The job's last step ran: release the gate, then acknowledge once (success), or retain the
+        batch as the pending publication and report save failed (no acknowledgement yet)."""
+        publication = job.publication
+        self.gate.job = None
+        self.active = None
+        self.reports.append(publication.report())
+        if publication.outcome == "failed":
+            self._retain(publication, acks, publication.error or RuntimeError("failed"))
+            self.problems.append(self.save_failed or "save failed")
+        else:
+            if publication.error is not None:
+                self.problems.append(f"after adoption of {publication.batch.id}: {publication.error}")
+            _AckSet(acks).resolve(None)
+        self._schedule_pump()
+
+    def _schedule_pump(self) -> None:
+        """Queued preparations run once the gate is free, from the loop (never on a draining stack)."""
+        if not self.gate.queue:
+            return
+        try:
+            asyncio.get_running_loop().call_soon(self._pump)
+        except RuntimeError:
+            self._pump()
+
+    def _pump(self) -> None:
+        if not self.closed:
+            self.gate.pump()
+
+    def submit_preparation(self, label: str, prepare: Preparation, *, key: str | None = None) -> bool:
+        """Gated work: runs now if the gate is free, else queues (holding no snapshot) (E5)."""
+        self._check_open()
+        return self.gate.submit(label, prepare, key=key)
+
+    def deliver_background(self, to: str, body: str, *, sender: str, kind: str = "completion",
+                           ack: Ack | None = None, admission: Admission | None = None) -> None:
+        """Deliver a background command's completion or monitor batch to ``to``'s mailbox. Warm local
+        sessions return at once and acknowledge after adoption through the asynchronous job; every
+        other session publishes synchronously. The record is tentative (hidden) until then (E4)."""
+        self.conversation(to)
+        acks = [ack] if ack else []
+        if not self.warm:
+            self.append_mail(to, body, sender=sender, kind=kind, ack=ack)
+            return
+
+        def prepare(token: Token) -> None:
+            owner = self._new_id(kind)
+            self.sidecar.add_mail(self._new_mail(to, sender, kind, body), owner)
+            self.accept_job(self.freeze(kind, (), owner=owner), token, acks, admission=admission)
+
+        self.submit_preparation(f"mail:{to}", prepare)
+
+    def request_checkpoint(self, conversation: str = ROOT, *, admission: Admission | None = None) -> None:
+        """An automatic checkpoint: a preparation that rechecks modified state, save failure and retained
+        batches under the gate, then freezes. One accepted checkpoint per conversation (E7)."""
+        key = f"checkpoint:{conversation}"
+        running = self.gate.job
+        if running is not None and running.publication.batch.kind == "checkpoint" and \
+                conversation in running.publication.batch.texts:
+            return  # coalesced into the accepted one; later edits stay dirty for the next opportunity
+
+        def prepare(token: Token) -> None:
+            buffer = self.buffers.get(conversation)
+            if buffer is None or self.pending is not None or self.save_failed:
+                return  # automatic checkpoints never blindly retry retained recovery
+            if not self._needs_publish(conversation, buffer):
+                return  # nil preparation: an earlier save absorbed the edit
+            batch = self.freeze("checkpoint", (conversation,))
+            if self.warm:
+                self.accept_job(batch, token, admission=admission)
+            else:
+                self.publish(batch)
+
+        self.submit_preparation(key, prepare, key=key)
+
+    # -- observational changes and their debounced registry save (E7) -----------------------------------
+    def _observe(self) -> None:
+        self._observed += 1
+        self.registry_debounce.touch()
+
+    def _registry_due(self) -> None:
+        def prepare(token: Token) -> None:
+            batch = self.freeze("registry", ())
+            if self.warm:
+                self.accept_job(batch, token)
+            else:
+                self.publish(batch)
+
+        self.submit_preparation("registry", prepare, key="registry")
+
+    # -- notifications and in-flight checkpoints (E6, E7) -------------------------------------------------
+    def notify(self, callback: Notification) -> bool:
+        """Offer a notification (waiter wake, wake offer): never queued behind preparations, never run
+        under a token. Returns whether it ran immediately."""
+        return self.notifications.offer(callback)
+
+    def request_started(self, conversation: str = ROOT) -> None:
+        self.checkpoint_timer.request_started(conversation)
+
+    def request_finished(self, conversation: str = ROOT) -> None:
+        self.checkpoint_timer.request_finished(conversation)
+
+    def _checkpoint_tick(self, conversations: frozenset[str]) -> None:
+        for conversation in sorted(conversations):
+            if conversation in self.buffers:
+                self.request_checkpoint(conversation)
+
+    # -- shutdown (E7) -------------------------------------------------------------------------------
+    def shutdown(self) -> None:
+        """Drain accepted work, flush agent transcripts, then pending registry saves, then the root,
+        then release the lease. Pending recovery blocks shutdown (E7)."""
+        if self.closed:
+            return
+        self.stopping = True
+        self.notifications.close(proceed=True)
+        self.checkpoint_timer.stop()
+        self.drain()
+        while self.gate.queue:
+            self.gate.pump()
+            self.drain()
+        if self.pending is None:
+            for conversation, buffer in sorted(self.buffers.items()):
+                if conversation != ROOT and self._needs_publish(conversation, buffer):
+                    self.checkpoint(conversation)
+            if self.registry_debounce.pending:
+                self.registry_debounce.cancel()
+                self.registry_debounce.pending_since = None
+                self.save_registry()
+            if self._needs_publish(ROOT, self.buffers[ROOT]):
+                self.checkpoint(ROOT)
+        self.close()
 
     def _after_failure(self, publication: Publication, acks: list[Ack], exc: BaseException) -> PublicationReport:
         report = publication.report()
@@ -402,6 +617,8 @@ class Session:
             self.sidecar.root = dict(batch.projection)
         self.sidecar.reveal(batch.owner)
         self.sidecar.checkpoint = batch.candidate["marker"]
+        if batch.candidate.get("observed", -1) >= self._observed:
+            self.registry_debounce.absorb()  # this commit captured every observational change
         for item in batch.inputs:
             if item.artifact.startswith(ATTACHMENT_PREFIX):
                 self._unpublished_attachments.discard(item.artifact[len(ATTACHMENT_PREFIX) :])
@@ -423,12 +640,18 @@ class Session:
                      acks: Iterable[Ack] = (), sidecar: bool = True) -> PublicationReport:
         return self.publish(self.freeze(kind, conversations, owner=owner, sidecar=sidecar), acks)
 
+    def _enter_sync(self, token: Token | None) -> None:
+        """Every acknowledged mutation drains the gate before it mutates anything (E5)."""
+        self._check_open()
+        self.drain(token)
+
     # -- acknowledged mutations (synchronous; E3 item 3) ----------------------------------------------
     def append_mail(self, to: str, body: str, *, sender: str = ROOT, kind: str = "message",
-                    ack: Ack | None = None) -> MailRecord:
+                    ack: Ack | None = None, token: Token | None = None) -> MailRecord:
         """Mailbox append: returns only after its publication is adopted; the record is hidden from
         delivery until then (tentative)."""
         self.conversation(to)
+        self._enter_sync(token)
         owner = self._new_id(kind)
         record = self._new_mail(to, sender, kind, body)
         self.sidecar.add_mail(record, owner)
@@ -441,8 +664,9 @@ class Session:
         return MailRecord(f"m{self.epoch}-{number}", to, sender, kind, body, self.clock.wall())
 
     def spawn_agent(self, agent: str, *, name: str | None = None, parent: str = ROOT,
-                    prompt: str | None = None) -> None:
+                    prompt: str | None = None, token: Token | None = None) -> None:
         """Spawn registration: registry entry and initial transcript commit together, acknowledged."""
+        self._enter_sync(token)
         if agent in self.buffers or agent == ROOT or "/" in agent:
             raise SessionError(f"{self.root}: agent {agent!r} already exists or is not a valid id")
         owner = self._new_id("spawn")
@@ -454,13 +678,15 @@ class Session:
             buffer.insert(Message("user", prompt, self.clock.wall()))
         self._publish_now("spawn", (agent,), owner=owner)
 
-    def publish_result(self, agent: str, body: str) -> MailRecord:
+    def publish_result(self, agent: str, body: str, *, token: Token | None = None) -> MailRecord:
         """RESULT publication: the agent's answer as mail to its parent, acknowledged."""
         parent = str(self.sidecar.agents.get(agent, {}).get("parent", ROOT))
-        return self.append_mail(parent, body, sender=agent, kind="RESULT")
+        return self.append_mail(parent, body, sender=agent, kind="RESULT", token=token)
 
-    def settle(self, agent: str, status: str = "done", result: str | None = None) -> None:
+    def settle(self, agent: str, status: str = "done", result: str | None = None, *,
+               token: Token | None = None) -> None:
         """Terminal settlement: the agent's transcript commits with its metadata (and its RESULT)."""
+        self._enter_sync(token)
         if status not in TERMINAL:
             raise SessionError(f"settlement status must be one of {sorted(TERMINAL)}, got {status!r}")
         record = self.sidecar.agents.get(agent)
@@ -473,8 +699,9 @@ class Session:
             self.sidecar.add_mail(mail, owner)
         self._publish_now("settle", (agent,), owner=owner)
 
-    def set_control(self, key: str, value: Any) -> None:
+    def set_control(self, key: str, value: Any, *, token: Token | None = None) -> None:
         """Goal, plan and provider state: independently durable control state, acknowledged."""
+        self._enter_sync(token)
         if key not in ("goal", "plan", "provider"):
             raise SessionError(f"unknown control key {key!r}: expected goal, plan or provider")
         self.sidecar.control[key] = value
@@ -512,28 +739,36 @@ class Session:
         if record is None:
             raise SessionError(f"{self.root}: no agent {agent!r}")
         record["activity"] = flavour
+        self._observe()
 
     def discard_mail(self, conversation: str, mail_id: str) -> bool:
         """Explicit discard: observational, published by the next registry save."""
-        return self.sidecar.remove_mail(conversation, mail_id) is not None
+        removed = self.sidecar.remove_mail(conversation, mail_id) is not None
+        if removed:
+            self._observe()
+        return removed
 
-    def save_registry(self) -> PublicationReport:
-        """The sidecar-only registry save: never rewrites a transcript, rebuilds the prompt index or
-        scans snapshots; it projects the committed root fields (E7)."""
+    def save_registry(self, *, token: Token | None = None) -> PublicationReport:
+        """The sidecar-only registry save (required commit, synchronous): never rewrites a transcript,
+        rebuilds the prompt index or scans snapshots; it projects the committed root fields (E7)."""
+        self._enter_sync(token)
         return self._publish_now("registry", (), sidecar=True)
 
-    def full_save(self) -> PublicationReport:
+    def full_save(self, *, token: Token | None = None) -> PublicationReport:
         """Every modified conversation, new attachments and the sidecar (explicit save)."""
+        self._enter_sync(token)
         return self._publish_now("full", None)
 
-    def checkpoint(self, conversation: str = ROOT) -> PublicationReport:
+    def checkpoint(self, conversation: str = ROOT, *, token: Token | None = None) -> PublicationReport:
         """An explicit checkpoint of one conversation with the sidecar (synchronous writer)."""
+        self._enter_sync(token)
         return self._publish_now("checkpoint", (conversation,))
 
     # -- pending publications --------------------------------------------------------------------------
     def retry_pending(self) -> PublicationReport:
         """Explicit retry: republish the pending batch's frozen transcripts with a freshly projected
         sidecar; its candidate installs on adoption and its acknowledgements run once (E4)."""
+        self._enter_sync(None)
         pending = self._require_pending()
         if pending.batch.epoch != self.epoch and not pending.recovered:
             raise StaleHead(f"{pending.batch.id}: frozen in epoch {pending.batch.epoch}, the session is now in "
@@ -561,6 +796,7 @@ class Session:
     def abandon_pending(self) -> None:
         """Explicit abandon: delete the staged recovery, roll back its tentative records (they never
         become deliverable) and fail its unresolved acknowledgements exactly once (E4)."""
+        self._enter_sync(None)
         pending = self._require_pending()
         remove_staging(self.fs, pending.batch.staging_dir)
         self.sidecar.rollback(pending.batch.owner)
@@ -608,7 +844,16 @@ class Session:
                                "retry or abandon it first")
         if self.lease is not None:
             self.store.release_lease(self.lease)
+        self._release_machinery()
         self.closed = True
+
+    def _release_machinery(self) -> None:
+        self.registry_debounce.cancel()
+        self.checkpoint_timer.stop()
+        self.notifications.close(proceed=True)
+        if self._offload is not None:
+            self._offload.shutdown()
+            self._offload = None
 
     def _check_open(self) -> None:
         if self.closed:

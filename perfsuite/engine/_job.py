@@ -1,0 +1,239 @@
+"""E4: the asynchronous publication job: the same phases as the synchronous writer, spread across
+event-loop turns, with blocking steps (stage, hash, commit, adopt) run off the loop thread.
+
+Its acknowledgement means what the synchronous one means: it runs once, after adoption (success) or
+after a definitive rollback (failure). A synchronous caller may *drain* the job: the remaining steps
+run inline on the caller's stack, the limit checked between pumps (E5).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures as cf
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from perfsuite.engine._gate import DrainTimeout
+from perfsuite.engine._offload import Offload
+from perfsuite.engine._pipeline import Publication, Step, mark_failed
+
+
+class Admission:
+    """The job's admission: released immediately by default. A stalled admission (a producer still
+    proving authority, in the recipes a deliberately held one) keeps the job accepted but unstarted."""
+
+    def __init__(self, released: bool = True) -> None:
+        self._released = released
+        self._waiters: list[Callable[[], None]] = []
+
+    @property
+    def released(self) -> bool:
+        return self._released
+
+    def release(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        waiters, self._waiters = self._waiters, []
+        for wake in waiters:
+            wake()
+
+    def on_release(self, wake: Callable[[], None]) -> None:
+        if self._released:
+            wake()
+        else:
+            self._waiters.append(wake)
+
+
+@dataclass
+class JobTrace:
+    """Where the job's time went: per phase, main-thread time and wall time (off-loop work included)."""
+
+    main_ms: dict[str, float] = field(default_factory=dict)
+    wall_ms: dict[str, float] = field(default_factory=dict)
+    advances: int = 0
+    max_advance_ms: float = 0.0
+    drained: bool = False
+
+    def add(self, phase: str, main: float, wall: float) -> None:
+        self.main_ms[phase] = self.main_ms.get(phase, 0.0) + main
+        self.wall_ms[phase] = self.wall_ms.get(phase, 0.0) + wall
+
+
+class PublicationJob:
+    """One accepted publication, advanced by an asyncio task or drained inline. ``on_done`` runs once
+    on the loop thread with the publication (outcome adopted, noop or failed)."""
+
+    def __init__(
+        self,
+        publication: Publication,
+        offload: Offload,
+        on_done: Callable[[PublicationJob], None],
+        *,
+        admission: Admission | None = None,
+        label: str = "",
+    ) -> None:
+        self.publication = publication
+        self.offload = offload
+        self.on_done = on_done
+        self.admission = admission or Admission()
+        self.label = label or publication.batch.kind
+        self.trace = JobTrace()
+        self.submitted_ns = time.perf_counter_ns()
+        self.done = False
+        self._steps: Iterator[Step] = publication.steps()
+        self._current: Step | None = None
+        self._future: cf.Future[Any] | None = None
+        self._started_ns = 0
+        self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._driver = 0  # which task may advance the job; a drain takes over by moving it on
+
+    # -- asynchronous advance ---------------------------------------------------------------------
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._driver += 1
+        self._task = loop.create_task(self._run(self._driver), name=f"publication-{self.publication.batch.id}")
+
+    async def _run(self, driver: int) -> None:
+        try:
+            if not self.admission.released:
+                released = asyncio.get_running_loop().create_future()
+                self.admission.on_release(lambda: released.done() or released.set_result(None))
+                await released
+            while not self.done and self._driver == driver:
+                started = time.perf_counter_ns()
+                self._begin_next()
+                if self._future is not None:
+                    self._note_advance(started)
+                    future = self._future
+                    try:
+                        await asyncio.wrap_future(future)
+                    except BaseException:
+                        pass
+                    if self._driver != driver or self._future is not future:
+                        return  # a drain took over and already accepted this step
+                    started = time.perf_counter_ns()
+                    self._complete()
+                self._note_advance(started)
+                await asyncio.sleep(0)  # let the loop run between phases
+        except asyncio.CancelledError:
+            # Cancellation is caught at the asynchronous boundary: it must not strand the gate.
+            if not self.done and self.admission.released:
+                self.drain(limit_s=None)
+            raise
+
+    def _note_advance(self, started_ns: int) -> None:
+        elapsed = (time.perf_counter_ns() - started_ns) / 1e6
+        self.trace.advances += 1
+        self.trace.max_advance_ms = max(self.trace.max_advance_ms, elapsed)
+
+    def _begin_next(self) -> None:
+        """Take the next step: run it now if it belongs on the loop, else hand it to the offload."""
+        if self._current is not None:
+            return
+        step = next(self._steps, None)
+        if step is None:
+            self._finish()
+            return
+        self._current = step
+        self._started_ns = time.perf_counter_ns()
+        if step.blocking:
+            try:
+                self._future = self.offload.submit(step.func, *step.args)
+            except Exception as exc:  # the offload itself failed (a dead worker, unpicklable state)
+                self._future = None
+                self._fail(step.phase, exc)
+                return
+            self.trace.add(step.phase, (time.perf_counter_ns() - self._started_ns) / 1e6, 0.0)
+        else:
+            self._future = None
+            self._run_current_inline()
+
+    def _run_current_inline(self) -> None:
+        step = self._current
+        assert step is not None
+        start = time.perf_counter_ns()
+        try:
+            step.accept(step.func(*step.args))
+        except Exception as exc:
+            self._fail(step.phase, exc)
+            return
+        finally:
+            elapsed = (time.perf_counter_ns() - start) / 1e6
+            self.trace.add(step.phase, elapsed, elapsed)
+            self.publication.phases_ms[step.phase] = self.publication.phases_ms.get(step.phase, 0.0) + elapsed
+        self._current = None
+
+    def _complete(self) -> None:
+        """Accept the offloaded step's result on the loop thread."""
+        step, future = self._current, self._future
+        assert step is not None and future is not None
+        self._future = None
+        wall = (time.perf_counter_ns() - self._started_ns) / 1e6
+        self.trace.add(step.phase, 0.0, wall)
+        self.publication.phases_ms[step.phase] = self.publication.phases_ms.get(step.phase, 0.0) + wall
+        start = time.perf_counter_ns()
+        try:
+            step.accept(future.result())
+        except Exception as exc:
+            self._fail(step.phase, exc)
+            return
+        finally:
+            self.trace.add(step.phase, (time.perf_counter_ns() - start) / 1e6, 0.0)
+        self._current = None
+
+    def _fail(self, phase: str, exc: BaseException) -> None:
+        mark_failed(self.publication, phase, exc)
+        self._current = None
+        if self.publication.adopted:
+            return  # failure after adoption: durable, only logged; carry on to finish
+        self._finish()
+
+    def _finish(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        self.on_done(self)
+
+    # -- synchronous drain (E5) ----------------------------------------------------------------------
+    def drain(self, *, limit_s: float | None, poll_s: float = 0.01) -> None:
+        """Advance the job to its end inline on the caller's stack. The limit is checked between pumps
+        (one pump: wait for the current off-loop step, or run the next step), so it bounds the number
+        of pumps, not one blocking step. A stalled admission raises :class:`DrainTimeout` at the
+        limit and the job stays accepted, unacknowledged."""
+        self._driver += 1  # any task still advancing the job stops at its next resume
+        self.trace.drained = True
+        deadline = None if limit_s is None else time.monotonic() + limit_s
+        while not self.done:
+            if deadline is not None and time.monotonic() > deadline:
+                if self._loop is not None:
+                    self.start(self._loop)  # the job stays accepted and resumes asynchronously
+                raise DrainTimeout(f"drain limit {limit_s:.3f} s passed with {self.label} still accepted")
+            if not self.admission.released:
+                time.sleep(poll_s)
+                continue
+            if self._future is not None:
+                try:
+                    self._future.result()
+                except BaseException:
+                    pass
+                self._complete()
+                continue
+            self._begin_next_inline()
+
+    def _begin_next_inline(self) -> None:
+        step = next(self._steps, None)
+        if step is None:
+            self._finish()
+            return
+        self._current = step
+        self._started_ns = time.perf_counter_ns()
+        self._future = None
+        self._run_current_inline()
+
+    @property
+    def phase(self) -> str | None:
+        return self._current.phase if self._current is not None else None
