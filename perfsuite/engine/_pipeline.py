@@ -81,6 +81,7 @@ class Batch:
     owner: str  # publication id owning tentative records
     created: float
     staging_dir: str
+    freeze_ms: float = 0.0
 
     def for_offload(self) -> Batch:
         """A picklable copy for a worker process: bytes materialised, no hasher memos."""

@@ -341,6 +341,7 @@ class Session:
         """Capture what a publication will publish: modified conversations among ``conversations``
         (all when None), new attachments, and (unless ``sidecar`` is False) the detached sidecar."""
         self._check_open()
+        started = time.perf_counter()
         wanted = self.buffers.keys() if conversations is None else conversations
         texts: dict[str, FrozenText] = {}
         for conversation in wanted:
@@ -348,8 +349,10 @@ class Session:
             if self._needs_publish(conversation, buffer):
                 texts[conversation] = buffer.freeze()
         attachments = sorted(self._unpublished_attachments) if conversations is None else []
-        return self._freeze_batch(kind=kind, texts=texts, owner=owner or self._new_id(kind),
-                                  document=sidecar, attachments=attachments)
+        batch = self._freeze_batch(kind=kind, texts=texts, owner=owner or self._new_id(kind),
+                                   document=sidecar, attachments=attachments)
+        batch.freeze_ms = (time.perf_counter() - started) * 1e3
+        return batch
 
     def _needs_publish(self, conversation: str, buffer: ConversationBuffer) -> bool:
         committed = self.manifest.artifacts if self.manifest else {}
@@ -359,7 +362,7 @@ class Session:
     def publication(self, batch: Batch) -> Publication:
         assert self.lease is not None
         return Publication(batch, self.store, self.lease, self.store.known_objects, self._finish,
-                           self._noop_install)
+                           self._noop_install, phases_ms={"freeze": batch.freeze_ms})
 
     def publish(self, batch: Batch, acks: Iterable[Ack] = ()) -> PublicationReport:
         """The synchronous writer: every phase inline. Returns after adoption (or a no-op); on failure
@@ -485,28 +488,35 @@ class Session:
 
         self.submit_preparation(f"mail:{to}", prepare)
 
-    def request_checkpoint(self, conversation: str = ROOT, *, admission: Admission | None = None) -> None:
+    def request_checkpoint(self, conversation: str = ROOT, *, admission: Admission | None = None,
+                           ack: Ack | None = None) -> bool:
         """An automatic checkpoint: a preparation that rechecks modified state, save failure and retained
-        batches under the gate, then freezes. One accepted checkpoint per conversation (E7)."""
+        batches under the gate, then freezes. One accepted checkpoint per conversation (E7): a request
+        that coalesces into an accepted one returns False. ``ack`` runs once after adoption, or at once
+        for a nil preparation (nothing to publish, or retained recovery that it must not retry)."""
         key = f"checkpoint:{conversation}"
         running = self.gate.job
-        if running is not None and running.publication.batch.kind == "checkpoint" and \
-                conversation in running.publication.batch.texts:
-            return  # coalesced into the accepted one; later edits stay dirty for the next opportunity
+        if (running is not None and running.publication.batch.kind == "checkpoint"
+                and conversation in running.publication.batch.texts) or key in self.gate.queued_keys():
+            return False  # coalesced; later edits stay dirty for the next opportunity
+        acks = [ack] if ack else []
 
         def prepare(token: Token) -> None:
             buffer = self.buffers.get(conversation)
-            if buffer is None or self.pending is not None or self.save_failed:
-                return  # automatic checkpoints never blindly retry retained recovery
-            if not self._needs_publish(conversation, buffer):
-                return  # nil preparation: an earlier save absorbed the edit
+            if buffer is None or self.pending is not None or self.save_failed \
+                    or not self._needs_publish(conversation, buffer):
+                # Automatic checkpoints never blindly retry retained recovery; a nil preparation
+                # (an earlier save absorbed the edit) is a successful no-op.
+                _AckSet(acks).resolve(None)
+                return
             batch = self.freeze("checkpoint", (conversation,))
             if self.warm:
-                self.accept_job(batch, token, admission=admission)
+                self.accept_job(batch, token, acks, admission=admission)
             else:
-                self.publish(batch)
+                self.publish(batch, acks)
 
         self.submit_preparation(key, prepare, key=key)
+        return True
 
     # -- observational changes and their debounced registry save (E7) -----------------------------------
     def _observe(self) -> None:
@@ -754,9 +764,15 @@ class Session:
         self._enter_sync(token)
         return self._publish_now("registry", (), sidecar=True)
 
-    def full_save(self, *, token: Token | None = None) -> PublicationReport:
-        """Every modified conversation, new attachments and the sidecar (explicit save)."""
+    def full_save(self, *, rescan: bool = False, token: Token | None = None) -> PublicationReport:
+        """Every modified conversation, new attachments and the sidecar (explicit save). ``rescan``
+        restages and rehashes every conversation and attachment before comparing: the seed's rejected
+        full registry save, kept as the baseline the registry-save recipe measures against."""
         self._enter_sync(token)
+        if rescan:
+            for buffer in self.buffers.values():
+                buffer.dirty_from = 0
+            self._unpublished_attachments.update(self.attachments)
         return self._publish_now("full", None)
 
     def checkpoint(self, conversation: str = ROOT, *, token: Token | None = None) -> PublicationReport:
