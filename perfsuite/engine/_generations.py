@@ -343,6 +343,19 @@ class GenerationStore:
         return {n for n in self.fs.listdir(self.path(OBJECTS)) if ".tmp-" not in n and not n.startswith(MANIFEST_PREFIX)
                 and not n.startswith(".")}
 
+    def adopted_chain(self, head: HeadRef | None, limit: int) -> list[str]:
+        """HEAD's manifest and its adopted ancestors (through parent links), newest first. A manifest
+        that is not on this chain was never adopted (an orphan of a failed or crashed commit)."""
+        chain: list[str] = []
+        name = head.manifest if head is not None else None
+        while name is not None and len(chain) < limit:
+            chain.append(name)
+            try:
+                name = self.read_manifest(name).parent
+            except (OSError, ValueError, KeyError):
+                break
+        return chain
+
     # -- retirement (idle slices) -------------------------------------------------------------------
     def retire(self, *, keep: int, pinned: Iterable[str] = (), head: HeadRef | None, max_deletions: int = 64
                ) -> tuple[int, bool]:
@@ -350,14 +363,7 @@ class GenerationStore:
         other manifest (older ones and orphans of failed commits), then chunks no retained manifest
         references. At most ``max_deletions`` removals per call (an idle slice); returns (removed,
         more_work_left). Manifests go first so a crash never leaves a retained manifest without chunks."""
-        retained = set(pinned)
-        name = head.manifest if head is not None else None
-        while name is not None and len(retained - set(pinned)) < keep:
-            retained.add(name)
-            try:
-                name = self.read_manifest(name).parent
-            except (OSError, ValueError, KeyError):
-                break
+        retained = set(pinned) | set(self.adopted_chain(head, keep))
         if head is None:
             retained.update(self.list_manifests()[:keep])
         removed = 0

@@ -204,12 +204,19 @@ class Session:
         """Staged batches left by a crash: already adopted ones are cleaned up; the newest unadopted one
         becomes a pending publication of its transcript bytes (its sidecar is never resurrected)."""
         staging = self.store.path(STAGING)
-        adopted = {str(self.manifest.meta.get("publication"))} if self.manifest else set()
-        for name in self.store.list_manifests()[: self.settings.keep_generations]:
+        chain = set(self.store.adopted_chain(self.head, self.settings.keep_generations + 1))
+        adopted: set[str] = set()
+        orphans: dict[str, Manifest] = {}  # committed but never adopted: a crash between commit and adopt
+        for name in self.store.list_manifests():
             try:
-                adopted.add(str(self.store.read_manifest(name).meta.get("publication")))
+                manifest = self.store.read_manifest(name)
             except (OSError, ValueError, KeyError):
                 continue
+            publication = str(manifest.meta.get("publication"))
+            if name in chain:
+                adopted.add(publication)
+            else:
+                orphans[publication] = manifest
         for pub in sorted(self.fs.listdir(staging)):
             directory = os.path.join(staging, pub)
             batch_file = os.path.join(directory, "batch.json")
@@ -222,35 +229,42 @@ class Session:
             if record is None or pub in adopted:
                 remove_staging(self.fs, directory)
                 continue
-            texts = self._recovered_texts(directory, record)
-            if not texts:
+            buffers = self._recovered_buffers(directory, record, orphans.get(pub))
+            if not buffers:
                 remove_staging(self.fs, directory)
                 continue
-            batch = self._freeze_batch(kind="recovery", texts=texts, owner=pub, document=True)
+            texts = {c: b.freeze() for c, b in buffers.items()}
+            projection = buffers[ROOT].projection() if ROOT in buffers else None
+            batch = self._freeze_batch(kind="recovery", texts=texts, owner=pub, projection=projection)
             self.pending = PendingPublication(batch, "crash", "recovered after a crash", [], recovered=True)
             self.save_failed = f"{directory}: unpublished transcript bytes recovered after a crash"
             self.problems.append(self.save_failed)
 
-    def _recovered_texts(self, directory: str, record: Mapping[str, Any]) -> dict[str, FrozenText]:
-        texts: dict[str, FrozenText] = {}
+    def _recovered_buffers(self, directory: str, record: Mapping[str, Any], orphan: Manifest | None
+                           ) -> dict[str, ConversationBuffer]:
+        """The frozen transcript bytes of a staged batch: committed prefix chunks plus staged files, or,
+        when commit already moved the staged chunks into the store, the batch's unadopted manifest."""
+        buffers: dict[str, ConversationBuffer] = {}
         for artifact, info in record.get("artifacts", {}).items():
             if not artifact.startswith(CONVERSATION_PREFIX):
                 continue
             try:
-                prefix = b"".join(self.store.read_object(_chunk(c)) for c in info["prefix"])
-                tail = b"".join(self.fs.read(os.path.join(directory, f[2])) for f in info["files"])
+                if orphan is not None and artifact in orphan.artifacts:
+                    data = self.store.read_artifact(orphan.artifacts[artifact])
+                else:
+                    prefix = b"".join(self.store.read_object(_chunk(c)) for c in info["prefix"])
+                    data = prefix + b"".join(self.fs.read(os.path.join(directory, f[2])) for f in info["files"])
             except (OSError, ValueError, KeyError):
                 self.problems.append(f"{directory}: staged bytes of {artifact} are incomplete; not recovered")
                 continue
-            data = prefix + tail
             if len(data) != int(info["size"]):
                 self.problems.append(f"{directory}: staged bytes of {artifact} are torn; not recovered")
                 continue
             conversation = artifact[len(CONVERSATION_PREFIX) : -len(".jsonl")]
             buffer = ConversationBuffer(conversation, data.splitlines(keepends=True))
             buffer.dirty_from = 0
-            texts[conversation] = buffer.freeze()
-        return texts
+            buffers[conversation] = buffer
+        return buffers
 
     # -- reading --------------------------------------------------------------------------------------
     @property
@@ -284,6 +298,7 @@ class Session:
         owner: str,
         document: bool = True,
         attachments: Iterable[str] = (),
+        projection: Mapping[str, Any] | None = None,
     ) -> Batch:
         committed = self.manifest.artifacts if self.manifest else {}
         chunk_size = self.settings.chunk_size
@@ -302,7 +317,10 @@ class Session:
             data = self.attachments[attachment]
             inputs.append(StageInput(ATTACHMENT_PREFIX + attachment, 0, 0, len(data), (), chunk_size, data=data))
         receipts = {c: t.receipts for c, t in texts.items()}
-        projection = self.buffers[ROOT].projection() if ROOT in texts else None
+        if ROOT not in texts:
+            projection = None
+        elif projection is None:  # the live buffer is exactly what was frozen a moment ago
+            projection = self.buffers[ROOT].projection()
         batch_id = owner if kind == "recovery" else self._new_id(kind)
         candidate = {
             "publication": batch_id,
@@ -329,7 +347,7 @@ class Session:
             memos={i.artifact: self.memos.get(i.artifact) for i in inputs},
             texts=dict(texts),
             receipts=receipts,
-            projection=projection,
+            projection=dict(projection) if projection is not None else None,
             candidate=candidate,
             owner=owner,
             created=self.clock.wall(),
@@ -790,7 +808,13 @@ class Session:
             raise StaleHead(f"{pending.batch.id}: frozen in epoch {pending.batch.epoch}, the session is now in "
                             f"epoch {self.epoch}; abandon it")
         texts = {c: t for c, t in pending.batch.texts.items() if self._still_newer(c, t, pending.recovered)}
-        batch = self._freeze_batch(kind=pending.batch.kind, texts=texts, owner=pending.batch.owner)
+        if pending.recovered:
+            edited = sorted(c for c in texts if c in self.buffers and self.buffers[c].modified)
+            if edited:
+                raise SessionError(f"{self.root}: {', '.join(edited)} changed since the crash recovery was found; "
+                                   "abandon the recovered batch or save first")
+        batch = self._freeze_batch(kind=pending.batch.kind, texts=texts, owner=pending.batch.owner,
+                                   projection=pending.batch.projection)
         remove_staging(self.fs, pending.batch.staging_dir)
         acks = pending.acks
         pending.acks = []

@@ -308,3 +308,36 @@ def test_committed_projection_comes_from_committed_root(tmp_path):
     session.checkpoint()
     sidecar = json.loads(session.store.read_artifact(session.manifest.artifacts["sidecar.json"]))
     assert sidecar["root"]["latest_user_preview"] == "not yet committed"
+
+
+CHILD_CRASH_BEFORE_ADOPTION = """
+import sys
+from perfsuite.engine import Fault, FaultyFileSystem, Message, OsFileSystem, Session, SessionSettings
+fs = FaultyFileSystem(OsFileSystem(), [Fault("replace", path="*/HEAD", crash="before")], on_crash="kill")
+session = Session.open(sys.argv[1], fs=fs, settings=SessionSettings(chunk_size=1024))
+session.add_message("root", Message("user", "unpublished before the crash", 7.0))
+session.checkpoint()
+"""
+
+
+def test_crash_before_adoption_leaves_recoverable_pending_publication(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    session = new_session(tmp_path)
+    committed = session.buffers["root"].messages()
+    session.close()
+    proc = subprocess.run([sys.executable, "-c", CHILD_CRASH_BEFORE_ADOPTION, str(tmp_path / "s")],
+                          capture_output=True, timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    reopened = Session.open(tmp_path / "s", settings=SessionSettings(chunk_size=1024))
+    assert reopened.buffers["root"].messages() == committed  # HEAD never moved
+    assert reopened.pending is not None and reopened.pending.recovered and reopened.save_failed
+    with pytest.raises(Exception, match="pending publication"):
+        reopened.close()
+    reopened.retry_pending()
+    assert reopened.buffers["root"].messages()[-1].content == "unpublished before the crash"
+    assert os.listdir(tmp_path / "s" / "staging") == []
+    reopened.close()
+    assert Session.open(tmp_path / "s").buffers["root"].messages()[-1].content == "unpublished before the crash"
