@@ -1,0 +1,615 @@
+"""The fixture generators (SPEC M6): seeded programs that build real sessions with the engine itself.
+
+Each generator takes a validated spec and an empty destination directory and returns what it knows
+about the result (sizes, ids, settings) for the fixture info. The sessions are created with
+:meth:`Session.open` on the real file system and a :class:`VirtualClock` (timestamps never depend on
+the wall clock), grown through the engine's public mutations (messages, spawns, mail, checkpoints,
+registry saves, attachments), retired to ``keep_generations`` and closed (no ``LEASE`` left).
+Diagnostic logs are written with :class:`DiagnosticLog` (E8).
+
+Exact sizes are reached by construction, not by luck: a transcript is grown with ordinary messages,
+then finished by messages whose plain-text content is sized to the byte; the last diagnostic log of
+``copied-27mb`` absorbs the remaining bytes of the directory total.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfsuite.engine import (
+    DiagnosticLog,
+    Message,
+    OsFileSystem,
+    Session,
+    SessionSettings,
+    VirtualClock,
+)
+from perfsuite.errors import PerfsuiteError
+from perfsuite.workloads._fixture_text import TextGen, log_uniform, split_budget
+
+__all__ = ["GENERATORS", "Generator", "Progress", "tree_stats"]
+
+#: step description, fraction done in [0, 1]
+Progress = Callable[[str, float], None]
+
+ROOT = "root"
+_MODELS = ("claude-sonnet-4", "claude-opus-4", "gpt-4.1", "o3")
+_AGENT_ROLES = ("researcher", "test-runner", "reviewer", "refactorer", "doc-writer", "profiler",
+                "bisector", "migrator", "linter", "planner", "builder", "verifier")
+
+
+def tree_stats(path: str | os.PathLike[str]) -> tuple[int, int]:
+    """Regular files under ``path`` and their total size, as ``find DIR -type f`` plus summing st_size
+    would count them (symbolic links are not followed and not counted)."""
+    files = total = 0
+    for directory, _dirs, names in os.walk(path):
+        for name in names:
+            st = os.lstat(os.path.join(directory, name))
+            if stat.S_ISREG(st.st_mode):
+                files += 1
+                total += st.st_size
+    return files, total
+
+
+# -- building blocks -----------------------------------------------------------------------------------
+
+
+class _Builder:
+    """Drives one session: seeded text, virtual time, and exact-size transcript growth."""
+
+    def __init__(self, session: Session, clock: VirtualClock, text: TextGen) -> None:
+        self.session = session
+        self.clock = clock
+        self.text = text
+        self.rng = text.rng
+
+    def wait(self, low: float, high: float) -> None:
+        """Let virtual time pass (think time, generation time)."""
+        self.clock.advance(self.rng.uniform(low, high))
+
+    def size(self, conversation: str) -> int:
+        return self.session.conversation(conversation).size
+
+    def count(self, conversation: str) -> int:
+        return len(self.session.conversation(conversation))
+
+    def add(self, conversation: str, role: str, content: str, meta: Mapping[str, Any] | None = None) -> int:
+        """Append one message now; return its encoded size."""
+        message = Message(role, content, round(self.clock.wall(), 3), dict(meta) if meta else None)
+        self.session.add_message(conversation, message)
+        return len(message.encode())
+
+    def user(self, conversation: str, low: int = 300, high: int = 1200) -> int:
+        self.wait(15.0, 140.0)
+        return self.add(conversation, "user", self.text.user_message(int(log_uniform(self.rng, low, high))))
+
+    def assistant(self, conversation: str, low: int = 300, high: int = 2000) -> int:
+        self.wait(4.0, 70.0)
+        chars = int(log_uniform(self.rng, low, high))
+        meta = {"model": _MODELS[self.rng.randrange(len(_MODELS))],
+                "usage": {"input_tokens": self.rng.randrange(2_000, 180_000), "output_tokens": chars // 4}}
+        return self.add(conversation, "assistant", self.text.assistant_message(chars), meta)
+
+    def tool(self, conversation: str, low: int = 200, high: int = 6000) -> int:
+        self.wait(0.5, 20.0)
+        name = self.text.tool_name()
+        body = self.text.code(int(log_uniform(self.rng, low, high))) if name in ("read_file", "edit_file") \
+            else self.text.tool_output(int(log_uniform(self.rng, low, high)))
+        return self.add(conversation, "tool", body, {"tool": name, "call": self.text.hexid(12)})
+
+    def exchange(self, conversation: str, agent: bool) -> None:
+        """One step of a conversation: a user turn and an answer (root), or an agent's tool round."""
+        if agent:
+            self.assistant(conversation, 200, 1500)
+            self.tool(conversation)
+        else:
+            self.user(conversation)
+            self.assistant(conversation)
+
+    def grow_to(self, conversation: str, target: int, *, agent: bool = False) -> None:
+        """Ordinary messages until the transcript holds at least ``target`` bytes."""
+        while self.size(conversation) < target:
+            self.exchange(conversation, agent)
+
+    def fill_exact(self, conversation: str, target: int, *, agent: bool = False) -> None:
+        """Grow to exactly ``target`` bytes: ordinary messages while far away, then plain assistant
+        messages whose content is sized to the byte (their encoded length is known exactly)."""
+        margin = 12_000  # an ordinary exchange is far smaller than this (tool output <= ~6.5 KB)
+        while target - self.size(conversation) > margin:
+            self.exchange(conversation, agent)
+        remaining = target - self.size(conversation)
+        if remaining < 0:
+            raise PerfsuiteError(f"{conversation}: already {self.size(conversation)} bytes, over the "
+                                 f"target of {target}")
+        parts = max(1, remaining // 1500)
+        for index in range(parts):
+            share = remaining // (parts - index)
+            self.wait(4.0, 40.0)
+            stamp = round(self.clock.wall(), 3)
+            overhead = len(Message("assistant", "", stamp).encode())
+            if share - overhead < 1:
+                raise PerfsuiteError(f"{conversation}: cannot place {share} bytes in one message")
+            message = Message("assistant", self.text.plain(share - overhead), stamp)
+            self.session.add_message(conversation, message)
+            remaining -= len(message.encode())
+        if self.size(conversation) != target:
+            raise PerfsuiteError(f"{conversation}: exact fill reached {self.size(conversation)}, not {target}")
+
+    def permission_pair(self, agent: str) -> None:
+        """A permission decision: blocked, saved; running again, saved (observational, E7)."""
+        self.session.set_activity(agent, "permission-blocked")
+        self.session.save_registry()
+        self.wait(0.5, 25.0)
+        self.session.set_activity(agent, "running")
+        self.session.save_registry()
+
+    def result_body(self, low: int = 500, high: int = 4000) -> str:
+        chars = int(log_uniform(self.rng, low, high))
+        summary = self.text.plain(min(chars, 300))
+        return f"{summary}\n\n{self.text.tool_output(max(0, chars - len(summary)))}"
+
+    def retire_all(self) -> int:
+        removed = 0
+        while True:
+            n, more = self.session.retire()
+            removed += n
+            if not more:
+                return removed
+
+
+def _open(dest: Path, settings: Mapping[str, Any], wall_start: float) -> tuple[Session, VirtualClock]:
+    clock = VirtualClock(wall_start=wall_start)
+    session = Session.open(dest, create=True, fs=OsFileSystem(), clock=clock,
+                           settings=SessionSettings(**dict(settings)))
+    return session, clock
+
+
+def _line(record: Mapping[str, Any]) -> bytes:
+    """A diagnostic log line exactly as :class:`DiagnosticLog` encodes it (E8)."""
+    return json.dumps(record, separators=(",", ":"), sort_keys=True).encode() + b"\n"
+
+
+def _telemetry(text: TextGen, log: str, t: float, seq: int) -> dict[str, Any]:
+    """One realistic telemetry record for the log called ``log``."""
+    rng = text.rng
+    base: dict[str, Any] = {"t": round(t, 3), "seq": seq, "pid": 41_000 + rng.randrange(8)}
+    kind = log.split(".")[0].split("-")[0]
+    if kind == "transport":
+        base.update(kind="request", model=_MODELS[rng.randrange(len(_MODELS))], status=200 if rng.random() < 0.97
+                    else 529, ms=round(log_uniform(rng, 300, 90_000), 1), bytes_in=rng.randrange(200, 400_000),
+                    bytes_out=rng.randrange(100, 60_000), stream_chunks=rng.randrange(1, 900))
+    elif kind == "permissions":
+        base.update(kind="decision", agent=f"agent-{text.hexid(6)}", tool=text.tool_name(),
+                    decision="allow" if rng.random() < 0.93 else "deny", wait_ms=round(log_uniform(rng, 40, 60_000), 1),
+                    command=text.plain(rng.randrange(20, 160)))
+    elif kind == "publications":
+        phases = {p: round(log_uniform(rng, 0.01, 40.0), 3) for p in
+                  ("freeze", "stage", "hash", "select", "commit", "adopt", "finish")}
+        base.update(kind="publication", id=f"p1-{seq}-checkpoint-{text.hexid(6)}", phases_ms=phases,
+                    bytes=rng.randrange(300, 1_400_000), chunks=rng.randrange(0, 24), outcome="adopted")
+    elif kind == "render":
+        base.update(kind="render", view=text.identifier(), lines=rng.randrange(1, 4000),
+                    ms=round(log_uniform(rng, 0.05, 120.0), 3), reason=text.plain(rng.randrange(10, 60)))
+    elif kind == "gc":
+        base.update(kind="gc", generation=rng.randrange(3), ms=round(log_uniform(rng, 0.05, 60.0), 3),
+                    collected=rng.randrange(0, 90_000), uncollectable=0)
+    else:  # telemetry: heartbeat gaps and loop lag
+        base.update(kind="heartbeat", gap_ms=round(5.0 + log_uniform(rng, 0.01, 80.0), 3),
+                    lag_us=rng.randrange(0, 75_000), phase=("idle", "stream", "publish", "render")[rng.randrange(4)],
+                    note=text.plain(rng.randrange(10, 80)))
+    return base
+
+
+def write_log_exact(text: TextGen, directory: str | os.PathLike[str], log: str, target: int, *,
+                    start: float, end: float, flush_every: int = 500) -> int:
+    """Write ``log`` in ``directory`` with :class:`DiagnosticLog` (delta appends, E8) until it holds
+    exactly ``target`` bytes: ordinary records, then one record whose ``note`` is sized to the byte."""
+    per = 260  # rough record size, only used to spread timestamps over [start, end]
+    expected = max(1, target // per)
+    written = seq = 0
+    tail = 1200  # room kept for the last, exactly sized record
+    with DiagnosticLog(directory) as dlog:
+        while True:
+            t = start + (end - start) * min(1.0, seq / expected)
+            record = _telemetry(text, log, t, seq)
+            size = len(_line(record))
+            if target - written - size < tail:
+                break
+            dlog.log(log, record)
+            written += size
+            seq += 1
+            if seq % flush_every == 0:
+                dlog.flush()
+        record = _telemetry(text, log, end, seq)
+        record["note"] = ""
+        need = target - written - len(_line(record))
+        if need < 0:
+            raise PerfsuiteError(f"{log}: cannot reach exactly {target} bytes")
+        record["note"] = text.plain(need)
+        dlog.log(log, record)
+        written += len(_line(record))
+    actual = os.path.getsize(os.path.join(directory, log))
+    if actual != target:
+        raise PerfsuiteError(f"{log}: wrote {actual} bytes, expected exactly {target}")
+    return seq + 1
+
+
+# -- the generators ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Generator:
+    """A named generator: its version (part of the spec digest), its parameters with their defaults,
+    the ``expect`` keys it understands, whether it takes SessionSettings, and the build function."""
+
+    name: str
+    version: int
+    params: Mapping[str, Any]
+    expect: frozenset[str]
+    settings: bool
+    build: Callable[[Any, Path, Progress], dict[str, Any]]
+    requires: frozenset[str] = frozenset()  # ``expect`` keys the generator builds to (targets)
+
+
+def _build_synthetic(spec: Any, dest: Path, progress: Progress) -> dict[str, Any]:
+    """synthetic-6000 (SPEC M6): a local portable session whose root transcript holds exactly
+    ``root_messages`` saved messages (user/assistant turns and delivered RESULT mail), a few agents,
+    mail delivered and committed, a committed root projection, file snapshots and a small log."""
+    p = spec.params
+    total = int(p["root_messages"])
+    text = TextGen(f"{spec.name}:{spec.seed}")
+    session, clock = _open(dest, spec.settings, float(p["wall_start"]))
+    b = _Builder(session, clock, text)
+    agents = [f"agent-{text.hexid(6)}" for _ in range(int(p["agents"]))]
+    per_agent = max(1, int(p["results"]) // max(1, len(agents)))
+    # Event schedule keyed by the root message count (deliveries count as root messages).
+    events: dict[int, list[tuple[str, Any]]] = {}
+    for k, agent in enumerate(agents):
+        spawn_at = int(total * (k + 1) / (len(agents) + 2))
+        events.setdefault(spawn_at, []).append(("spawn", agent))
+        for j in range(per_agent):
+            events.setdefault(spawn_at + 40 + 90 * j, []).append(("result", (agent, j == per_agent - 1)))
+    if events and max(events) >= total - 10:
+        raise PerfsuiteError(f"{spec.name}: too many results for {total} root messages")
+    snapshots = int(p["attachments"])
+    snapshot_at = {int(total * (i + 0.5) / max(1, snapshots)): i for i in range(snapshots)}
+    every = int(p["checkpoint_every"])
+    low_size, high_size = p["attachment_size"]
+    lo_agent, hi_agent = p["agent_messages"]
+    user_lo, user_hi = p["user_chars"]
+    asst_lo, asst_hi = p["assistant_chars"]
+    try:
+        session.set_control("goal", text.plain(200))
+        session.set_control("plan", [text.plain(80) for _ in range(5)])
+        session.set_control("provider", {"name": "anthropic", "model": _MODELS[0]})
+        last_checkpoint = 0
+        next_role = "user"
+        while (count := b.count(ROOT)) < total:
+            for kind, arg in events.pop(count, []):
+                if kind == "spawn":
+                    b.wait(2.0, 10.0)
+                    session.spawn_agent(arg, name=_AGENT_ROLES[len(session.sidecar.agents) % len(_AGENT_ROLES)],
+                                        prompt=text.plain(600))
+                    b.permission_pair(arg)
+                    for _ in range(b.rng.randrange(lo_agent, hi_agent + 1) // 2):
+                        b.exchange(arg, agent=True)
+                    session.checkpoint(arg)
+                    session.append_mail(arg, text.plain(400), sender=ROOT)
+                    session.deliver_mail(arg)
+                else:
+                    agent, last = arg
+                    for _ in range(b.rng.randrange(3, 9)):
+                        b.exchange(agent, agent=True)
+                    if last:
+                        session.settle(agent, "done", result=b.result_body())
+                    else:
+                        session.checkpoint(agent)
+                        session.publish_result(agent, b.result_body())
+                    b.wait(0.2, 3.0)
+                    session.deliver_mail(ROOT)  # inserted with a hidden receipt; committed by the next checkpoint
+            if b.count(ROOT) >= total:
+                break
+            if count in snapshot_at:
+                i = snapshot_at.pop(count)
+                session.attach(f"snapshot-{i:03d}-{text.identifier()}.py",
+                               text.code(int(log_uniform(b.rng, low_size, high_size))).encode())
+                session.full_save()
+            if next_role == "assistant":
+                b.assistant(ROOT, asst_lo, asst_hi)
+                next_role = "user"
+            else:
+                b.user(ROOT, user_lo, user_hi)
+                next_role = "assistant"
+            if b.count(ROOT) - last_checkpoint >= every:
+                session.checkpoint(ROOT)
+                last_checkpoint = b.count(ROOT)
+                progress("root transcript", b.count(ROOT) / total)
+        session.checkpoint(ROOT)
+        session.save_registry()
+        retired = b.retire_all()
+        root_bytes = b.size(ROOT)
+        root = session.conversation(ROOT)
+        info = {
+            "root_messages": len(root),
+            "user_turns": len(root.user_lines),
+            "results_delivered": len(root.receipts),
+            "root_transcript_bytes": root_bytes,
+            "agents": sorted(session.sidecar.agents),
+            "head_seq": session.head.seq if session.head else None,
+            "retired": retired,
+        }
+        session.close()
+    except BaseException:
+        if not session.closed and session.pending is None:
+            session.close()
+        raise
+    log_bytes = int(p["log_bytes"])
+    if log_bytes:
+        write_log_exact(text, dest / "logs", "telemetry.jsonl", log_bytes, start=float(p["wall_start"]),
+                        end=clock.wall())
+    info["wall_end"] = round(clock.wall(), 3)
+    return info
+
+
+def _build_copied(spec: Any, dest: Path, progress: Progress) -> dict[str, Any]:
+    """copied-27mb (SPEC M6): a 27 MB agent session like the seed's copied real one: many agents, file
+    snapshots, retained older generations, diagnostic logs; exact file count, byte total and root
+    transcript size, and a selected live agent of an exact size near 1.34 MB."""
+    p, e = spec.params, spec.expect
+    text = TextGen(f"{spec.name}:{spec.seed}")
+    rng = text.rng
+    root_target = int(e["root_transcript_bytes"])
+    agent_target = int(e["agent_transcript_bytes"])
+    n_agents = int(p["agents"])
+    selected = int(p["selected_agent"])
+    if not 0 <= selected < n_agents:
+        raise PerfsuiteError(f"{spec.source}: params.selected_agent: expected 0..{n_agents - 1}, got {selected}")
+    agents = [f"agent-{text.hexid(6)}" for _ in range(n_agents)]
+    others = [a for i, a in enumerate(agents) if i != selected]
+    lo, hi = p["agent_size"]
+    sizes = dict(zip(others, split_budget(rng, len(others), int(p["agent_bytes"]), lo, hi)))
+    alo, ahi = p["attachment_size"]
+    snap_sizes = split_budget(rng, int(p["attachments"]), int(p["attachment_bytes"]), alo, ahi)
+    n_binary = int(p["binary_attachments"])
+    binary = set(range(0, len(snap_sizes), max(1, len(snap_sizes) // max(1, n_binary)))[:n_binary])
+    snaps_per_round: dict[str, list[int]] = {a: [] for a in others}  # file snapshots taken in each round
+    for i in range(len(snap_sizes)):
+        snaps_per_round[others[i % len(others)]].append(i)
+    n_live = int(p["active_agents"])
+    live = {agents[selected], *(agents[len(agents) - n_live :] if n_live > 0 else ())}  # never settled
+    wall_start = float(p["wall_start"])
+    session, clock = _open(dest, spec.settings, wall_start)
+    b = _Builder(session, clock, text)
+    main_share = float(p["main_share"])
+    try:
+        session.set_control("goal", text.plain(240))
+        session.set_control("plan", [text.plain(90) for _ in range(7)])
+        session.set_control("provider", {"name": "anthropic", "model": _MODELS[0]})
+        for i, agent in enumerate(agents):
+            b.grow_to(ROOT, int(root_target * main_share * (i + 0.5) / n_agents))
+            session.spawn_agent(agent, name=_AGENT_ROLES[i % len(_AGENT_ROLES)], prompt=text.plain(900))
+            session.set_activity(agent, "running")
+            if agent == agents[selected]:
+                b.grow_to(agent, int(agent_target * 0.3), agent=True)
+                session.checkpoint(agent)
+            else:
+                b.grow_to(agent, int(sizes[agent] * 0.6), agent=True)
+                session.checkpoint(agent)
+                for s in snaps_per_round[agent]:
+                    name = f"snapshot-{s:03d}-{text.identifier()}" + (".png" if s in binary else ".py")
+                    size = snap_sizes[s]
+                    data = text.binary(size) if s in binary else text.code(size).encode()[:size]
+                    session.attach(name, data)
+                session.full_save()
+                b.permission_pair(agent)
+                if i % 3 == 1:
+                    session.append_mail(agent, text.plain(500), sender=ROOT)
+                    session.deliver_mail(agent)
+                b.grow_to(agent, sizes[agent], agent=True)
+                session.checkpoint(agent)
+            if i > selected:  # the selected agent keeps working through the session
+                b.grow_to(agents[selected], int(agent_target * (0.3 + 0.6 * (i - selected) / n_agents)), agent=True)
+                session.checkpoint(agents[selected])
+            b.grow_to(ROOT, int(root_target * main_share * (i + 1) / n_agents))
+            if agent not in live:
+                session.settle(agent, "done", result=b.result_body())
+                session.deliver_mail(ROOT)
+            session.checkpoint(ROOT)
+            progress("agents", (i + 1) / (n_agents + 3))
+        # The last rounds (these generations are the retained ones): root and selected agent reach
+        # their exact sizes, with registry saves between them.
+        finals = list(p["final_rounds"])
+        for r, share in enumerate(finals):
+            last = r == len(finals) - 1
+            if last:
+                b.fill_exact(ROOT, root_target)
+            else:
+                b.grow_to(ROOT, int(root_target * share))
+            session.checkpoint(ROOT)
+            session.set_activity(agents[selected], "permission-blocked")
+            session.save_registry()
+            if last:
+                b.fill_exact(agents[selected], agent_target, agent=True)
+            else:
+                b.grow_to(agents[selected], int(agent_target * share), agent=True)
+            session.set_activity(agents[selected], "running")
+            session.checkpoint(agents[selected])
+            progress("agents", (n_agents + r + 1) / (n_agents + 3))
+        retired = b.retire_all()
+        manifest = session.manifest
+        assert manifest is not None
+        largest = max(others, key=lambda a: b.size(a))
+        if b.size(largest) >= agent_target:  # operations pick "the agent" as the largest transcript
+            raise PerfsuiteError(f"{spec.name}: agent {largest} ({b.size(largest)} bytes) is larger than the "
+                                 f"selected agent ({agent_target}); lower params.agent_size")
+        info: dict[str, Any] = {
+            "root_transcript_bytes": manifest.artifacts["conversations/root.jsonl"].size,
+            "root_messages": b.count(ROOT),
+            "agent": agents[selected],
+            "agent_transcript_bytes": manifest.artifacts[f"conversations/{agents[selected]}.jsonl"].size,
+            "agents": len(agents),
+            "live_agents": sorted(live),
+            "attachments": len(snap_sizes),
+            "head_seq": session.head.seq if session.head else None,
+            "generations": len(session.store.list_manifests()),
+            "retired": retired,
+        }
+        session.close()
+    except BaseException:
+        if not session.closed and session.pending is None:
+            session.close()
+        raise
+    # Diagnostic logs (E8) make up the rest: as many logs as files are missing, the first one sized
+    # to the byte so the directory total is exact.
+    files, nbytes = tree_stats(dest)
+    want_files, want_bytes = int(e["files"]), int(e["bytes"])
+    names = list(p["logs"])
+    n_logs = want_files - files
+    if not 1 <= n_logs <= len(names):
+        raise PerfsuiteError(f"{spec.name}: the session has {files} files; {want_files} needs {n_logs} logs "
+                             f"but params.logs names {len(names)} (tune agents/attachments/logs)")
+    nominal = int(p["log_bytes"])
+    padding = want_bytes - nbytes - nominal * (n_logs - 1)
+    if padding < int(p["min_padding_bytes"]):
+        raise PerfsuiteError(f"{spec.name}: the session already holds {nbytes} bytes; only {padding} left for "
+                             f"{names[0]} (reduce params.attachment_bytes or params.agent_bytes)")
+    logs = dest / "logs"
+    for k, name in enumerate(names[:n_logs]):
+        write_log_exact(text, logs, name, padding if k == 0 else nominal, start=wall_start, end=clock.wall())
+        progress("diagnostic logs", (k + 1) / n_logs)
+    info["logs"] = {name: os.path.getsize(logs / name) for name in names[:n_logs]}
+    info["wall_end"] = round(clock.wall(), 3)
+    return info
+
+
+def _build_diag_log(spec: Any, dest: Path, progress: Progress) -> dict[str, Any]:
+    """diag-log-5mb (SPEC M6, E8): one diagnostic log of realistic telemetry lines, written by
+    :class:`DiagnosticLog` in delta appends, exactly ``expect.bytes`` long."""
+    p = spec.params
+    text = TextGen(f"{spec.name}:{spec.seed}")
+    start = float(p["wall_start"])
+    name = str(p["log"])
+    records = write_log_exact(text, dest, name, int(spec.expect["bytes"]), start=start,
+                              end=start + float(p["duration_s"]))
+    progress("diagnostic log", 1.0)
+    return {"log": name, "records": records}
+
+
+def _build_storm(spec: Any, dest: Path, progress: Progress) -> dict[str, Any]:
+    """The permission storm (SPEC M6, section 6): ``decisions`` blocked/running pairs over
+    ``duration_s`` seconds as a JSONL event trace (time, session, event kind, agent), in bursts."""
+    p = spec.params
+    rng = TextGen(f"{spec.name}:{spec.seed}").rng
+    decisions = int(spec.expect["decisions"])
+    duration = float(spec.expect["duration_s"])
+    session_id = str(p["session"])
+    agents = [f"agent-{rng.getrandbits(24):06x}" for _ in range(int(p["agents"]))]
+    bursts = int(p["bursts"])
+    burst_share = float(p["burst_share"])
+    in_bursts = int(decisions * burst_share)
+    centres = sorted(rng.uniform(0.05, 0.95) * duration for _ in range(bursts))
+    width = float(p["burst_width_s"])
+    times: list[float] = []
+    for k in range(in_bursts):
+        centre = centres[k % bursts]
+        times.append(min(duration - 30.0, max(0.0, centre + rng.uniform(-width / 2, width / 2))))
+    times += [rng.uniform(0.0, duration - 30.0) for _ in range(decisions - in_bursts)]
+    times.sort()
+    events: list[tuple[float, str, str]] = []
+    for t in times:
+        agent = agents[rng.randrange(len(agents))]
+        wait = log_uniform(rng, float(p["decision_s"][0]), float(p["decision_s"][1]))
+        events.append((t, agent, "permission-blocked"))
+        events.append((t + wait, agent, "running"))
+    events.sort()
+    lines = [json.dumps({"t": round(t, 3), "session": session_id, "kind": kind, "agent": agent},
+                        separators=(",", ":"), sort_keys=True) for t, agent, kind in events]
+    (dest / "trace.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    stamps = [t for t, _, _ in events]
+    peak, mean = _debounced_rate(stamps, float(p["debounce_s"]), duration)
+    progress("trace", 1.0)
+    return {"trace": "trace.jsonl", "events": len(events), "decisions": decisions, "duration_s": duration,
+            "peak_decisions_per_minute": _peak_per_minute(times),
+            "peak_events_per_minute": _peak_per_minute(stamps), "debounce_s": float(p["debounce_s"]),
+            "debounced_peak_per_minute": peak, "debounced_mean_per_minute": round(mean, 2)}
+
+
+def _peak_per_minute(times: Sequence[float]) -> int:
+    """The largest number of ``times`` in any 60 s window."""
+    ordered = sorted(times)
+    peak = j = 0
+    for i, t in enumerate(ordered):
+        while ordered[j] < t - 60.0:
+            j += 1
+        peak = max(peak, i - j + 1)
+    return peak
+
+
+def _debounced_rate(times: Sequence[float], delay: float, duration: float) -> tuple[int, float]:
+    """Registry saves under E7's debounce (armed by the first change, not extended): the peak count in
+    any 60 s window and the mean per minute."""
+    saves: list[float] = []
+    due: float | None = None
+    for t in sorted(times):
+        if due is not None and t > due:
+            saves.append(due)
+            due = None
+        if due is None:
+            due = t + delay
+    if due is not None:
+        saves.append(due)
+    return _peak_per_minute(saves), len(saves) / (duration / 60.0)
+
+
+GENERATORS: dict[str, Generator] = {
+    "synthetic-session": Generator(
+        name="synthetic-session",
+        version=1,
+        params={"root_messages": 6000, "checkpoint_every": 250, "agents": 4, "agent_messages": [20, 60],
+                "results": 12, "user_chars": [300, 1200], "assistant_chars": [300, 2000], "attachments": 6,
+                "attachment_size": [2000, 40000], "log_bytes": 200_000, "wall_start": 1_790_000_000.0},
+        expect=frozenset({"root_messages", "files", "bytes"}),
+        settings=True,
+        build=_build_synthetic,
+    ),
+    "copied-session": Generator(
+        name="copied-session",
+        version=1,
+        params={"agents": 22, "selected_agent": 3, "active_agents": 2, "agent_bytes": 5_000_000,
+                "agent_size": [20_000, 900_000], "attachments": 44, "attachment_bytes": 12_000_000,
+                "attachment_size": [2_000, 1_500_000], "binary_attachments": 6, "main_share": 0.85,
+                "final_rounds": [0.95, 0.98, 1.0], "logs": ["telemetry.jsonl", "transport.jsonl", "permissions.jsonl",
+                "publications.jsonl", "render.jsonl", "gc.jsonl", "transport.1.jsonl", "telemetry.1.jsonl"],
+                "log_bytes": 300_000,
+                "min_padding_bytes": 100_000, "wall_start": 1_792_000_000.0},
+        expect=frozenset({"files", "bytes", "root_transcript_bytes", "agent_transcript_bytes"}),
+        settings=True,
+        build=_build_copied,
+        requires=frozenset({"files", "bytes", "root_transcript_bytes", "agent_transcript_bytes"}),
+    ),
+    "diagnostic-log": Generator(
+        name="diagnostic-log",
+        version=1,
+        params={"log": "telemetry.jsonl", "duration_s": 86_400.0, "wall_start": 1_792_000_000.0},
+        expect=frozenset({"files", "bytes"}),
+        settings=False,
+        build=_build_diag_log,
+        requires=frozenset({"bytes"}),
+    ),
+    "permission-storm": Generator(
+        name="permission-storm",
+        version=1,
+        params={"session": "storm", "agents": 6, "bursts": 9, "burst_share": 0.1, "burst_width_s": 120.0,
+                "decision_s": [0.3, 4.0], "debounce_s": 2.0},
+        expect=frozenset({"decisions", "duration_s", "files", "events"}),
+        settings=False,
+        build=_build_storm,
+        requires=frozenset({"decisions", "duration_s"}),
+    ),
+}
