@@ -14,7 +14,7 @@ from perfsuite.engine._fs import (
     FsyncFailed,
     OsFileSystem,
 )
-from perfsuite.engine._generations import HeadRef, Manifest, OwnerConflict, SessionError, StaleHead
+from perfsuite.engine._generations import FORMAT, HeadRef, Manifest, OwnerConflict, SessionError, StaleHead
 from perfsuite.engine._pipeline import PHASES, PublicationReport, SaveFailed
 from perfsuite.engine._recording import FsOp, RecordingFileSystem
 from perfsuite.engine._session import SaveAbandoned, Session, SessionSettings
@@ -28,6 +28,7 @@ from perfsuite.engine._transcript import (
 )
 
 __all__ = [
+    "FORMAT",
     "PHASES",
     "Clock",
     "ConversationBuffer",

@@ -130,6 +130,7 @@ class Session:
         self.active: Publication | None = None
         self.closed = False
         self._serial = itertools.count(1)
+        self.id_source: Callable[[], str] = lambda: uuid.uuid4().hex[:6]
         # Warm-local machinery (E4-E7): the gate, the job's offload, notifications and schedulers.
         self.gate = MutationGate()
         self._offload: Offload | None = None
@@ -158,12 +159,16 @@ class Session:
         fs: FileSystem | None = None,
         clock: Clock | None = None,
         settings: SessionSettings | None = None,
+        id_source: Callable[[], str] | None = None,
     ) -> Session:
         """Open (or create) a portable session: take the lease with a new epoch, adopt HEAD after
         verifying every digest (falling back to the newest intact generation), recover pending
-        publications from staging. A second live owner is refused with a one-line error."""
+        publications from staging. A second live owner is refused with a one-line error.
+        ``id_source`` makes publication ids (and manifest names) deterministic, e.g. for fixtures."""
         fs = fs or OsFileSystem()
         session = cls(os.fspath(path), fs, clock or SystemClock(), settings or SessionSettings())
+        if id_source is not None:
+            session.id_source = id_source
         session._open(create)
         return session
 
@@ -288,7 +293,7 @@ class Session:
 
     # -- freeze (E4 phase 1) --------------------------------------------------------------------------
     def _new_id(self, kind: str) -> str:
-        return f"p{self.epoch}-{next(self._serial)}-{kind}-{uuid.uuid4().hex[:6]}"
+        return f"p{self.epoch}-{next(self._serial)}-{kind}-{self.id_source()}"
 
     def _freeze_batch(
         self,
