@@ -232,9 +232,11 @@ def commit_selection(store: GenerationStore, selection: Selection) -> HeadRef:
     return store.write_manifest(selection.manifest, sync_dir=True)
 
 
-def adopt_head(store: GenerationStore, new: HeadRef, expected: HeadRef | None, lease: Lease) -> HeadRef:
+def adopt_head(store: GenerationStore, new: HeadRef, expected: HeadRef | None, lease: Lease,
+               staging_dir: str | None = None) -> HeadRef:
     """E4 phase 6: the only commit point. A HEAD that already names ``new`` (a replace whose directory
-    sync failed) is reconciled by replacing it again, never by trusting the earlier attempt."""
+    sync failed) is reconciled by replacing it again, never by trusting the earlier attempt. After
+    adoption the batch's leftover staged files are removed here, off the loop thread, best effort."""
     try:
         current = store.read_head()
     except ValueError:
@@ -242,6 +244,11 @@ def adopt_head(store: GenerationStore, new: HeadRef, expected: HeadRef | None, l
     if current == new:
         expected = new
     store.adopt(new, expected=expected, lease=lease)
+    if staging_dir is not None:
+        try:
+            remove_staging(store.fs, staging_dir)
+        except OSError:
+            pass  # after adoption: durable; a leftover staging dir is cleaned at the next open
     return new
 
 
@@ -306,11 +313,12 @@ class Publication:
             assert self.selection is not None
             if self.selection.manifest is None:
                 self.outcome = "noop"
-                yield Step("finish", self._finish_noop, (), _ignore, False)
+                yield Step("finish", remove_staging, (self.store.fs, self.batch.staging_dir), _ignore, True)
+                yield Step("finish", self.on_noop, (self,), _ignore, False)
                 return
             yield Step("commit", commit_selection, (self.store, self.selection), self._set("head"), True)
         assert self.head is not None
-        yield Step("adopt", adopt_head, (self.store, self.head, self.batch.base, self.lease),
+        yield Step("adopt", adopt_head, (self.store, self.head, self.batch.base, self.lease, self.batch.staging_dir),
                    self._mark_adopted, True)
         yield Step("finish", self.on_adopted, (self,), _ignore, False)
 
@@ -325,9 +333,6 @@ class Publication:
         self.adopted = True
         self.outcome = "adopted"
 
-    def _finish_noop(self) -> None:
-        remove_staging(self.store.fs, self.batch.staging_dir)
-        self.on_noop(self)
 
     def report(self) -> PublicationReport:
         return PublicationReport(

@@ -637,7 +637,6 @@ class Session:
         self.manifest = publication.selection.manifest or self.manifest
         self.store.known_objects.update(c.digest for c, _ in publication.selection.fresh)
         self._install(batch, publication.hashed.memos)
-        remove_staging(self.fs, batch.staging_dir)
 
     def _install(self, batch: Batch, memos: Mapping[str, HashMemo | None]) -> None:
         self.memos.update(memos)

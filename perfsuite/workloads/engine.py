@@ -252,7 +252,24 @@ class _Checkpoint(SessionOperation):
         self.extra["conversation_bytes"] = self.session.conversation(self.conversation).size
         self.count = _param(ctx, "checkpoints", 1, int)
         self.chars = _param(ctx, "message_chars", 2000, int)
+        self._match_layout()
         self._edit(0)
+
+    def _match_layout(self) -> None:
+        """A fixture committed with another chunk size would make the first measured checkpoint a
+        full re-chunking. Do that conversion here, in setup, outside the window."""
+        chunk_size = self.session.settings.chunk_size
+        manifest = self.session.manifest
+        entry = manifest.artifacts.get(f"conversations/{self.conversation}.jsonl") if manifest else None
+        if entry is None:
+            return
+        whole = len(entry.chunks) <= 1
+        aligned = all(c.size == chunk_size for c in entry.chunks[:-1]) and entry.chunks[-1].size <= chunk_size
+        if (chunk_size <= 0 and whole) or (chunk_size > 0 and aligned and (entry.size <= chunk_size or not whole)):
+            return
+        self.session.buffers[self.conversation].dirty_from = 0
+        self.session.checkpoint(self.conversation)
+        self.extra["layout_converted"] = 1
 
     def _largest_agent(self) -> str:
         agents = [c for c in self.session.buffers if c != "root"]
