@@ -9,6 +9,7 @@ from perfsuite.engine._diaglog import DiagnosticLog, FullRewriteLog, read_log
 from perfsuite.engine._faults import Fault, FaultyFileSystem, SimulatedCrash
 from perfsuite.engine._filesession import FileSession
 from perfsuite.engine._fs import (
+    DelegatingFileSystem,
     DirectoryFsyncUnsupported,
     FileSystem,
     FsyncFailed,
@@ -20,6 +21,7 @@ from perfsuite.engine._recording import FsOp, RecordingFileSystem
 from perfsuite.engine._session import SaveAbandoned, Session, SessionSettings
 from perfsuite.engine._sidecar import MailRecord
 from perfsuite.engine._transcript import (
+    TEMP_MARK,
     Message,
     TranscriptError,
     TranscriptLog,
@@ -30,8 +32,10 @@ from perfsuite.engine._transcript import (
 __all__ = [
     "FORMAT",
     "PHASES",
+    "TEMP_MARK",
     "Clock",
     "ConversationBuffer",
+    "DelegatingFileSystem",
     "DiagnosticLog",
     "DirectoryFsyncUnsupported",
     "Fault",

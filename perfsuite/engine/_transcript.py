@@ -295,10 +295,23 @@ class TranscriptLog:
         for entry in synced:
             if entry.new_entry:
                 self._pending_dirs.add(os.path.dirname(entry.path))
-        self._sync_pending_dirs()
+        try:
+            self._sync_pending_dirs()
+        except FsyncFailed as exc:
+            self._forget_names_under(str(exc.filename or ""))
+            raise
         for entry in synced:
             entry.dirty = False
             entry.new_entry = False
+
+    def _forget_names_under(self, directory: str) -> None:
+        """A directory fsync failed: entries it was to make durable may be gone, and fsyncing it again
+        proves nothing (fsyncgate). Every file under it is rewritten into a new name next time."""
+        prefix = directory.rstrip(os.sep) + os.sep
+        for entry in self._files():
+            if entry.exists and entry.path.startswith(prefix):
+                entry.unknown = True
+                self._close(entry)
 
     def _sync_pending_dirs(self) -> None:
         pending = sorted(self._pending_dirs, key=lambda p: (-p.count(os.sep), p))
@@ -313,8 +326,15 @@ class TranscriptLog:
         payload = b"".join(r.encode() if isinstance(r, Message) else _encode(r) for r in records)
         self._ensure_parent(entry.path)
         self._close(entry)  # the descriptor names the old inode; reopen after the replace
-        self.fs.atomic_replace(entry.path, payload)
-        self._sync_pending_dirs()
+        try:
+            self.fs.atomic_replace(entry.path, payload)
+            self._sync_pending_dirs()
+        except OSError as exc:
+            # Old or new bytes may be on disk: the in-memory records decide at the next rewrite.
+            entry.unknown = True
+            if isinstance(exc, FsyncFailed):
+                self._forget_names_under(os.path.dirname(entry.path))
+            raise
         entry.records = records
         entry.exists = True
         entry.unknown = entry.dirty = entry.new_entry = False
