@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 # -- perfsuite run (issue 5; SPEC M4, M7, M8) -------------------------------------------------------
 
 #: what `perfsuite run` measures when no RECIPE is named (later: the quick set)
-DEFAULT_RUN_RECIPES: tuple[str, ...] = ("idle-control", "fsync-floor")
+DEFAULT_RUN_RECIPES: tuple[str, ...] = (
+    "idle-control", "fsync-floor", "mailbox-delivery", "root-checkpoint", "diagnostic-append")
 
 FixtureResolver = Callable[[str | None, str | None], tuple[Path | None, dict[str, Any]]]
 
@@ -46,7 +48,7 @@ def _default_resolve_fixture(name: str | None, session: str | None) -> tuple[Pat
     except ImportError:
         resolve_fixture = None
     if resolve_fixture is not None:
-        return resolve_fixture(name, session)
+        return resolve_fixture(name, session, progress=_fixture_notices)
     if session is not None:
         return Path(session), {"name": name, "source": "session", "session": str(Path(session).resolve())}
     raise PerfsuiteError(f"unknown fixture {name!r} (no fixture builder is available yet; try --session PATH)")
@@ -56,53 +58,11 @@ def _default_resolve_fixture(name: str | None, session: str | None) -> tuple[Pat
 resolve_fixture_hook: FixtureResolver = _default_resolve_fixture
 
 
-def _run_stat(summary: Mapping[str, Any], key: str, part: str = "median") -> str:
-    stat = summary.get(key)
-    if not stat:
-        return ""
-    if part == "range":
-        return f"{stat['min']:.2f}-{stat['max']:.2f}"
-    return f"{stat[part]:.2f}"
+def _run_table(doc: Mapping[str, Any], floor: Any = None) -> Any:
+    """The summary table (:func:`perfsuite.report.summary_table`); ``floor`` adds the ack/floor column."""
+    from perfsuite.report import summary_table
 
-
-def _run_verdict(v: Mapping[str, Any]) -> str:
-    if v.get("met") is None:
-        return ""
-    if v["met"]:
-        return f"[green]met[/] <= {v['target_ms']:g} ms"
-    return f"[red]missed[/] {v['missed']}/{v['samples']}, {v['missed_with_gc']} GC"
-
-
-def _run_table(doc: Mapping[str, Any]) -> Any:
-    """One rich table per results document: medians, max-gap range, GC samples, M7 verdict per mode."""
-    from rich import box
-    from rich.table import Table
-
-    r = doc["recipe"]
-    title = f"{r['name']}: {r['isolation']}, gc {r['gc']}, heartbeat {r['heartbeat_ms']:g} ms (medians; times in ms)"
-    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
-    for column in ("mode", "n", "max gap", "gap range", "submit", "ack", "GC", "verdict"):
-        table.add_column(column, justify="left" if column in ("mode", "verdict") else "right")
-    rows = [
-        (mode, body["samples"], body["summary"], _run_verdict(body["verdict"]), True)
-        for mode, body in doc["modes"].items()
-    ]
-    rows.append(
-        ("[dim]idle control[/]", doc["control"]["samples"], doc["control"]["summary"], "[dim]noise floor[/]", False)
-    )
-    for mode, samples, summary, verdict_text, timed in rows:
-        gc_seen = sum(1 for s in samples if s["gc"]["collections"])
-        table.add_row(
-            mode,
-            str(len(samples)),
-            _run_stat(summary, "max_gap_ms"),
-            _run_stat(summary, "max_gap_ms", "range"),
-            _run_stat(summary, "submission_ms") if timed else "",
-            _run_stat(summary, "ack_ms") if timed else "",
-            str(gc_seen),
-            verdict_text,
-        )
-    return table
+    return summary_table(doc, floor)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -111,6 +71,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     from perfsuite.harness import (
         SampleEvent,
+        list_recipes,
         load_recipe,
         load_results,
         new_results_path,
@@ -140,7 +101,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         ]
     else:
         plans = []
-        for ref in args.recipes or DEFAULT_RUN_RECIPES:
+        if args.all and args.recipes:
+            raise PerfsuiteError("--all runs the whole catalogue: give no RECIPE with it")
+        for ref in (list_recipes() if args.all else args.recipes or DEFAULT_RUN_RECIPES):
             recipe = load_recipe(ref).with_overrides(
                 samples=args.samples, warmup=args.warmup, isolation=args.isolation, gc=args.gc
             )
@@ -159,6 +122,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         TimeElapsedColumn(),
         TextColumn("{task.fields[gap]}"),
     )
+    run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"  # one invocation, many documents
     with Progress(*columns, console=err) as progress:
         for recipe, path, fixture, info, done in plans:
             task = progress.add_task(recipe.name, total=len(plan_order(recipe)), completed=done, gap="")
@@ -183,6 +147,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                         fixture_info=info,
                         work_root=work_root,
                         on_sample=on_sample,
+                        run_id=run_id,
                     )
             except KeyboardInterrupt:
                 progress.stop()
@@ -194,13 +159,394 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 return 130
             documents.append(result.document)
             paths.append((result.path, result.exports))
-    for document in documents:
-        out.print(_run_table(document))
+    from perfsuite.report import Result, find_floor
+
+    measured = [Result(path, document) for document, (path, _) in zip(documents, paths)]
+    for result in measured:
+        out.print(_run_table(result.data, find_floor(result, measured, same_run=True)))
     for path, exports in paths:  # plain lines, never wrapped: scripts read them
         print(f"results: {path}")
         for extra in exports:
             print(f"  {extra}")
     return 0
+
+
+# -- perfsuite fixtures (issue 5 item 6; SPEC M6) -------------------------------------------------------
+def _fixture_notices(event: Any) -> None:
+    """Progress of a first-use fixture build during `run`: one line when it starts, one when it ends."""
+    if event.step == "starting":
+        print(f"perfsuite: building fixture {event.fixture} (first use; cached afterwards)", file=sys.stderr)
+    elif event.step == "done":
+        print(f"perfsuite: fixture {event.fixture} built in {event.elapsed_s:.1f} s", file=sys.stderr)
+
+
+def _cmd_fixtures(args: argparse.Namespace) -> int:
+    """`fixtures list | build [NAME...] [--force] | path NAME | info NAME`: generated fixtures and their cache."""
+    import json
+
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from perfsuite.workloads import fixtures as fx
+
+    out = Console(highlight=False)
+    if args.action == "list":
+        table = Table(title="fixtures (SPEC M6)", title_justify="left")
+        for column in ("fixture", "generator", "spec digest", "files", "bytes", "cached"):
+            table.add_column(column, justify="right" if column in ("files", "bytes") else "left")
+        for name in fx.list_fixtures():
+            spec = fx.load_spec(name)
+            hit = fx.cached_fixture(spec)
+            files, nbytes = (str(hit.info["files"]), f"{hit.info['bytes']:,}") if hit else ("", "")
+            table.add_row(name, spec.generator, spec.digest[7:19], files, nbytes, "yes" if hit else "[dim]no[/]")
+        out.print(table)
+        print(f"specs: {fx.fixtures_dir()}\ncache: {fx.cache_root()}")
+        return 0
+    if args.action in ("path", "info") and len(args.names) != 1:
+        raise PerfsuiteError(f"fixtures {args.action}: expected exactly one NAME, got {len(args.names)}")
+    if args.action in ("path", "info"):
+        fixture = fx.build_fixture(args.names[0], force=args.force, progress=_fixture_notices)
+        print(fixture.path if args.action == "path" else json.dumps(fixture.info, indent=1, sort_keys=True))
+        return 0
+    names = args.names or fx.list_fixtures()
+    specs = [fx.load_spec(name) for name in names]  # every name checked before anything is built
+    built = []
+    columns = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True)) as progress:
+        for spec in specs:
+            task = progress.add_task(spec.name, total=1.0)
+
+            def update(event: Any, task: Any = task) -> None:
+                progress.update(task, completed=event.fraction, description=f"{event.fixture}: {event.step}")
+
+            built.append(fx.build_fixture(spec, force=args.force, progress=update))
+            progress.update(task, completed=1.0, description=spec.name)
+    for fixture in built:  # plain lines: scripts read them
+        info = fixture.info
+        how = f"built in {info.get('build_s', 0):.1f} s" if fixture.built else "cached"
+        print(f"{fixture.name}: {info['files']} files, {info['bytes']:,} bytes, {how}: {fixture.path}")
+    return 0
+
+
+# -- perfsuite crashcheck (issue 10; SPEC section 7) ---------------------------------------------------
+def _cmd_crashcheck(args: argparse.Namespace) -> int:
+    """Exit 0: no violation (with --seeded-bug: the bug was caught); 1: violations (bug not caught)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from perfsuite.crash import MODELS, CrashConfig, RunResult, run_campaign
+
+    console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+    config = CrashConfig(
+        workloads=tuple(args.workload or ()), models=tuple(args.model or MODELS), max_states=args.max_states,
+        seed=args.seed, seeded_bug=args.seeded_bug, jobs=args.jobs or os.cpu_count() or 1, keep_dir=args.keep,
+    )
+
+    def progress(result: RunResult) -> None:
+        console.print(f"{result.workload} / {result.model}: {result.states} states + {result.recovery_states} "
+                      f"recovery-crash states, {len(result.violations)} violations, {result.seconds:.1f} s",
+                      markup=False)
+
+    report = run_campaign(config, on_result=progress)
+    table = Table(title=f"crashcheck{f' --seeded-bug {report.seeded_bug}' if report.seeded_bug else ''}")
+    for column in ("workload", "model", "ops", "syncs", "acks", "states", "recovery states",
+                   "bad states", "violations", "seconds"):
+        table.add_column(column, justify="left" if column in ("workload", "model") else "right", no_wrap=True)
+    for r in report.results:
+        table.add_row(r.workload, r.model, str(r.ops), str(r.persistence_points), str(r.acks), str(r.states),
+                      str(r.recovery_states), str(r.violating_states), str(len(r.violations)), f"{r.seconds:.1f}")
+    console.print(table)
+    shown = report.violations[: args.show]
+    for v in shown:
+        lines = [f"[{v.invariant}] {v.name}: {v.message}", f"  {v.workload} / {v.model}: {v.crash}",
+                 f"  recovery: {v.recovery}", *(f"  dropped: {d}" for d in v.dropped),
+                 *(f"  torn: {t}" for t in v.torn), *(f"  {line}" for line in v.trace)]
+        if v.kept:
+            lines.append(f"  kept: {v.kept}")
+        console.print("\n".join(lines), markup=False)
+    if len(report.violations) > len(shown):
+        console.print(f"... and {len(report.violations) - len(shown)} more violations", markup=False)
+    console.print(f"{report.states} states explored, {len(report.violations)} violations, {report.seconds:.1f} s",
+                  markup=False)
+    if report.keep_dir and report.violations:
+        console.print(f"violating states kept in {report.keep_dir}", markup=False)
+    if report.seeded_bug:
+        console.print(f"seeded bug {report.seeded_bug}: {'caught' if report.caught else 'NOT caught'}", markup=False)
+        return 0 if report.caught else 1
+    return 1 if report.violations else 0
+
+
+# -- perfsuite report | evidence | compare | history | dashboard (issue 7; SPEC section 5) ----------------
+
+
+def _wide_console() -> Any:
+    """A console that does not wrap tables at 80 columns when stdout is a pipe (CI logs)."""
+    from rich.console import Console
+
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+
+
+def _thresholds(args: argparse.Namespace) -> dict[str, float]:
+    """--alpha / --factor when given (the library's defaults otherwise)."""
+    return {k: v for k, v in (("alpha", args.alpha), ("factor", args.factor)) if v is not None}
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from perfsuite.report import find_floor, read_results, summary_table
+    from perfsuite.report._history import order_results
+    from perfsuite.report._load import read_siblings
+
+    results = [r for path in args.results for r in read_results(path)]
+    pool = {str(r.path): r for r in results}
+    for r in results:  # the run's fsync floor may sit beside a file given alone
+        if r.path is not None:
+            pool.update({str(s.path): s for s in read_siblings(r.path) if str(s.path) not in pool})
+    out = _wide_console()
+    for r in order_results(results):
+        out.print(summary_table(r, find_floor(r, pool.values())))
+        if r.data.get("status") != "complete":
+            progress = r.data["progress"]
+            print(f"  ({r.name}: {r.data.get('status')}, {progress['done']} of {progress['total']} entries measured)")
+    return 0
+
+
+def _cmd_evidence(args: argparse.Namespace) -> int:
+    from perfsuite.report import evidence_for
+
+    text = evidence_for(args.result, args.baseline, **_thresholds(args)).markdown
+    print(text, end="")
+    return 0
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from perfsuite.report import compare, compare_markdown, compare_table
+
+    comparison = compare(args.base, args.new, **_thresholds(args))
+    if args.markdown:
+        print(compare_markdown(comparison, everything=args.all), end="")
+    else:
+        _wide_console().print(compare_table(comparison, everything=args.all))
+    return comparison.exit_status
+
+
+def _cmd_history(args: argparse.Namespace) -> int:
+    from rich import box
+    from rich.table import Table
+
+    from perfsuite.report import history
+    from perfsuite.report._format import fmt_level, short_commit
+
+    options = {"penalty_per_log_n": args.penalty, "min_change": args.min_change}
+    hist = history(args.directory, metrics=args.metric, **{k: v for k, v in options.items() if v is not None})
+    table = Table(
+        title=f"perfsuite history: {len(hist.steps)} step(s) over {hist.runs} run(s)",
+        box=box.SIMPLE_HEAD,
+        title_justify="left",
+    )
+    for column in ("recipe", "mode", "metric", "step at", "previous", "date", "before", "after", "change", "kind"):
+        table.add_column(column, justify="right" if column in ("before", "after", "change") else "left")
+    for st in hist.steps:
+        table.add_row(
+            st.recipe,
+            st.mode,
+            st.metric,
+            short_commit(st.commit),
+            short_commit(st.previous_commit),
+            st.date[:10],
+            fmt_level(st.before),
+            fmt_level(st.after),
+            f"{st.ratio:.2f}x",
+            st.kind,
+        )
+    _wide_console().print(table)
+    print(
+        f"{len(hist.series)} series; ruptures PELT (l2) on noise-standardised medians, penalty "
+        f"{hist.penalty_per_log_n:g} ln(n), steps of at least {hist.min_change:.0%}"
+    )
+    return 0
+
+
+def _cmd_dashboard(args: argparse.Namespace) -> int:
+    from perfsuite.report import dashboard
+
+    site = dashboard(args.directory, args.output)
+    print(f"dashboard: {site.index} ({len(site.pages)} recipe page(s), {len(site.images)} figures)")
+    return 0
+
+
+def _add_report_commands(sub: Any) -> None:
+    """Register report, evidence, compare, history and dashboard (exit 2 on unusable input)."""
+    report = sub.add_parser("report", help="the summary table of results files (as `run` prints it)")
+    report.add_argument("results", nargs="+", metavar="RESULT", help="a results file or a directory of them")
+    report.set_defaults(func=_cmd_report)
+
+    def thresholds(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--alpha", type=float, help="Mann-Whitney U significance level (default: 0.05)")
+        p.add_argument("--factor", type=float, help="median ratio that counts as a change, either way (default: 1.1)")
+
+    evidence = sub.add_parser("evidence", help="the ADR evidence paragraph (Markdown) of a results file")
+    evidence.add_argument("result", metavar="RESULT", help="a results file")
+    evidence.add_argument("--baseline", metavar="RESULT", help="a results file of the same recipe to compare with")
+    thresholds(evidence)
+    evidence.set_defaults(func=_cmd_evidence)
+
+    compare = sub.add_parser(
+        "compare",
+        help="compare two runs; exit 1 on a significant regression (the CI gate)",
+        description="Per recipe, mode and metric: ratio of medians and Mann-Whitney U; a change needs both. "
+        "Exit status: 0 no significant regression, 1 significant regression, 2 unusable input.",
+    )
+    compare.add_argument("base", metavar="BASE", help="baseline results file or directory (matched by recipe)")
+    compare.add_argument("new", metavar="NEW", help="new results file or directory")
+    compare.add_argument("--markdown", action="store_true", help="Markdown for a PR comment or job summary")
+    compare.add_argument("--all", action="store_true", help="every metric, not only headline and changed ones")
+    thresholds(compare)
+    compare.set_defaults(func=_cmd_compare)
+
+    hist = sub.add_parser("history", help="change points (steps) over a directory of runs, with their commits")
+    hist.add_argument("directory", metavar="DIR", help="a directory of results files (searched recursively)")
+    hist.add_argument("--metric", action="append", help="a metric to follow, repeatable (default: headline ones)")
+    hist.add_argument("--penalty", type=float, help="PELT penalty per ln(runs) (default: 5)")
+    hist.add_argument("--min-change", type=float, help="smallest relative step (default: 0.10)")
+    hist.set_defaults(func=_cmd_history)
+
+    dash = sub.add_parser("dashboard", help="a static HTML dashboard (index + one page per recipe)")
+    dash.add_argument("directory", metavar="DIR", help="a directory of results files (searched recursively)")
+    dash.add_argument("-o", "--output", required=True, metavar="OUT", help="where to write the site")
+    dash.set_defaults(func=_cmd_dashboard)
+
+
+# -- perfsuite whatif and --record-trace (issue 8; SPEC section 6) -------------------------------------
+def _traced(command: Command, name: str) -> Command:
+    """``--record-trace FILE``: run ``command`` while recording the engine's trace events into FILE."""
+
+    def run(args: argparse.Namespace) -> int:
+        path = getattr(args, "record_trace", None)
+        if not path:
+            return command(args)
+        from perfsuite.whatif import recording
+
+        with recording(path, meta={"command": name}) as recorder:
+            status = command(args)
+        trace = recorder.trace
+        if trace is not None:
+            print(f"trace: {path} ({len(trace.events)} events, {len(trace.sessions)} sessions, "
+                  f"{trace.duration_s:.1f} s)")
+        return status
+
+    return run
+
+
+def _cmd_whatif(args: argparse.Namespace) -> int:
+    """Exit 0; with --validate: 0 when the simulation matches the real session, 1 when it does not."""
+    from rich.console import Console
+
+    from perfsuite import whatif
+
+    sources = [bool(args.trace), args.storm, args.unattended]
+    if sum(sources) != 1:
+        raise PerfsuiteError("give exactly one of --trace FILE, --storm or --unattended")
+    if args.trace:
+        trace = whatif.read_trace(args.trace)
+    elif args.storm:
+        trace = whatif.permission_storm(whatif.StormSpec(**({"seed": args.seed} if args.seed is not None else {})))
+    else:
+        trace = whatif.unattended_run(whatif.UnattendedSpec(**({"seed": args.seed} if args.seed is not None else {})))
+    if not trace.events:
+        raise PerfsuiteError(f"{trace.source}: the trace has no events")
+    if args.save_trace:
+        print(f"trace: {whatif.write_trace(trace, args.save_trace)}")
+    debounce = whatif.parse_intervals(args.debounce, "--debounce") if args.debounce else None
+    checkpoint = (whatif.parse_intervals(args.checkpoint_interval, "--checkpoint-interval", allow_zero=False)
+                  if args.checkpoint_interval else whatif.DEFAULT_CHECKPOINT_S)
+    notify = (whatif.parse_intervals(args.notify_max, "--notify-max", allow_zero=False)
+              if args.notify_max else whatif.DEFAULT_NOTIFY_MAX_S)
+    if args.validate:
+        grid = whatif.make_grid(debounce or (2.0,), checkpoint, notify)
+        if len(grid) != 1:
+            raise PerfsuiteError("--validate checks one setting: give one value to each grid option")
+        if args.validate_seconds < 0:
+            raise PerfsuiteError(f"--validate-seconds must be >= 0, got {args.validate_seconds:g}")
+        seconds = args.validate_seconds if args.validate_seconds > 0 else None
+        print(f"validating {grid[0].label} on the first {seconds or trace.duration_s:g} s of {trace.source} "
+              f"at speed {args.speed:g} (about {(seconds or trace.duration_s) / args.speed:.0f} s)...", flush=True)
+        check = whatif.validate(trace, grid[0], speed=args.speed, seconds=seconds)
+        print(f"publications: simulated {check.simulated_publications} {dict(check.simulated_by_kind)}, "
+              f"real {check.real_publications} {dict(check.real_by_kind)} (tolerance +-{check.publications_tolerance})")
+        print(f"generations: simulated {check.simulated_generations}, real {check.real_generations}")
+        print(f"crash-loss window: simulated {check.simulated_loss_s:.3f} s, real {check.real_loss_s:.3f} s "
+              f"(tolerance +-{check.loss_tolerance_s:.3f} s; trace seconds)")
+        durations = ", ".join(f"{k} {v:.1f} ms" for k, v in sorted(check.real_durations_ms.items()))
+        print(f"real publication durations (medians, not compressed; the simulation used them): {durations}")
+        if args.json:
+            import json
+
+            Path(args.json).write_text(json.dumps(check.to_json(), indent=2) + "\n", encoding="utf-8")
+            print(f"json: {args.json}")
+        print("validate: " + ("PASS" if check.passed else "FAIL: " + "; ".join(check.problems)))
+        return 0 if check.passed else 1
+    grid = whatif.make_grid(debounce or whatif.DEFAULT_DEBOUNCE_S, checkpoint, notify)
+    if args.no_costs:
+        costs = None
+    elif args.costs:
+        costs = whatif.read_costs(args.costs)
+    else:
+        if args.remeasure or not _whatif_cached():
+            print("measuring this machine's per-publication costs (allocation pass, once; cached)...", flush=True)
+        costs = whatif.load_costs(refresh=args.remeasure)
+    report = whatif.sweep(trace, grid, costs)
+    Console(width=max(180, Console().width)).print(whatif.build_table(report))
+    for line in whatif.describe_notes(report):
+        print(line)
+    for option, writer in (("csv", whatif.write_csv), ("json", whatif.write_json), ("plot", whatif.write_plot)):
+        target = getattr(args, option)
+        if target:
+            print(f"{option}: {writer(report, target)}")
+    return 0
+
+
+def _whatif_cached() -> bool:
+    from perfsuite.whatif._costs import cache_path
+
+    return cache_path().is_file()
+
+
+def _add_whatif_command(sub: Any) -> None:
+    w = sub.add_parser(
+        "whatif", help="replay a trace through the real schedulers for a grid of debounce/checkpoint settings",
+        description="Replays an event trace in virtual time through the engine's real Debouncer, CheckpointTimer "
+        "and NotificationQueue for every setting of the grid, and reports publications per minute, bytes "
+        "(this machine's measured costs), the crash-loss window and notification delay. --validate replays the "
+        "trace's first --validate-seconds through a real Session in real time and compares; --speed F divides "
+        "every trace time and the debounce, checkpoint and notification intervals by F (the engine's 50 ms "
+        "deferral step and the publications' own durations are real and not scaled), both sides run the same "
+        "compressed trace, and loss windows are reported back in trace seconds. It passes when publications "
+        "match within max(1, 5%) and the crash-loss window within 30 ms + 10% (compressed time) plus the slowest "
+        "real publication's excess over its median. Exit status 2 "
+        "on bad input; with --validate, 1 when the simulation does not match the real session.")
+    w.add_argument("--trace", metavar="FILE", help="a trace file (JSON lines: time, session, conversation, kind, size)")
+    w.add_argument("--storm", action="store_true", help="the generated permission storm (SPEC M6)")
+    w.add_argument("--unattended", action="store_true", help="a generated unattended agent run (checkpoints)")
+    w.add_argument("--seed", type=int, help="seed of the generated trace")
+    w.add_argument("--save-trace", metavar="FILE", help="also write the replayed trace to FILE")
+    w.add_argument("--debounce", metavar="S,S,...", help="registry debounce intervals (default: 0.1,0.5,1,2,5,10)")
+    w.add_argument("--checkpoint-interval", metavar="S,S,...", help="in-flight checkpoint intervals (default: 30)")
+    w.add_argument("--notify-max", metavar="S,S,...", help="notification backoff limits (default: 0.5)")
+    w.add_argument("--csv", metavar="OUT", help="write one row per setting")
+    w.add_argument("--json", metavar="OUT", help="write the sweep (or the validation) as JSON")
+    w.add_argument("--plot", metavar="OUT.png", help="the trade-off plot, Pareto-optimal settings marked")
+    w.add_argument("--costs", metavar="FILE", help="per-publication costs to use instead of this machine's cache")
+    w.add_argument("--no-costs", action="store_true", help="skip bytes (no allocation pass)")
+    w.add_argument("--remeasure", action="store_true", help="measure this machine's costs again")
+    w.add_argument("--validate", action="store_true",
+                   help="replay the trace's start in real time through a real Session and compare")
+    w.add_argument("--validate-seconds", type=float, default=120.0, metavar="S",
+                   help="how much of the trace --validate replays (default: 120; 0: all)")
+    w.add_argument("--speed", type=float, default=10.0, metavar="FACTOR",
+                   help="--validate compresses time: trace times and scheduler intervals divided by FACTOR "
+                   "(default: 10)")
+    w.set_defaults(func=_cmd_whatif)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -214,15 +560,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="write, sync and fork a conversation with the engine; show the disk")
     demo.add_argument("directory", nargs="?", help="where to write (default: a temporary directory)")
-    demo.set_defaults(func=_cmd_demo)
+    demo.add_argument("--record-trace", metavar="FILE", help="record the engine's trace events (JSON lines)")
+    demo.set_defaults(func=_traced(_cmd_demo, "demo"))
 
     run = sub.add_parser("run", help="run recipes under the heartbeat; write results, print verdicts")
     run.add_argument(
         "recipes",
         nargs="*",
         metavar="RECIPE",
-        help=f"recipe name or .toml path (default: {' '.join(DEFAULT_RUN_RECIPES)})",
+        help=f"recipe name or .toml path (default, the quick set: {' '.join(DEFAULT_RUN_RECIPES)})",
     )
+    run.add_argument("--all", action="store_true", help="run the whole recipe catalogue in recipes/")
     run.add_argument("--samples", type=int, help="samples per mode (recipe default: 6)")
     run.add_argument("--warmup", type=int, help="discarded warm-up samples per mode (recipe default: 1)")
     run.add_argument("--isolation", choices=("process", "inline"), help="fresh process per sample, or one")
@@ -231,7 +579,35 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", metavar="FILE", help="continue an interrupted results file")
     run.add_argument("--session", metavar="PATH", help="a session directory to use as the fixture")
     run.add_argument("--work-dir", metavar="DIR", help="where private fixture copies live (default: temp dir)")
-    run.set_defaults(func=_cmd_run)
+    run.add_argument("--record-trace", metavar="FILE",
+                     help="record every sample's engine events as a what-if trace (adds a write per event)")
+    run.set_defaults(func=_traced(_cmd_run, "run"))
+
+    fixtures = sub.add_parser("fixtures", help="list, build and locate the generated fixtures (SPEC M6)",
+                              description="Generated fixtures are cached by spec digest outside git and built "
+                              "on first use; `build` with no NAME builds them all.")
+    fixtures.add_argument("action", choices=("list", "build", "path", "info"), help="what to do")
+    fixtures.add_argument("names", nargs="*", metavar="NAME", help="fixture name (see `perfsuite fixtures list`)")
+    fixtures.add_argument("--force", action="store_true", help="rebuild even when the cache holds it")
+    fixtures.set_defaults(func=_cmd_fixtures)
+
+    from perfsuite.crash import MODELS, SEEDED_BUGS, WORKLOADS
+
+    crash = sub.add_parser("crashcheck", help="enumerate crash states of engine workloads and check recovery",
+                           description="Exit status: 0 no violation (with --seeded-bug: the bug was caught), "
+                           "1 violations (with --seeded-bug: the bug was not caught), 2 bad input.")
+    crash.add_argument("--workload", action="append", choices=list(WORKLOADS),
+                       help="a workload to run, repeatable (default: every standard workload)")
+    crash.add_argument("--model", action="append", choices=list(MODELS), help="crash model, repeatable (default: both)")
+    crash.add_argument("--max-states", type=int, default=5000, help="unique crash states per workload and model")
+    crash.add_argument("--seed", type=int, default=0, help="seed of the sampled subsets (default: 0)")
+    crash.add_argument("--seeded-bug", choices=list(SEEDED_BUGS), help="run against a deliberately broken engine")
+    crash.add_argument("--jobs", type=int, help="recovery worker processes (default: CPU count)")
+    crash.add_argument("--keep", metavar="DIR", help="where violating states are kept (default: a temp dir)")
+    crash.add_argument("--show", type=int, default=10, help="violations printed in full (default: 10)")
+    crash.set_defaults(func=_cmd_crashcheck)
+    _add_report_commands(sub)
+    _add_whatif_command(sub)
     return parser
 
 

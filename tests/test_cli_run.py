@@ -96,13 +96,18 @@ def test_default_run_writes_results_and_prints_verdicts(
     out = capsys.readouterr().out
     assert status == 0
     files = sorted((tmp_path / "results" / "local").glob("*-*[0-9].json"))
-    assert [f.name.split("-2")[0] for f in files] == ["fsync-floor", "idle-control"]
+    # The main job: the quick set, on the embedded default fixtures (built on first use).
+    assert sorted(f.name.split("-2")[0] for f in files) == sorted(
+        ["diagnostic-append", "fsync-floor", "idle-control", "mailbox-delivery", "root-checkpoint"])
     for f in files:
         assert f"results: {f.resolve()}" in out or f"results: {f.relative_to(tmp_path)}" in out
         doc = json.loads(f.read_text())
         validate_results(doc)
         assert doc["recipe"]["samples"] == 1 and doc["recipe"]["isolation"] == "inline"
     assert "idle-control:" in out and "fsync-floor:" in out and "raw-os" in out and "idle control" in out
+    for recipe in ("mailbox-delivery", "root-checkpoint", "diagnostic-append"):
+        assert f"{recipe}:" in out
+    assert out.count("met <=") + out.count("missed") >= 8  # a verdict for every mode
     assert "met <= 20 ms" in out or "missed" in out
 
 

@@ -14,7 +14,13 @@ from perfsuite.harness._gc import GcEvent, GcRecorder, GcWindow, apply_gc_policy
 from perfsuite.harness._heartbeat import GapWindow, Heartbeat, LagPercentiles
 from perfsuite.harness._operation import AckCallback, Operation, OperationContext, resolve_operation
 from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe
-from perfsuite.harness._results import load_results, validate_results, write_exports, write_json_atomic
+from perfsuite.harness._results import (
+    load_results,
+    sample_metrics,
+    validate_results,
+    write_exports,
+    write_json_atomic,
+)
 from perfsuite.harness._runner import RunResult, SampleEvent, new_results_path, resume_run, run_recipe
 from perfsuite.harness._sample import SampleFailed, SampleRecord, SampleSpec, measure_sample
 
@@ -46,6 +52,7 @@ __all__ = [
     "resolve_operation",
     "resume_run",
     "run_recipe",
+    "sample_metrics",
     "validate_results",
     "write_exports",
     "write_json_atomic",

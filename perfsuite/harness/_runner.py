@@ -363,8 +363,10 @@ def run_recipe(
     fixture_info: Mapping[str, Any] | None = None,
     work_root: Path | None = None,
     on_sample: OnSample | None = None,
+    run_id: str | None = None,
 ) -> RunResult:
     """M4: run ``recipe`` and write its results file (plus exports) under ``output_dir`` (or ``output``).
+    ``run_id`` ties together the documents of one invocation (e.g. to find its fsync floor).
 
     ``fixture`` is an opaque directory copied privately for every sample (``None`` for fixture-less
     recipes); ``fixture_info`` is whatever its resolver knows (name, digest...). ``work_root`` is where
@@ -384,6 +386,8 @@ def run_recipe(
     try:
         run = _Run(recipe, {}, path, Path(fixture) if fixture else None, work_dir, on_sample)
         run.doc = _new_document(recipe, fixture_doc, collect_environment(work_dir))
+        if run_id is not None:
+            run.doc["run_id"] = run_id
         write_json_atomic(path, run.doc)
         return _drive(run, rewarm=False)
     finally:

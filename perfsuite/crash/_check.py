@@ -1,0 +1,354 @@
+"""Rebuild, recover, check (SPEC section 7): the campaign that ties model, states and invariants together.
+
+Each crash state is rebuilt in a temporary directory and recovered by the workload's real open path in a
+worker process (spawned, so it shares no memory with the workload that produced the trace). Recovery runs
+on a recorder; its own trace is then crashed too (after each of its operations, persistence points first,
+up to ``recovery_states``) and each of those states is recovered again. The parent
+checks every outcome against the workload's invariants and keeps violating states for inspection.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+import tempfile
+import time
+import traceback
+import warnings
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+
+from perfsuite.crash._bugs import seeded_bug
+from perfsuite.crash._invariants import CheckContext, Outcome
+from perfsuite.crash._model import MODELS, CrashCheckError, FsState, Timeline
+from perfsuite.crash._replay import build_timeline
+from perfsuite.crash._states import CrashSpec, CrashState, Enumeration, describe_spec, enumerate_states
+from perfsuite.crash._trace import Trace, TraceRecorder
+from perfsuite.crash._workloads import Workload, get_workload, record_workload, standard_workloads
+from perfsuite.engine import FileSystem, OsFileSystem
+
+BATCH = 8  # crash states per worker task
+
+
+def default_scratch() -> str | None:
+    """Where workers rebuild states: RAM-backed ``/dev/shm`` when usable (recovery's fsyncs need no real
+    disk, the model decides durability; about 5x faster than ext4), else the system temp directory."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
+
+
+@dataclass(frozen=True, slots=True)
+class CrashConfig:
+    """A campaign: which workloads and models, how many states, the seed, an optional seeded bug."""
+
+    workloads: tuple[str, ...] = ()  # empty: every standard workload
+    models: tuple[str, ...] = MODELS
+    max_states: int = 5000
+    seed: int = 0
+    seeded_bug: str | None = None
+    jobs: int = field(default_factory=lambda: os.cpu_count() or 1)
+    keep_dir: str | None = None
+    keep_limit: int = 20  # violating states written to disk per workload and model
+    recovery_states: int = 32  # crash states of each recovery that did durable work (every prefix of it)
+    subset_limit: int = 10
+    samples: int = 32
+    scratch_dir: str | None = field(default_factory=default_scratch)  # where workers rebuild states
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One broken invariant in one recovery outcome of one crash state (or of the whole trace)."""
+
+    workload: str
+    model: str
+    invariant: str
+    name: str
+    message: str
+    crash: str
+    dropped: tuple[str, ...]
+    torn: tuple[str, ...]
+    recovery: str
+    trace: tuple[str, ...]
+    kept: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """One workload under one model: what was explored, what broke, how long it took."""
+
+    workload: str
+    model: str
+    ops: int
+    micro_ops: int
+    persistence_points: int
+    acks: int
+    states: int
+    recovery_states: int
+    violating_states: int
+    violations: tuple[Violation, ...]
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class CampaignReport:
+    """Every run of a campaign, where violating states were kept, and the total time."""
+
+    results: tuple[RunResult, ...]
+    seconds: float
+    seeded_bug: str | None = None
+    keep_dir: str | None = None
+
+    @property
+    def violations(self) -> tuple[Violation, ...]:
+        return tuple(v for r in self.results for v in r.violations)
+
+    @property
+    def states(self) -> int:
+        return sum(r.states + r.recovery_states for r in self.results)
+
+    @property
+    def caught(self) -> bool:
+        """With a seeded bug: at least one violation (the bug was caught)."""
+        return bool(self.violations)
+
+
+# -- worker side ------------------------------------------------------------------------------------------
+def materialize(state: FsState, root: str) -> None:
+    """Write ``state`` under ``root`` (created; paths remapped from the workload's original root)."""
+    os.makedirs(root, exist_ok=True)
+    for path, data in state.files:
+        target = os.path.join(root, *path.split("/"))
+        if data is None:
+            os.makedirs(target, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "wb") as handle:
+                handle.write(data)
+
+
+def snapshot(root: str) -> FsState:
+    """The tree under ``root`` as an :class:`FsState` (what recovery left)."""
+    out: list[tuple[str, bytes | None]] = []
+    for directory, subdirs, files in os.walk(root):
+        rel = os.path.relpath(directory, root)
+        prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+        out.extend((prefix + d, None) for d in subdirs)
+        for name in files:
+            with open(os.path.join(directory, name), "rb") as handle:
+                out.append((prefix + name, handle.read()))
+    return FsState(tuple(sorted(out)))
+
+
+def _fs_for(bug: str | None, inner: FileSystem) -> FileSystem:
+    return seeded_bug(bug).wrap(inner) if bug else inner
+
+
+def _recover(workload: Workload, root: str, fs: FileSystem) -> tuple[FsState | None, object, str | None]:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            view = workload.recover(root, fs)
+    except Exception as exc:
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        return None, None, f"{type(exc).__name__}: {exc} ({os.path.basename(where.filename)}:{where.lineno})"
+    return snapshot(root), view, None
+
+
+def _recover_twice(workload: Workload, bug: str | None, state: FsState, root: str, label: str,
+                   recorder: TraceRecorder | None = None) -> Outcome:
+    materialize(state, root)
+    post, view, error = _recover(workload, root, _fs_for(bug, recorder or OsFileSystem()))
+    again, view_again = None, None
+    if error is None:
+        again, view_again, error = _recover(workload, root, _fs_for(bug, OsFileSystem()))
+    return Outcome(label, state, post, again, view, view_again, error, len(recorder.ops) if recorder else 0)
+
+
+def recover_batch(workload_name: str, model: str, bug: str | None, nested: Enumeration,
+                  states: list[tuple[int, FsState]], scratch: str | None = None) -> list[tuple[int, list[Outcome]]]:
+    """Worker task: recover each state twice; crash each recovery that did durable work and recover the
+    resulting states again. Runs in a worker process; everything it needs comes in its arguments."""
+    workload = get_workload(workload_name)
+    base = os.path.realpath(tempfile.mkdtemp(prefix="perfsuite-crash-", dir=scratch))
+    results: list[tuple[int, list[Outcome]]] = []
+    try:
+        for state_id, state in states:
+            root = os.path.join(base, f"s{state_id}")
+            recorder = TraceRecorder(OsFileSystem())
+            first = _recover_twice(workload, bug, state, root, "recover", recorder)
+            outcomes = [first]
+            if recorder.ops and nested.max_states and first.post is not None:
+                outcomes.extend(_crash_recovery(workload, model, bug, nested, state, root, recorder, first.post,
+                                                os.path.join(base, f"s{state_id}-r")))
+            shutil.rmtree(root, ignore_errors=True)
+            results.append((state_id, outcomes))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return results
+
+
+def _crash_recovery(workload: Workload, model: str, bug: str | None, nested: Enumeration, state: FsState,
+                    root: str, recorder: TraceRecorder, post: FsState, base: str) -> Iterator[Outcome]:
+    """Crash states of recovery itself (from ``state``), each recovered again (SPEC 7.6)."""
+    tl = build_timeline(recorder.ops, root, model, initial=state)
+    known = {state.digest, post.digest}
+    for n, crash in enumerate(enumerate_states(tl, nested)):
+        if crash.digest in known:
+            continue
+        point, dropped, torn = describe_spec(tl, crash.spec)
+        label = f"recovery crash: {point}" + (f"; dropped {', '.join(dropped)}" if dropped else "") + (
+            f"; torn {', '.join(torn)}" if torn else "")
+        yield _recover_twice(workload, bug, crash.state, os.path.join(base, str(n)), label)
+        shutil.rmtree(os.path.join(base, str(n)), ignore_errors=True)
+
+
+# -- parent side ------------------------------------------------------------------------------------------
+class _Keeper:
+    """Writes violating states (before and after recovery) and a description under the keep directory."""
+
+    def __init__(self, keep_dir: str | None, limit: int) -> None:
+        self.keep_dir = keep_dir
+        self.limit = limit
+        self.kept: dict[tuple[str, str], int] = {}
+
+    def keep(self, trace: Trace, model: str, name: str, outcome: Outcome | None, text: str) -> str | None:
+        """Keep one violating state (or, with no ``outcome``, the whole trace) as ``<workload>-<model>-<name>``."""
+        key = (trace.workload, model)
+        if self.kept.get(key, 0) >= self.limit:
+            return None
+        self.kept[key] = self.kept.get(key, 0) + 1
+        if self.keep_dir is None:
+            self.keep_dir = tempfile.mkdtemp(prefix="perfsuite-crashcheck-")
+        target = os.path.join(self.keep_dir, f"{trace.workload}-{model}-{name}")
+        os.makedirs(target, exist_ok=True)
+        if outcome is not None:
+            materialize(outcome.pre, os.path.join(target, "before-recovery"))
+            if outcome.post is not None:
+                materialize(outcome.post, os.path.join(target, "after-recovery"))
+        with open(os.path.join(target, "violation.txt"), "w", encoding="utf-8") as handle:
+            handle.write(text)
+        return target
+
+
+def _violations(trace: Trace, tl: Timeline, workload: Workload, spec: CrashSpec | None, outcome: Outcome | None,
+                per: str) -> list[tuple[str, str, str]]:
+    ctx = CheckContext(trace, tl, spec, outcome)
+    return [(inv.id, inv.name, message) for inv in workload.invariants if inv.per == per
+            for message in inv.check(ctx)]
+
+
+def _explore(trace: Trace, workload: Workload, model: str, config: CrashConfig, executor: Executor,
+             keeper: _Keeper) -> RunResult:
+    started = time.perf_counter()
+    tl = build_timeline(trace.ops, trace.root, model, capture={a.at for a in trace.oracle.acks})
+    violations: list[Violation] = []
+    found = _violations(trace, tl, workload, None, None, "trace")
+    if found:
+        text = "\n".join([f"workload {trace.workload}, model {model}, seeded bug {trace.seeded_bug or '-'}",
+                          "violations:", *(f"[{i}] {n}: {m}" for i, n, m in found),
+                          "trace:", *trace.summary(len(trace.ops), before=len(trace.ops), after=0), ""])
+        kept = keeper.keep(trace, model, "trace", None, text)
+        violations.extend(Violation(trace.workload, model, inv_id, name, message, "whole trace", (), (), "-", (),
+                                    kept) for inv_id, name, message in found)
+    limits = Enumeration(config.max_states, config.subset_limit, config.samples, config.seed)
+    # Recovery is crashed after every one of its operations (persistence points first), synced-only and
+    # with everything it issued; its torn writes and subsets are not explored (they only re-tear the tail).
+    nested = Enumeration(config.recovery_states, 0, 0, config.seed, passes=(1, 2))
+    states: dict[int, CrashState] = {}
+    counts = {"states": 0, "recovery": 0, "violating": 0}
+
+    def finish(done: Future[list[tuple[int, list[Outcome]]]]) -> None:
+        for state_id, outcomes in done.result():
+            crash = states.pop(state_id)
+            counts["recovery"] += len(outcomes) - 1
+            found = False
+            for outcome in outcomes:
+                found |= _check_outcome(trace, tl, workload, model, state_id, crash, outcome, keeper, violations)
+            counts["violating"] += found
+
+    in_flight: set[Future[list[tuple[int, list[Outcome]]]]] = set()
+    batch: list[tuple[int, FsState]] = []
+    window = max(2, config.jobs * 3)
+    for crash in enumerate_states(tl, limits):
+        state_id = counts["states"]
+        counts["states"] += 1
+        states[state_id] = crash
+        batch.append((state_id, crash.state))
+        if len(batch) >= BATCH:
+            in_flight.add(executor.submit(recover_batch, trace.workload, model, trace.seeded_bug, nested, batch,
+                                          config.scratch_dir))
+            batch = []
+        while len(in_flight) >= window:
+            done, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
+            for future in done:
+                finish(future)
+    if batch:
+        in_flight.add(executor.submit(recover_batch, trace.workload, model, trace.seeded_bug, nested, batch,
+                                          config.scratch_dir))
+    for future in in_flight:
+        finish(future)
+    return RunResult(trace.workload, model, len(trace.ops), len(tl.micro), len(tl.persistence_points),
+                     len(trace.oracle.acks), counts["states"], counts["recovery"], counts["violating"],
+                     tuple(violations), time.perf_counter() - started)
+
+
+def _check_outcome(trace: Trace, tl: Timeline, workload: Workload, model: str, state_id: int, crash: CrashState,
+                   outcome: Outcome, keeper: _Keeper, out: list[Violation]) -> bool:
+    found = _violations(trace, tl, workload, crash.spec, outcome, "state")
+    if not found:
+        return False
+    point, dropped, torn = describe_spec(tl, crash.spec)
+    summary = tuple(trace.summary(crash.spec.at))
+    text = "\n".join([
+        f"workload {trace.workload}, model {model}, seeded bug {trace.seeded_bug or '-'}",
+        point, f"recovery: {outcome.label}",
+        *(f"dropped: {d}" for d in dropped), *(f"torn: {t}" for t in torn),
+        "trace:", *summary, "violations:", *(f"[{i}] {n}: {m}" for i, n, m in found), "",
+    ])
+    kept = keeper.keep(trace, model, str(state_id), outcome, text)
+    out.extend(Violation(trace.workload, model, inv_id, name, message, point, tuple(dropped), tuple(torn),
+                         outcome.label, summary, kept) for inv_id, name, message in found)
+    return True
+
+
+def make_executor(jobs: int) -> ProcessPoolExecutor:
+    """The worker pool: spawned processes, so recovery shares no memory with the recorded workload."""
+    return ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=multiprocessing.get_context("spawn"))
+
+
+def run_campaign(config: CrashConfig, *, executor: Executor | None = None,
+                 on_result: Callable[[RunResult], None] | None = None) -> CampaignReport:
+    """Record each workload once, explore it under each model, and report (SPEC section 7).
+
+    Bad names raise :class:`CrashCheckError`. ``executor`` may be shared across campaigns (tests do);
+    by default a spawned pool of ``config.jobs`` workers is created and shut down."""
+    started = time.perf_counter()
+    names = config.workloads or standard_workloads()
+    workloads = [get_workload(name) for name in names]
+    for model in config.models:
+        if model not in MODELS:
+            raise CrashCheckError(f"unknown crash model {model!r} (choose from {', '.join(MODELS)})")
+    if config.seeded_bug:
+        seeded_bug(config.seeded_bug)
+    if config.max_states < 1 or config.jobs < 1:
+        raise CrashCheckError("--max-states and --jobs must be at least 1")
+    keeper = _Keeper(config.keep_dir, config.keep_limit)
+    pool = executor or make_executor(config.jobs)
+    results: list[RunResult] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="perfsuite-crash-record-") as work:
+            for workload in workloads:
+                root = os.path.join(work, workload.name)
+                os.makedirs(root)
+                trace = record_workload(workload, root, config.seeded_bug)
+                for model in config.models:
+                    result = _explore(trace, workload, model, config, pool, keeper)
+                    results.append(result)
+                    if on_result is not None:
+                        on_result(result)
+    finally:
+        if executor is None:
+            pool.shutdown()
+    return CampaignReport(tuple(results), time.perf_counter() - started, config.seeded_bug, keeper.keep_dir)

@@ -1,0 +1,296 @@
+"""Reading results for the report: validated documents, directories of them, and the run's fsync floor.
+
+A :class:`Result` wraps one results document (schema of :mod:`perfsuite.harness`) with the accessors
+every report needs. Directories are searched recursively for ``*.json`` results; pyperf exports
+(``*.pyperf.json``) and JSON files that are not perfsuite documents at all are skipped, while a
+perfsuite document of another schema version is an error (exit 2 on the command line).
+
+**Which fsync floor belongs to a run** (SPEC section 4: "ratio to the fsync floor measured in the same
+run"), first match wins:
+
+1. the document's own ``floor`` section (``{"samples": [...], "summary": {...}}``, the shape of
+   ``control``), for recipes that measure the floor beside their modes;
+2. the document itself, when it is an fsync-floor run (a mode whose operation is ``...:fsync_floor``);
+3. an fsync-floor document among the candidates (``perfsuite run`` writes every recipe of one
+   invocation into the same output directory) from the same run: the same ``run_id`` when both
+   documents carry one; otherwise the same host and git commit, created within :data:`RUN_WINDOW_S`
+   of each other, the nearest in time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfsuite.errors import PerfsuiteError
+from perfsuite.harness import load_results, sample_metrics, validate_results
+
+__all__ = [
+    "FLOOR_OPERATION_SUFFIX",
+    "RUN_WINDOW_S",
+    "Floor",
+    "Result",
+    "Stat",
+    "find_floor",
+    "latest_by_recipe",
+    "read_result",
+    "read_results",
+    "read_siblings",
+]
+
+#: a mode with this operation suffix measures the fsync floor (``perfsuite.workloads.basic:fsync_floor``)
+FLOOR_OPERATION_SUFFIX = ":fsync_floor"
+#: two documents without a ``run_id`` belong to one run when created this close (the full catalogue's budget)
+RUN_WINDOW_S = 15 * 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Stat:
+    """min / median / max (and the median's CI when known) of one metric over samples."""
+
+    n: int
+    min: float
+    median: float
+    max: float
+    ci_low: float | None = None
+    ci_high: float | None = None
+
+    @classmethod
+    def of(cls, summary: Mapping[str, Any]) -> Stat:
+        """From a results ``summary`` entry (``{"n", "min", "median", "max", "ci_low", "ci_high"}``)."""
+        return cls(
+            n=int(summary.get("n", 0)),
+            min=float(summary["min"]),
+            median=float(summary["median"]),
+            max=float(summary["max"]),
+            ci_low=None if summary.get("ci_low") is None else float(summary["ci_low"]),
+            ci_high=None if summary.get("ci_high") is None else float(summary["ci_high"]),
+        )
+
+    @classmethod
+    def from_values(cls, values: Sequence[float]) -> Stat:
+        """min / median / max of raw values (numpy), without a CI."""
+        import numpy as np
+
+        arr = np.asarray(values, dtype=float)
+        return cls(int(arr.size), float(arr.min()), float(np.median(arr)), float(arr.max()))
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """One validated results document and where it came from."""
+
+    path: Path | None
+    data: Mapping[str, Any]
+
+    @property
+    def recipe(self) -> str:
+        """The recipe's name."""
+        return str(self.data["recipe"]["name"])
+
+    @property
+    def modes(self) -> list[str]:
+        """Mode names in the recipe's order."""
+        return list(self.data["modes"])
+
+    @property
+    def commit(self) -> str | None:
+        """The git commit measured (``environment.git.commit``), if known."""
+        git = self.data["environment"].get("git") or {}
+        return git.get("commit")
+
+    @property
+    def dirty(self) -> bool:
+        """Whether the measured tree had uncommitted changes."""
+        return bool((self.data["environment"].get("git") or {}).get("dirty"))
+
+    @property
+    def date(self) -> str:
+        """ISO date of the run (``environment.date``)."""
+        return str(self.data["environment"].get("date") or self.data.get("created_at") or "")
+
+    @property
+    def created_epoch(self) -> float | None:
+        """When the document was created (seconds since the epoch), if recorded."""
+        value = self.data.get("created_epoch")
+        return float(value) if isinstance(value, int | float) else None
+
+    @property
+    def run_id(self) -> str | None:
+        """The run this document belongs to, when the harness recorded one."""
+        value = self.data.get("run_id")
+        return str(value) if value else None
+
+    @property
+    def hostname(self) -> str:
+        """The measuring host."""
+        return str(self.data["environment"].get("hostname", ""))
+
+    @property
+    def name(self) -> str:
+        """The file name (or the recipe name for in-memory documents)."""
+        return self.path.name if self.path is not None else self.recipe
+
+    @property
+    def is_floor(self) -> bool:
+        """Whether this is an fsync-floor run."""
+        return any(str(m.get("operation", "")).endswith(FLOOR_OPERATION_SUFFIX) for m in self.data["modes"].values())
+
+    def samples(self, mode: str) -> list[Mapping[str, Any]]:
+        """The latency samples of ``mode`` (``"control"`` for the idle control)."""
+        if mode == "control":
+            return list(self.data["control"]["samples"])
+        return list(self.data["modes"][mode]["samples"])
+
+    def values(self, mode: str) -> dict[str, list[float]]:
+        """Every flattened metric of ``mode`` (harness names: ``max_gap_ms``, ``lag_us.p99``, ``metrics.x``)
+        plus the allocation pass as ``allocation.total_bytes`` / ``peak_bytes`` / ``allocations``."""
+        columns: dict[str, list[float]] = {}
+        for sample in self.samples(mode):
+            for key, value in sample_metrics(sample).items():
+                columns.setdefault(key, []).append(value)
+        if mode != "control":
+            alloc = self.data["modes"][mode].get("allocation") or {}
+            for sample in alloc.get("samples", []):
+                for key in ("total_bytes", "peak_bytes", "allocations"):
+                    if isinstance(sample.get(key), int | float):
+                        columns.setdefault(f"allocation.{key}", []).append(float(sample[key]))
+        return columns
+
+    def stat(self, mode: str, metric: str) -> Stat | None:
+        """The summary of ``metric`` in ``mode`` (from the document, else computed), or ``None``."""
+        body = self.data["control"] if mode == "control" else self.data["modes"][mode]
+        if metric in (body.get("summary") or {}):
+            return Stat.of(body["summary"][metric])
+        values = self.values(mode).get(metric)
+        return Stat.from_values(values) if values else None
+
+
+@dataclass(frozen=True, slots=True)
+class Floor:
+    """The fsync floor of a run: the acknowledgement of raw write, fsync, replace and directory fsync."""
+
+    source: str
+    mode: str
+    ack_ms: Stat
+    result: Result | None
+    section: Mapping[str, Any]
+
+    @property
+    def samples(self) -> list[Mapping[str, Any]]:
+        """The floor's samples."""
+        return list(self.section.get("samples", []))
+
+
+def read_result(path: Path | str) -> Result:
+    """Load and schema-validate one results file; one-line :class:`PerfsuiteError` otherwise."""
+    path = Path(path)
+    if path.is_dir():
+        raise PerfsuiteError(f"{path}: is a directory, expected a results file")
+    data = load_results(path)
+    try:
+        validate_results(data)
+    except PerfsuiteError as exc:
+        raise PerfsuiteError(f"{path}: {exc}") from None
+    return Result(path, data)
+
+
+def _is_perfsuite_json(path: Path) -> bool:
+    """Whether ``path`` looks like a perfsuite results document (of any schema version)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and "schema" in data and "recipe" in data and "modes" in data
+
+
+def read_results(path: Path | str) -> list[Result]:
+    """A results file, or every results file under a directory (recursively, sorted by path).
+
+    Skips pyperf exports and foreign JSON; raises :class:`PerfsuiteError` for a missing path, an empty
+    directory, or a perfsuite document that does not load (wrong schema version, invalid).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise PerfsuiteError(f"{path}: no such results file or directory")
+    if not path.is_dir():
+        return [read_result(path)]
+    found = [
+        read_result(p)
+        for p in sorted(path.rglob("*.json"))
+        if not p.name.endswith(".pyperf.json") and not p.name.startswith(".") and _is_perfsuite_json(p)
+    ]
+    if not found:
+        raise PerfsuiteError(f"{path}: no perfsuite results files in this directory")
+    return found
+
+
+def read_siblings(path: Path | str) -> list[Result]:
+    """The other results files in the directory of ``path`` (not recursive); unreadable ones are ignored.
+
+    Used to find the fsync floor of the same run, where a broken neighbour must not block a report.
+    """
+    path = Path(path)
+    found = []
+    for p in sorted(path.parent.glob("*.json")):
+        if p == path or p.name.endswith(".pyperf.json") or p.name.startswith(".") or not _is_perfsuite_json(p):
+            continue
+        try:
+            found.append(read_result(p))
+        except PerfsuiteError:
+            continue
+    return found
+
+
+def _order_key(result: Result) -> tuple[str, float, str]:
+    return (result.date, result.created_epoch or 0.0, str(result.path or ""))
+
+
+def latest_by_recipe(results: Iterable[Result]) -> dict[str, Result]:
+    """The most recent result of each recipe (by date, then creation time), in recipe-name order."""
+    latest: dict[str, Result] = {}
+    for result in sorted(results, key=_order_key):
+        latest[result.recipe] = result
+    return dict(sorted(latest.items()))
+
+
+def _floor_from_result(result: Result, source: str) -> Floor | None:
+    for mode, body in result.data["modes"].items():
+        if str(body.get("operation", "")).endswith(FLOOR_OPERATION_SUFFIX) and "ack_ms" in body.get("summary", {}):
+            return Floor(source, mode, Stat.of(body["summary"]["ack_ms"]), result, body)
+    return None
+
+
+def _same_run(a: Result, b: Result) -> bool:
+    if a.run_id is not None and b.run_id is not None:
+        return a.run_id == b.run_id
+    if a.hostname != b.hostname or a.commit != b.commit:
+        return False
+    if a.created_epoch is None or b.created_epoch is None:
+        return False
+    return abs(a.created_epoch - b.created_epoch) <= RUN_WINDOW_S
+
+
+def find_floor(result: Result, candidates: Iterable[Result] = (), *, same_run: bool = False) -> Floor | None:
+    """The fsync floor measured in the same run as ``result`` (see the module docstring), or ``None``.
+
+    ``same_run=True`` says the caller knows every candidate comes from the same run (``perfsuite run``
+    passes the documents it just wrote), so only the nearest fsync-floor document is looked for.
+    """
+    section = result.data.get("floor")
+    if isinstance(section, Mapping) and "ack_ms" in (section.get("summary") or {}):
+        return Floor("floor section", "floor", Stat.of(section["summary"]["ack_ms"]), result, section)
+    if result.is_floor:
+        return _floor_from_result(result, result.name)
+    runs = [c for c in candidates if c.is_floor and c is not result and (same_run or _same_run(result, c))]
+    if result.created_epoch is not None:
+        runs.sort(key=lambda c: abs((c.created_epoch or 0.0) - (result.created_epoch or 0.0)))
+    for candidate in runs:
+        floor = _floor_from_result(candidate, candidate.name)
+        if floor is not None:
+            return floor
+    return None

@@ -1,0 +1,65 @@
+"""The report facade: exactly its public names, no engine imports, no printing, and `report` prints the table."""
+
+from __future__ import annotations
+
+import ast
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import perfsuite.report
+from perfsuite import cli
+
+PACKAGE = Path(perfsuite.report.__file__).parent
+
+
+def test_all_is_exactly_the_public_names() -> None:
+    public = {
+        n
+        for n in dir(perfsuite.report)
+        if not n.startswith("_") and not isinstance(getattr(perfsuite.report, n), types.ModuleType)
+    }
+    assert set(perfsuite.report.__all__) == public
+    assert len(set(perfsuite.report.__all__)) == len(perfsuite.report.__all__)
+
+
+def test_report_never_imports_the_engine_and_never_prints() -> None:
+    for path in PACKAGE.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                assert not node.module.startswith(("perfsuite.engine", "perfsuite.workloads")), path.name
+            if isinstance(node, ast.Import):
+                assert not any(a.name.startswith("perfsuite.engine") for a in node.names), path.name
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                assert node.func.id != "print", f"{path.name}:{node.lineno} prints"
+
+
+def test_report_prints_the_run_table_with_the_floor_ratio(
+    tmp_path: Path, docs: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs.write(tmp_path / "mailbox-delivery-1.json", docs.make())
+    docs.write(tmp_path / "fsync-floor-1.json", docs.floor(epoch=1_795_000_050.0))
+    assert cli.main(["report", str(tmp_path / "mailbox-delivery-1.json")]) == 0
+    out = capsys.readouterr().out
+    assert "mailbox-delivery: process, gc collect-before, heartbeat 5 ms (medians; times in ms)" in out
+    assert "ack/floor" in out and "fsync floor 1." in out and "(median ack of fsync-floor-1.json, raw-os)" in out
+    (sync,) = [ln for ln in out.splitlines() if ln.strip().startswith("sync ")]
+    assert "missed 6/6, 0 GC" in sync and sync.split()[6].endswith("x")  # ack / floor, e.g. 46.8x
+    assert "idle control" in out and "noise floor" in out
+
+
+def test_report_of_a_real_run_matches_what_run_printed(real_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["report", str(real_run)]) == 0
+    out = capsys.readouterr().out
+    for recipe in ("idle-control", "fsync-floor"):
+        assert f"{recipe}: inline, gc collect-before, heartbeat 5 ms (medians; times in ms)" in out
+    assert "met <= 20 ms" in out and "ack/floor" not in out  # neither recipe is set against the floor
+
+
+def test_report_of_a_missing_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["report", str(tmp_path / "missing.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"perfsuite: error: {tmp_path / 'missing.json'}: no such results file or directory"]
