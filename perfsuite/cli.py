@@ -367,6 +367,26 @@ def _cmd_history(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bars(args: argparse.Namespace) -> int:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    from perfsuite.report import bars, read_results
+
+    results = [r for path in args.results for r in read_results(path)]
+    table = Table(title="SPEC section 8 bars (newest result of each recipe)", box=box.SIMPLE_HEAD,
+                  title_justify="left")
+    for column in ("bar", "recipe", "measured", "target", "verdict"):
+        table.add_column(column)
+    judged = bars(results)
+    for bar in judged:
+        verdict = "[dim]not measured[/]" if bar.met is None else "[green]met[/]" if bar.met else "[red]not met[/]"
+        table.add_row(bar.bar, bar.recipe, bar.measured, bar.target, verdict)
+    Console().print(table)
+    return 1 if args.strict and any(b.met is False for b in judged) else 0
+
+
 def _cmd_dashboard(args: argparse.Namespace) -> int:
     from perfsuite.report import dashboard
 
@@ -410,6 +430,13 @@ def _add_report_commands(sub: Any) -> None:
     hist.add_argument("--penalty", type=float, help="PELT penalty per ln(runs) (default: 5)")
     hist.add_argument("--min-change", type=float, help="smallest relative step (default: 0.10)")
     hist.set_defaults(func=_cmd_history)
+
+    bars = sub.add_parser("bars", help="the bars of SPEC section 8 as verdicts, from results files",
+                          description="Each bar is judged from the newest result of its recipe; bars whose "
+                          "recipe is absent are reported as not measured.")
+    bars.add_argument("results", nargs="+", metavar="RESULT", help="results files or directories")
+    bars.add_argument("--strict", action="store_true", help="exit 1 when a measured bar is not met")
+    bars.set_defaults(func=_cmd_bars)
 
     dash = sub.add_parser("dashboard", help="a static HTML dashboard (index + one page per recipe)")
     dash.add_argument("directory", metavar="DIR", help="a directory of results files (searched recursively)")

@@ -10,6 +10,7 @@ command line (``perfsuite report|evidence|compare|history|dashboard``) does. Typ
     dashboard("results/history", "site")                      # site/index.html
 """
 
+from perfsuite.report._bars import Bar, bars
 from perfsuite.report._compare import (
     DEFAULT_ALPHA,
     DEFAULT_FACTOR,
@@ -32,6 +33,7 @@ __all__ = [
     "DEFAULT_ALPHA",
     "DEFAULT_FACTOR",
     "METRIC_DIRECTIONS",
+    "Bar",
     "Comparison",
     "Dashboard",
     "Evidence",
@@ -44,6 +46,7 @@ __all__ = [
     "Stat",
     "Step",
     "SummaryRow",
+    "bars",
     "build_dashboard",
     "compare",
     "compare_markdown",

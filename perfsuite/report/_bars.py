@@ -1,0 +1,207 @@
+"""SPEC section 8: the bars the finished product meets, read off results documents as verdicts.
+
+Each bar is computed only from values in the files (never from a timed test) and says what was
+measured, the target, and whether it was met; a bar whose recipe is absent is reported as not measured.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from perfsuite.report._load import Result, find_floor, latest_by_recipe
+
+QUICK_SET = ("idle-control", "fsync-floor", "mailbox-delivery", "root-checkpoint", "diagnostic-append")
+ASYNC_RECIPES = ("mailbox-delivery", "root-checkpoint", "agent-checkpoint")
+
+
+@dataclass(frozen=True, slots=True)
+class Bar:
+    """One bar of SPEC section 8: ``met`` is None when the results hold nothing to judge it by."""
+
+    bar: str
+    recipe: str
+    measured: str
+    target: str
+    met: bool | None
+
+
+def _median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def _values(result: Result, mode: str, metric: str) -> list[float]:
+    return list(result.values(mode).get(metric, []))
+
+
+def _not_measured(bar: str, recipe: str, target: str) -> Bar:
+    return Bar(bar, recipe, "not measured (recipe absent)", target, None)
+
+
+def _async_under_target(latest: Mapping[str, Result]) -> list[Bar]:
+    bars = []
+    for recipe in ASYNC_RECIPES:
+        target = "every async sample's max gap <= 20 ms, GC included"
+        result = latest.get(recipe)
+        if result is None or "async" not in result.modes:
+            bars.append(_not_measured("async under 20 ms", recipe, target))
+            continue
+        verdict = result.data["modes"]["async"]["verdict"]
+        gaps = _values(result, "async", "max_gap_ms")
+        gc = sum(1 for s in result.samples("async") if (s.get("gc") or {}).get("collections"))
+        measured = (f"max gap {min(gaps):.2f}-{max(gaps):.2f} ms over {len(gaps)} samples ({gc} with GC); "
+                    f"{verdict.get('missed', 0)} missed ({verdict.get('missed_with_gc', 0)} with GC)")
+        bars.append(Bar("async under 20 ms", recipe, measured, target, bool(verdict.get("met"))))
+    return bars
+
+
+def _async_five_times(latest: Mapping[str, Result]) -> list[Bar]:
+    bars = []
+    for recipe in ASYNC_RECIPES:
+        target = "median sync max gap / median async max gap >= 5, same run"
+        result = latest.get(recipe)
+        if result is None or not {"sync", "async"} <= set(result.modes):
+            bars.append(_not_measured("async gap 5x smaller", recipe, target))
+            continue
+        sync = _median(_values(result, "sync", "max_gap_ms"))
+        asyn = _median(_values(result, "async", "max_gap_ms"))
+        if sync is None or asyn is None or asyn <= 0:
+            bars.append(Bar("async gap 5x smaller", recipe, "no samples", target, None))
+            continue
+        ratio = sync / asyn
+        bars.append(Bar("async gap 5x smaller", recipe, f"{sync:.2f} / {asyn:.2f} ms = {ratio:.2f}x", target,
+                        ratio >= 5.0))
+    return bars
+
+
+def _ack_within_floor(latest: Mapping[str, Result], everything: Sequence[Result]) -> list[Bar]:
+    bars = []
+    for recipe in ASYNC_RECIPES:
+        target = "median async ack <= 2 x median fsync floor, same run"
+        result = latest.get(recipe)
+        if result is None or "async" not in result.modes:
+            bars.append(_not_measured("ack within 2x floor", recipe, target))
+            continue
+        floor = find_floor(result, everything, same_run=False)
+        ack = _median(_values(result, "async", "ack_ms"))
+        if floor is None or ack is None:
+            bars.append(Bar("ack within 2x floor", recipe, "no fsync floor in this run", target, None))
+            continue
+        ratio = ack / floor.ack_ms.median
+        bars.append(Bar("ack within 2x floor", recipe,
+                        f"{ack:.2f} / {floor.ack_ms.median:.2f} ms = {ratio:.2f}x", target, ratio <= 2.0))
+    return bars
+
+
+def _append_flat(latest: Mapping[str, Result]) -> list[Bar]:
+    target = "append p99 at 6000 messages <= 1.5 x p99 at 100"
+    result = latest.get("transcript-barrier")
+    if result is None or "append" not in result.modes:
+        return [_not_measured("append flat in length", "transcript-barrier", target)]
+    values = result.values("append")
+    last_key = next((k for k in sorted(values) if k.startswith("metrics.p99_us_at_") and not k.endswith("_100")),
+                    None)
+    first = _median(values.get("metrics.p99_us_at_100", []))
+    last = _median(values.get(last_key, [])) if last_key else None
+    if first is None or last is None:
+        return [Bar("append flat in length", "transcript-barrier", "no append percentiles", target, None)]
+    ratio = last / first
+    n = last_key.rsplit("_", 1)[-1] if last_key else "?"
+    return [Bar("append flat in length", "transcript-barrier",
+                f"p99 {first:.1f} us at 100, {last:.1f} us at {n} = {ratio:.2f}x", target, ratio <= 1.5)]
+
+
+def _delta_append(latest: Mapping[str, Result]) -> list[Bar]:
+    result = latest.get("diagnostic-append")
+    bars = []
+    if result is None:
+        return [_not_measured("delta append writes the delta", "diagnostic-append", "bytes per flush = delta"),
+                _not_measured("full rewrite is O(size)", "diagnostic-append", "bytes per flush = log + delta")]
+    for mode, bar, target, check in (
+        ("delta", "delta append writes the delta", "bytes per flush = delta",
+         lambda m: m.get("bytes_written") == m.get("delta_bytes")),
+        ("rewrite", "full rewrite is O(size)", "bytes per flush = log + delta",
+         lambda m: m.get("bytes_written") == (m.get("log_bytes") or 0) + (m.get("delta_bytes") or 0)),
+    ):
+        if mode not in result.modes:
+            bars.append(_not_measured(bar, "diagnostic-append", target))
+            continue
+        metrics = [s.get("metrics") or {} for s in result.samples(mode)]
+        ok = bool(metrics) and all(check(m) for m in metrics)
+        written = _median([float(m.get("bytes_written", 0)) for m in metrics]) or 0.0
+        delta = _median([float(m.get("delta_bytes", 0)) for m in metrics]) or 0.0
+        bars.append(Bar(bar, "diagnostic-append",
+                        f"median {written:,.0f} B written for a {delta:,.0f} B delta "
+                        f"({sum(check(m) for m in metrics)}/{len(metrics)} samples exact)", target, ok))
+    return bars
+
+
+def _registry_tenth(latest: Mapping[str, Result]) -> list[Bar]:
+    target = "sidecar-only allocation <= 1/10 of a full save"
+    result = latest.get("registry-save")
+    if result is None or not {"sidecar-only", "full"} <= set(result.modes):
+        return [_not_measured("registry save allocates a tenth", "registry-save", target)]
+    side = _median(_values(result, "sidecar-only", "allocation.total_bytes"))
+    full = _median(_values(result, "full", "allocation.total_bytes"))
+    if side is None or not full:
+        return [Bar("registry save allocates a tenth", "registry-save", "no allocation pass", target, None)]
+    ratio = side / full
+    return [Bar("registry save allocates a tenth", "registry-save",
+                f"{side:,.0f} / {full:,.0f} B = {ratio:.3f}", target, ratio <= 0.1)]
+
+
+def _run_duration(results: Sequence[Result]) -> list[Bar]:
+    """Wall time of each invocation (documents sharing a run_id), for the quick set and the catalogue."""
+    runs: dict[str, list[Result]] = {}
+    for result in results:
+        if result.run_id:
+            runs.setdefault(result.run_id, []).append(result)
+    bars = []
+    for run_id, members in sorted(runs.items()):
+        names = {r.recipe for r in members}
+        if set(QUICK_SET) == names:
+            bar, target, limit = "quick set under 2 minutes", "< 120 s on 2 cores", 120.0
+        elif len(names) >= 12:
+            bar, target, limit = "full catalogue under 15 minutes", "< 900 s on 2 cores", 900.0
+        else:
+            continue
+        starts = [r.created_epoch for r in members if r.created_epoch]
+        ends = [_updated_epoch(r.data) for r in members]
+        ends_known = [e for e in ends if e]
+        if not starts or not ends_known:
+            continue
+        seconds = max(ends_known) - min(starts)
+        bars.append(Bar(bar, f"run {run_id}", f"{seconds:.0f} s for {len(names)} recipes", target, seconds < limit))
+    return bars
+
+
+def _updated_epoch(data: Mapping[str, Any]) -> float | None:
+    from datetime import datetime
+
+    stamp = data.get("updated_at")
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp).timestamp()
+    except ValueError:
+        return None
+
+
+def bars(results: Iterable[Result]) -> list[Bar]:
+    """Every bar of SPEC section 8 that recipes can judge, from the newest result of each recipe."""
+    everything = list(results)
+    latest = latest_by_recipe(everything)
+    return [
+        *_async_under_target(latest),
+        *_async_five_times(latest),
+        *_ack_within_floor(latest, everything),
+        *_append_flat(latest),
+        *_delta_append(latest),
+        *_registry_tenth(latest),
+        *_run_duration(everything),
+        Bar("crash checker clean, seeded bugs caught", "perfsuite crashcheck",
+            "not a recipe: run `perfsuite crashcheck` and `--seeded-bug NAME`", "0 violations; every bug caught",
+            None),
+    ]
