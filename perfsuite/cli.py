@@ -653,6 +653,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("perfsuite: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `perfsuite ... | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

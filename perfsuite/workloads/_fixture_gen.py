@@ -502,42 +502,23 @@ def _build_diag_log(spec: Any, dest: Path, progress: Progress) -> dict[str, Any]
 
 
 def _build_storm(spec: Any, dest: Path, progress: Progress) -> dict[str, Any]:
-    """The permission storm (SPEC M6, section 6): ``decisions`` blocked/running pairs over
-    ``duration_s`` seconds as a JSONL event trace (time, session, event kind, agent), in bursts."""
+    """The permission storm (SPEC M6, section 6) in the trace format `perfsuite whatif` reads: the shared
+    seeded generator, so the fixture and `perfsuite whatif --storm` are the same trace."""
+    from perfsuite.workloads._trace_gen import StormSpec, permission_storm
+    from perfsuite.workloads.traces import write_trace
+
     p = spec.params
-    rng = TextGen(f"{spec.name}:{spec.seed}").rng
-    decisions = int(spec.expect["decisions"])
-    duration = float(spec.expect["duration_s"])
-    session_id = str(p["session"])
-    agents = [f"agent-{rng.getrandbits(24):06x}" for _ in range(int(p["agents"]))]
-    bursts = int(p["bursts"])
-    burst_share = float(p["burst_share"])
-    in_bursts = int(decisions * burst_share)
-    centres = sorted(rng.uniform(0.05, 0.95) * duration for _ in range(bursts))
-    width = float(p["burst_width_s"])
-    times: list[float] = []
-    for k in range(in_bursts):
-        centre = centres[k % bursts]
-        times.append(min(duration - 30.0, max(0.0, centre + rng.uniform(-width / 2, width / 2))))
-    times += [rng.uniform(0.0, duration - 30.0) for _ in range(decisions - in_bursts)]
-    times.sort()
-    events: list[tuple[float, str, str]] = []
-    for t in times:
-        agent = agents[rng.randrange(len(agents))]
-        wait = log_uniform(rng, float(p["decision_s"][0]), float(p["decision_s"][1]))
-        events.append((t, agent, "permission-blocked"))
-        events.append((t + wait, agent, "running"))
-    events.sort()
-    lines = [json.dumps({"t": round(t, 3), "session": session_id, "kind": kind, "agent": agent},
-                        separators=(",", ":"), sort_keys=True) for t, agent, kind in events]
-    (dest / "trace.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    stamps = [t for t, _, _ in events]
-    peak, mean = _debounced_rate(stamps, float(p["debounce_s"]), duration)
+    storm = StormSpec(decisions=int(spec.expect["decisions"]), minutes=int(spec.expect["duration_s"]) // 60,
+                      agents=int(p.get("agents", StormSpec.agents)), seed=int(spec.seed))
+    trace = permission_storm(storm)
+    write_trace(trace, dest / "trace.jsonl")
+    stamps = [e.time for e in trace.events]
+    decisions = [e.time for e in trace.events if e.flavour == "permission-blocked"]
     progress("trace", 1.0)
-    return {"trace": "trace.jsonl", "events": len(events), "decisions": decisions, "duration_s": duration,
-            "peak_decisions_per_minute": _peak_per_minute(times),
-            "peak_events_per_minute": _peak_per_minute(stamps), "debounce_s": float(p["debounce_s"]),
-            "debounced_peak_per_minute": peak, "debounced_mean_per_minute": round(mean, 2)}
+    # Publication rates under a debounce are `perfsuite whatif`'s job (the engine's real schedulers).
+    return {"trace": "trace.jsonl", "events": len(trace.events), "decisions": storm.decisions,
+            "duration_s": trace.duration_s, "peak_decisions_per_minute": _peak_per_minute(decisions),
+            "peak_events_per_minute": _peak_per_minute(stamps)}
 
 
 def _peak_per_minute(times: Sequence[float]) -> int:
@@ -549,22 +530,6 @@ def _peak_per_minute(times: Sequence[float]) -> int:
             j += 1
         peak = max(peak, i - j + 1)
     return peak
-
-
-def _debounced_rate(times: Sequence[float], delay: float, duration: float) -> tuple[int, float]:
-    """Registry saves under E7's debounce (armed by the first change, not extended): the peak count in
-    any 60 s window and the mean per minute."""
-    saves: list[float] = []
-    due: float | None = None
-    for t in sorted(times):
-        if due is not None and t > due:
-            saves.append(due)
-            due = None
-        if due is None:
-            due = t + delay
-    if due is not None:
-        saves.append(due)
-    return _peak_per_minute(saves), len(saves) / (duration / 60.0)
 
 
 GENERATORS: dict[str, Generator] = {
@@ -604,9 +569,8 @@ GENERATORS: dict[str, Generator] = {
     ),
     "permission-storm": Generator(
         name="permission-storm",
-        version=1,
-        params={"session": "storm", "agents": 6, "bursts": 9, "burst_share": 0.1, "burst_width_s": 120.0,
-                "decision_s": [0.3, 4.0], "debounce_s": 2.0},
+        version=2,  # 2: the shared whatif trace format and generator
+        params={"agents": 8},
         expect=frozenset({"decisions", "duration_s", "files", "events"}),
         settings=False,
         build=_build_storm,

@@ -1,0 +1,206 @@
+"""The settings grid, the sweep over it and what each setting reports (SPEC section 6).
+
+Per setting: publications per minute (mean over the trace, peak in one fixed minute), bytes written and
+allocated (this machine's measured per-publication costs, M3), the crash-loss window (longest time a
+change stays unpublished) and the notification delay (offer to run, E6). Pareto-optimal settings are
+those no other setting beats on both publications per minute and the loss window.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import itertools
+import math
+import statistics
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from perfsuite.errors import PerfsuiteError
+from perfsuite.whatif._costs import PublicationCosts
+from perfsuite.whatif._simulate import (
+    DEFAULT_DURATIONS_S,
+    Replay,
+    Setting,
+    TraceSummary,
+    cost_kind,
+    per_minute,
+    replay,
+    summarize_trace,
+)
+from perfsuite.workloads.traces import Trace
+
+DEFAULT_DEBOUNCE_S = (0.1, 0.5, 1.0, 2.0, 5.0, 10.0)
+DEFAULT_CHECKPOINT_S = (30.0,)
+DEFAULT_NOTIFY_MAX_S = (0.5,)
+
+
+def parse_intervals(text: str, option: str, *, allow_zero: bool = True) -> tuple[float, ...]:
+    """``"0.1,0.5,2"`` -> (0.1, 0.5, 2.0); a negative, zero (unless allowed) or non-number value is a
+    one-line error naming ``option``."""
+    values: list[float] = []
+    for part in text.split(","):
+        item = part.strip()
+        if not item:
+            raise PerfsuiteError(f"{option}: empty value in {text!r}; expected comma-separated seconds")
+        try:
+            value = float(item)
+        except ValueError:
+            raise PerfsuiteError(f"{option}: {item!r} is not a number of seconds") from None
+        if not math.isfinite(value):
+            raise PerfsuiteError(f"{option}: {item!r} is not a finite number of seconds")
+        if value < 0:
+            raise PerfsuiteError(f"{option}: {item} is negative; intervals must be >= 0 s")
+        if value == 0 and not allow_zero:
+            raise PerfsuiteError(f"{option}: intervals must be > 0 s, got {item}")
+        values.append(value)
+    return tuple(dict.fromkeys(values))
+
+
+def make_grid(debounce: Iterable[float] = DEFAULT_DEBOUNCE_S, checkpoint: Iterable[float] = DEFAULT_CHECKPOINT_S,
+              notify_max: Iterable[float] = DEFAULT_NOTIFY_MAX_S) -> tuple[Setting, ...]:
+    """Every combination, debounce varying fastest within a checkpoint interval."""
+    return tuple(Setting(d, c, n) for c, n, d in itertools.product(tuple(checkpoint), tuple(notify_max),
+                                                                   tuple(debounce)))
+
+
+@dataclass(frozen=True, slots=True)
+class SettingResult:
+    """What one setting did to the trace."""
+
+    setting: Setting
+    publications: int
+    by_kind: Mapping[str, int]
+    generations: int  # adopted; the rest were empty selections (E4 no-ops)
+    per_minute_mean: float
+    per_minute_peak: int
+    generations_per_minute: float
+    bytes_written: int | None
+    bytes_allocated: int | None
+    loss_window_s: float  # the longest any change (observational or streamed text) stayed unpublished
+    observational_loss_max_s: float | None
+    observational_loss_mean_s: float | None
+    text_loss_max_s: float | None
+    notify_delay_max_s: float | None
+    notify_delay_mean_s: float | None
+    notifications: int
+    unpublished: int
+    debounce_fired: int
+    debounce_absorbed: int
+    debounce_deferred: int
+    checkpoint_ticks: int
+    pareto: bool = False
+
+    def row(self) -> dict[str, Any]:
+        """A flat record (CSV columns, JSON entries)."""
+        s = self.setting
+        return {
+            "debounce_s": s.debounce_s, "checkpoint_interval_s": s.checkpoint_interval_s,
+            "notify_first_s": s.notify_first_s, "notify_max_s": s.notify_max_s,
+            "publications": self.publications,
+            **{f"publications_{k}": self.by_kind.get(k, 0) for k in ("registry", "checkpoint", "mail")},
+            "generations": self.generations, "noops": self.publications - self.generations,
+            "per_minute_mean": round(self.per_minute_mean, 4), "per_minute_peak": self.per_minute_peak,
+            "generations_per_minute": round(self.generations_per_minute, 4),
+            "bytes_written": self.bytes_written, "bytes_allocated": self.bytes_allocated,
+            "loss_window_s": round(self.loss_window_s, 6),
+            "observational_loss_max_s": _r(self.observational_loss_max_s),
+            "observational_loss_mean_s": _r(self.observational_loss_mean_s),
+            "text_loss_max_s": _r(self.text_loss_max_s),
+            "notify_delay_max_s": _r(self.notify_delay_max_s), "notify_delay_mean_s": _r(self.notify_delay_mean_s),
+            "notifications": self.notifications, "unpublished": self.unpublished,
+            "debounce_fired": self.debounce_fired, "debounce_absorbed": self.debounce_absorbed,
+            "debounce_deferred": self.debounce_deferred, "checkpoint_ticks": self.checkpoint_ticks,
+            "pareto": self.pareto,
+        }
+
+
+def _r(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
+def _max(values: Sequence[float]) -> float | None:
+    return max(values) if values else None
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+def result_of(run: Replay, costs: PublicationCosts | None) -> SettingResult:
+    """Reduce one replay to its figures; bytes only when ``costs`` are given."""
+    pubs = run.publications
+    by_kind = collections.Counter(cost_kind(p.kind) for p in pubs)
+    adopted = [p for p in pubs if p.outcome == "adopted"]
+    mean, peak = per_minute([p.done_at for p in pubs], run.duration_s)
+    written = allocated = None
+    if costs is not None:
+        written = sum(costs.kinds[cost_kind(p.kind)].bytes_written if p.outcome == "adopted"
+                      else costs.kinds[cost_kind(p.kind)].staged_bytes for p in pubs)
+        allocated = sum(costs.kinds[cost_kind(p.kind)].allocated_bytes for p in pubs)
+    obs, text = run.observational_losses, run.text_losses
+    return SettingResult(
+        setting=run.setting, publications=len(pubs), by_kind=dict(by_kind), generations=len(adopted),
+        per_minute_mean=mean, per_minute_peak=peak,
+        generations_per_minute=per_minute([p.done_at for p in adopted], run.duration_s)[0],
+        bytes_written=written, bytes_allocated=allocated,
+        loss_window_s=max(_max(obs) or 0.0, _max(text) or 0.0),
+        observational_loss_max_s=_max(obs), observational_loss_mean_s=_mean(obs), text_loss_max_s=_max(text),
+        notify_delay_max_s=_max(run.notification_waits), notify_delay_mean_s=_mean(run.notification_waits),
+        notifications=len(run.notification_waits), unpublished=run.unpublished,
+        debounce_fired=run.debounce_fired, debounce_absorbed=run.debounce_absorbed,
+        debounce_deferred=run.debounce_deferred, checkpoint_ticks=run.checkpoint_ticks,
+    )
+
+
+def pareto_front(points: Sequence[tuple[float, float]]) -> list[bool]:
+    """Whether each (cost, risk) point is Pareto-optimal (minimising both): no other point is <= on
+    both and < on one. Equal points are all optimal."""
+    flags = []
+    for i, (x, y) in enumerate(points):
+        dominated = any((x2 <= x and y2 <= y) and (x2 < x or y2 < y) for j, (x2, y2) in enumerate(points) if j != i)
+        flags.append(not dominated)
+    return flags
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIf:
+    """A sweep: the trace summary, one result per setting (grid order), costs and how long it took."""
+
+    trace: TraceSummary
+    results: tuple[SettingResult, ...]
+    costs: PublicationCosts | None
+    simulate_s: float
+    durations_s: Mapping[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        t = self.trace
+        return {
+            "trace": {"source": t.source, "duration_s": t.duration_s, "sessions": t.sessions, "events": t.events,
+                      "observational_changes": t.observational, "messages": t.messages, "mail": t.mail,
+                      "requests": t.requests, "recorded_publications": t.recorded_publications,
+                      "every_transition_per_minute": round(t.every_transition_per_minute, 4),
+                      "every_transition_peak_per_minute": t.every_transition_peak, "meta": dict(t.meta)},
+            "costs": None if self.costs is None else {**self.costs.to_json(), "note": self.costs.describe()},
+            "publication_durations_s": dict(self.durations_s),
+            "simulate_s": round(self.simulate_s, 4),
+            "minute_windows": "fixed minutes from the trace start: [60k, 60k+60)",
+            "results": [r.row() for r in self.results],
+        }
+
+
+def sweep(trace: Trace, settings: Sequence[Setting], costs: PublicationCosts | None = None,
+          durations: Mapping[str, float] | None = None) -> WhatIf:
+    """Replay ``trace`` once per setting in virtual time; mark the Pareto-optimal settings."""
+    if not settings:
+        raise PerfsuiteError("the settings grid is empty")
+    if durations is None and costs is not None:
+        durations = costs.durations_s()
+    started = time.perf_counter()
+    results = [result_of(replay(trace, s, durations), costs) for s in settings]
+    elapsed = time.perf_counter() - started
+    flags = pareto_front([(r.per_minute_mean, r.loss_window_s) for r in results])
+    marked = tuple(dataclasses.replace(r, pareto=f) for r, f in zip(results, flags))
+    return WhatIf(summarize_trace(trace), marked, costs, elapsed, dict(durations or DEFAULT_DURATIONS_S))

@@ -1,0 +1,320 @@
+"""``--validate``: replay a short trace in real time through a real Session and compare (SPEC section 6).
+
+The real side is a portable session in a temporary directory on the system clock, every trace event
+applied by the same Session method the simulator calls. Publications are observed from the outside,
+through the injectable I/O layer (E1): each one stages ``staging/<id>/`` (its ``batch.json`` names its
+kind and the observational version it froze), may replace ``HEAD`` (adopted), and removes the staging
+directory when it finishes.
+
+``--speed F`` divides every trace time and the debounce, checkpoint and notification intervals by F, so
+two minutes of storm validate in twelve seconds at F = 10. The Debouncer's 50 ms deferral step (an engine
+constant) and the publications' own durations are real work and are not scaled, so they weigh F times
+more than in the uncompressed run; the simulator is given the same compressed trace, the same scaled
+settings and the real run's median publication durations, so the comparison stays like for like. Loss
+windows are reported in trace seconds (compressed seconds times F); tolerances apply to compressed time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from perfsuite.engine import Message, OsFileSystem, Session, SystemClock
+from perfsuite.engine._schedulers import Observations
+from perfsuite.errors import PerfsuiteError
+from perfsuite.whatif._simulate import DEFAULT_DURATIONS_S, Setting, cost_kind, drive, replay
+from perfsuite.workloads.traces import Trace, TraceEvent
+
+#: allowed differences: publications (count) and crash-loss window (seconds of compressed, real time);
+#: the loss tolerance also adds the slowest real publication's excess over its median (the simulator
+#: models each kind by its median duration)
+PUBLICATIONS_TOLERANCE = 0.05  # 5% of the simulated count, at least 1
+LOSS_TOLERANCE_S = 0.03  # timer and loop lateness
+LOSS_TOLERANCE_REL = 0.10
+
+
+class _ObservingFileSystem(OsFileSystem):
+    """The real I/O layer, noting when each publication starts, adopts and finishes (any thread)."""
+
+    def __init__(self, staging: str) -> None:
+        super().__init__()
+        self.staging = staging
+        self.t0: float | None = None
+        self.lock = threading.Lock()
+        self.log: list[tuple[float, str, str, Mapping[str, Any]]] = []  # (time, what, publication id, info)
+        self._current: str | None = None
+
+    def _note(self, what: str, pub: str, info: Mapping[str, Any] | None = None) -> None:
+        if self.t0 is None:
+            return
+        with self.lock:
+            self.log.append((time.monotonic() - self.t0, what, pub, dict(info or {})))
+
+    def makedirs(self, path: str) -> list[str]:
+        created = super().makedirs(path)
+        if os.path.dirname(os.path.abspath(path)) == self.staging:
+            self._current = os.path.basename(path)
+            self._note("start", self._current)
+        return created
+
+    def write_new(self, path: str, data: bytes, *, exclusive: bool = False, sync: bool = True) -> None:
+        super().write_new(path, data, exclusive=exclusive, sync=sync)
+        directory = os.path.dirname(os.path.abspath(path))
+        if os.path.basename(path) == "batch.json" and os.path.dirname(directory) == self.staging:
+            record = json.loads(data)
+            self._note("batch", os.path.basename(directory),
+                       {"kind": record.get("kind"), "observed": record.get("candidate", {}).get("observed", -1),
+                        "ticks": {c: v.get("tick") for c, v in
+                                  record.get("candidate", {}).get("conversations", {}).items()}})
+
+    def atomic_replace(self, path: str, data: bytes, *, sync_dir: bool = True) -> str:
+        target = super().atomic_replace(path, data, sync_dir=sync_dir)
+        if os.path.basename(path) == "HEAD" and self._current is not None:
+            self._note("adopt", self._current)
+        return target
+
+    def rmdir(self, path: str) -> None:
+        super().rmdir(path)
+        if os.path.dirname(os.path.abspath(path)) == self.staging:
+            self._note("end", os.path.basename(path))
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """The real run, reduced like a simulated one (times in compressed seconds)."""
+
+    publications: int
+    by_kind: Mapping[str, int]
+    generations: int
+    observational_loss_max_s: float | None
+    text_loss_max_s: float | None
+    wall_s: float
+    durations_s: Mapping[str, float]  # median start-to-finish per kind
+    spread_s: float  # the slowest publication's excess over its kind's median (what medians cannot model)
+
+
+@dataclass(frozen=True, slots=True)
+class Validation:
+    """Simulated vs real for one trace and setting; ``passed`` when both figures are within tolerance.
+    Loss windows are reported in trace seconds (compressed seconds times ``speed``)."""
+
+    setting: Setting
+    speed: float
+    trace_s: float
+    simulated_publications: int
+    real_publications: int
+    simulated_by_kind: Mapping[str, int]
+    real_by_kind: Mapping[str, int]
+    simulated_generations: int
+    real_generations: int
+    simulated_loss_s: float
+    real_loss_s: float
+    publications_tolerance: int
+    loss_tolerance_s: float
+    wall_s: float
+    model_durations_ms: Mapping[str, float] = field(default_factory=dict)
+    real_durations_ms: Mapping[str, float] = field(default_factory=dict)
+    problems: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict[str, Any]:
+        s = self.setting
+        return {"debounce_s": s.debounce_s, "checkpoint_interval_s": s.checkpoint_interval_s,
+                "notify_max_s": s.notify_max_s, "speed": self.speed, "trace_s": self.trace_s,
+                "simulated_publications": self.simulated_publications, "real_publications": self.real_publications,
+                "simulated_by_kind": dict(self.simulated_by_kind), "real_by_kind": dict(self.real_by_kind),
+                "simulated_generations": self.simulated_generations, "real_generations": self.real_generations,
+                "simulated_loss_s": round(self.simulated_loss_s, 6), "real_loss_s": round(self.real_loss_s, 6),
+                "publications_tolerance": self.publications_tolerance,
+                "loss_tolerance_s": round(self.loss_tolerance_s, 6), "wall_s": round(self.wall_s, 3),
+                "model_durations_ms": {k: round(v, 3) for k, v in self.model_durations_ms.items()},
+                "real_durations_ms": {k: round(v, 3) for k, v in self.real_durations_ms.items()},
+                "passed": self.passed, "problems": list(self.problems)}
+
+
+class _Replayer:
+    """Applies trace events to a real session and tracks changes, as :class:`_SimSession` does."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.version = 0  # Session._observe's count: one per activity change and per successful discard
+        self.changes: list[tuple[int, float]] = []
+        self.texts: dict[str, collections.deque[tuple[int, float]]] = {}
+        self.discardable: dict[str, list[str]] = {}
+        self.t0 = 0.0
+        self.error: BaseException | None = None
+
+    def prepare(self, events: tuple[TraceEvent, ...]) -> None:
+        """Before t0, the state the simulator starts from: the root transcript committed, every agent
+        spawned (idle, committed), and the mail that the trace discards posted."""
+        session = self.session
+        session.checkpoint("root")
+        spawned = {e.conversation for e in events if e.kind == "spawn"}
+        for agent in sorted({e.conversation for e in events if e.conversation != "root"} - spawned):
+            session.spawn_agent(agent)
+        for event in events:
+            if event.kind == "discard":
+                record = session.append_mail(event.conversation, "to be discarded", sender="whatif")
+                self.discardable.setdefault(event.conversation, []).append(record.id)
+
+    def _text(self, conversation: str) -> None:
+        buffer = self.session.conversation(conversation)
+        self.texts.setdefault(conversation, collections.deque()).append((buffer.tick, self.now()))
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    def apply(self, event: TraceEvent) -> None:
+        try:
+            drive(self.session, event, self)
+        except BaseException as exc:  # surfaced after the replay, not swallowed by the loop
+            self.error = self.error or exc
+
+    # EventSink
+    def observed(self) -> None:
+        self.version += 1
+        self.changes.append((self.version, self.now()))
+
+    def discard_id(self, conversation: str) -> str:
+        return self.discardable[conversation].pop(0)
+
+    def discarded(self) -> None:
+        self.observed()
+
+    def message(self, conversation: str, size: int) -> None:
+        self.session.add_message(conversation, Message("assistant", "x" * size, time.time()))
+        self._text(conversation)
+
+    def wake(self, conversation: str) -> Callable[[Observations], None]:
+        def wake(_obs: Observations) -> None:
+            if self.session.deliver_mail(conversation):
+                self._text(conversation)
+
+        return wake
+
+    def idle(self) -> bool:
+        s = self.session
+        return (not s.registry_debounce.pending and s.gate.idle and s.active is None and not s.notifications.fifo)
+
+
+def _reduce(fs: _ObservingFileSystem, replayer: _Replayer, wall: float) -> Observed:
+    pubs: dict[str, dict[str, Any]] = {}
+    order: list[str] = []
+    for at, what, pub, info in sorted(fs.log, key=lambda x: x[0]):
+        entry = pubs.setdefault(pub, {})
+        if what == "start":
+            order.append(pub)
+        elif what == "batch":
+            entry.update(info)
+        elif what == "adopt":
+            entry["adopted"] = True
+        elif what == "end":
+            entry["end"] = at
+    finished = sorted((p for p in order if "end" in pubs[p]), key=lambda p: pubs[p]["end"])
+    changes = collections.deque(replayer.changes)
+    texts = {c: collections.deque(q) for c, q in replayer.texts.items()}
+    obs_losses: list[float] = []
+    text_losses: list[float] = []
+    for pub in finished:
+        entry = pubs[pub]
+        while changes and changes[0][0] <= int(entry.get("observed", -1)):
+            obs_losses.append(entry["end"] - changes.popleft()[1])
+        for conversation, tick in (entry.get("ticks") or {}).items():
+            pending = texts.get(conversation)
+            while pending and tick is not None and pending[0][0] <= tick:
+                text_losses.append(entry["end"] - pending.popleft()[1])
+    by_kind = collections.Counter(cost_kind(str(pubs[p].get("kind"))) for p in finished)
+    spans: dict[str, list[float]] = {}
+    for at, what, pub, _info in fs.log:
+        if what == "start" and "end" in pubs[pub]:
+            spans.setdefault(cost_kind(str(pubs[pub].get("kind"))), []).append(pubs[pub]["end"] - at)
+    medians = {k: statistics.median(v) for k, v in spans.items()}
+    spread = max((max(v) - medians[k] for k, v in spans.items()), default=0.0)
+    return Observed(len(finished), dict(by_kind), sum(1 for p in finished if pubs[p].get("adopted")),
+                    max(obs_losses) if obs_losses else None, max(text_losses) if text_losses else None, wall,
+                    medians, spread)
+
+
+async def _real_run(trace: Trace, setting: Setting, directory: Path) -> Observed:
+    loop = asyncio.get_running_loop()
+    fs = _ObservingFileSystem(os.path.join(os.path.abspath(directory), "staging"))
+    settings = replace(setting.session_settings(), offload="thread")
+    session = Session.open(directory, create=True, fs=fs, clock=SystemClock(loop), settings=settings)
+    replayer = _Replayer(session)
+    try:
+        replayer.prepare(trace.events)
+        await asyncio.sleep(0.05)
+        started = time.monotonic()
+        replayer.t0 = fs.t0 = started
+        for event in trace.events:
+            loop.call_at(started + event.time, replayer.apply, event)
+        await asyncio.sleep(max(0.0, started + trace.duration_s - time.monotonic()))
+        session.checkpoint_timer.stop()
+        deadline = time.monotonic() + setting.debounce_s + 30.0
+        while not replayer.idle():
+            if time.monotonic() > deadline:
+                raise PerfsuiteError("validate: the real session did not become idle within 30 s of the trace end")
+            await asyncio.sleep(0.002)
+        await asyncio.sleep(0.01)
+        wall = time.monotonic() - started
+    finally:
+        if session.pending is not None:
+            session.abandon_pending()
+        session.close()
+    if replayer.error is not None:
+        raise PerfsuiteError(f"validate: replaying the trace on a real session failed: "
+                             f"{type(replayer.error).__name__}: {replayer.error}")
+    return _reduce(fs, replayer, wall)
+
+
+def validate(trace: Trace, setting: Setting, *, speed: float = 10.0, seconds: float | None = 120.0,
+             durations: Mapping[str, float] | None = None, work_root: Path | None = None) -> Validation:
+    """Simulate and really run the first ``seconds`` of ``trace`` (all of it when None) at ``speed``,
+    and compare publication counts and the crash-loss window. Takes about ``seconds / speed`` seconds."""
+    if not speed > 0:
+        raise PerfsuiteError(f"--speed must be > 0, got {speed:g}")
+    window = trace.window(0.0, seconds) if seconds is not None else trace
+    if not window.events:
+        raise PerfsuiteError(f"validate: {trace.source} has no events in its first {seconds:g} s")
+    fast, fast_setting = window.compressed(speed), setting.scaled(speed)
+    directory = Path(tempfile.mkdtemp(prefix="perfsuite-whatif-validate-", dir=work_root))
+    try:
+        real = asyncio.run(_real_run(fast, fast_setting, directory / "session"))
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    # The check is of scheduling: the simulator gets the real run's median publication durations (never
+    # compressed: a publication takes what it takes), falling back to the given model for unseen kinds.
+    model = {**dict(durations or DEFAULT_DURATIONS_S), **real.durations_s}
+    simulated = replay(fast, fast_setting, model)
+    sim_by_kind = collections.Counter(cost_kind(p.kind) for p in simulated.publications)
+    sim_loss = max([*simulated.observational_losses, *simulated.text_losses], default=0.0)
+    real_loss = max(real.observational_loss_max_s or 0.0, real.text_loss_max_s or 0.0)
+    count_tol = max(1, round(PUBLICATIONS_TOLERANCE * len(simulated.publications)))
+    loss_tol = LOSS_TOLERANCE_S + LOSS_TOLERANCE_REL * sim_loss + real.spread_s
+    problems = []
+    if abs(len(simulated.publications) - real.publications) > count_tol:
+        problems.append(f"publications: simulated {len(simulated.publications)}, real {real.publications} "
+                        f"(tolerance {count_tol})")
+    if abs(sim_loss - real_loss) > loss_tol:
+        problems.append(f"crash-loss window: simulated {sim_loss * speed:.3f} s, real {real_loss * speed:.3f} s "
+                        f"(tolerance {loss_tol * speed:.3f} s)")
+    return Validation(setting, speed, window.duration_s, len(simulated.publications), real.publications,
+                      dict(sim_by_kind), dict(real.by_kind),
+                      sum(1 for p in simulated.publications if p.outcome == "adopted"), real.generations,
+                      sim_loss * speed, real_loss * speed, count_tol, loss_tol * speed, real.wall_s,
+                      {k: v * 1e3 for k, v in model.items()}, {k: v * 1e3 for k, v in real.durations_s.items()},
+                      tuple(problems))

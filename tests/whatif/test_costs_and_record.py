@@ -1,0 +1,86 @@
+"""This machine's per-publication costs (M3 allocation pass, cached) and --record-trace."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from perfsuite import __version__, cli
+from perfsuite.engine import Message, Session
+from perfsuite.errors import PerfsuiteError
+from perfsuite.whatif import Setting, load_costs, read_costs, read_trace, recording, replay
+from perfsuite.whatif._costs import cache_path
+
+
+def test_costs_are_measured_once_and_cached_by_version_and_machine(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PERFSUITE_CACHE", str(tmp_path / "cache"))
+    costs = load_costs()
+    path = cache_path()
+    assert path.is_file() and path.parent == tmp_path / "cache" / "whatif" and f"-{__version__}-" in path.name
+    assert costs.source == str(path) and "this machine's measured" in costs.describe()
+    for kind in ("registry", "checkpoint", "mail"):
+        cost = costs.kinds[kind]
+        assert cost.allocated_bytes > 0 and cost.bytes_written > 0 and cost.duration_ms > 0
+    # E7/SPEC 8: the sidecar-only registry save is the cheap one
+    assert costs.kinds["registry"].bytes_written < costs.kinds["checkpoint"].bytes_written
+    again = load_costs()
+    assert again.measured_at == costs.measured_at and again.kinds == costs.kinds
+
+
+def test_a_malformed_costs_file_is_a_one_line_error(tmp_path: Path) -> None:
+    bad = tmp_path / "c.json"
+    bad.write_text(json.dumps({"schema": 1, "kinds": {"registry": {"allocated_bytes": 1}}}))
+    with pytest.raises(PerfsuiteError, match=r"c.json: kinds.registry: expected allocated_bytes"):
+        read_costs(bad)
+
+
+def test_recording_a_session_gives_a_replayable_trace(tmp_path: Path) -> None:
+    with recording(tmp_path / "t.jsonl", workers=False) as recorder:
+        session = Session.open(tmp_path / "session", create=True)
+        session.add_message("root", Message("user", "hello", 0.0))
+        session.checkpoint()
+        session.spawn_agent("agent-1")
+        session.set_activity("agent-1", "permission-blocked")
+        session.set_activity("agent-1", "running")
+        session.append_mail("root", "done", sender="agent-1", kind="RESULT")
+        session.close()
+    trace = read_trace(tmp_path / "t.jsonl")
+    assert recorder.trace == trace and trace.meta["generator"] == "recorded"
+    kinds = [e.kind for e in trace.events if e.kind != "publication"]
+    assert kinds == ["message", "save", "spawn", "activity", "activity", "mail"]  # nested calls not recorded
+    assert trace.count("publication") == 3  # checkpoint, spawn, RESULT; the debounce timer was inert (no loop)
+    run = replay(trace, Setting(debounce_s=2.0))
+    # the RESULT's synchronous commit absorbs the pending registry save (E7), as it did in the real run
+    assert [p.kind for p in run.publications] == ["checkpoint", "spawn", "message"]
+    assert run.debounce_absorbed == 1 and len(run.publications) == trace.count("publication")
+    assert getattr(Session.set_activity, "__wrapped__", None) is None  # uninstalled
+
+
+def test_recording_reaches_worker_processes(tmp_path: Path) -> None:
+    child = textwrap.dedent(f"""
+        from perfsuite.engine import Session
+        s = Session.open({str(tmp_path / "child")!r}, create=True)
+        s.spawn_agent("agent-7")
+        s.set_activity("agent-7", "waiting")
+        s.close()
+    """)
+    with recording(tmp_path / "w.jsonl"):
+        subprocess.run([sys.executable, "-c", child], check=True, env=dict(os.environ), timeout=60)
+    trace = read_trace(tmp_path / "w.jsonl")
+    events = [e for e in trace.events if e.kind == "activity"]
+    assert len(events) == 1 and events[0].flavour == "waiting" and events[0].session.startswith("child@")
+    assert "PERFSUITE_RECORD_TRACE" not in os.environ
+
+
+def test_demo_records_a_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["demo", str(tmp_path / "demo"), "--record-trace", str(tmp_path / "demo.jsonl")]) == 0
+    assert "trace: " in capsys.readouterr().out
+    trace = read_trace(tmp_path / "demo.jsonl")
+    assert {"activity", "spawn", "save", "message", "mail", "publication"} <= {e.kind for e in trace.events}
