@@ -168,6 +168,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"results: {path}")
         for extra in exports:
             print(f"  {extra}")
+    if getattr(args, "phase", False):
+        _phase_outputs(measured, args.phase_dir)
     return 0
 
 
@@ -238,6 +240,8 @@ def _cmd_crashcheck(args: argparse.Namespace) -> int:
     from perfsuite.crash import MODELS, CrashConfig, RunResult, run_campaign
 
     console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+    if args.kill is not None:
+        return _crashcheck_kill(args, console)
     config = CrashConfig(
         workloads=tuple(args.workload or ()), models=tuple(args.model or MODELS), max_states=args.max_states,
         seed=args.seed, seeded_bug=args.seeded_bug, jobs=args.jobs or os.cpu_count() or 1, keep_dir=args.keep,
@@ -277,6 +281,36 @@ def _cmd_crashcheck(args: argparse.Namespace) -> int:
     return 1 if report.violations else 0
 
 
+def _crashcheck_kill(args: argparse.Namespace, console: Any) -> int:
+    """``crashcheck --kill N``: the SIGKILL campaign (issue 10 item 4); exit 1 on any violation."""
+    from perfsuite.crash import PROFILES, KillConfig, run_kill_campaign
+    from perfsuite.errors import PerfsuiteError
+
+    if args.kill < 1:
+        raise PerfsuiteError("--kill must be at least 1")
+    config = KillConfig(kills=args.kill, seed=args.seed, profiles=tuple(args.profile or PROFILES),
+                        directory=args.keep)
+
+    def progress(kill: int, profile: str, acks: int, violations: int) -> None:
+        if (kill + 1) % 10 == 0 or kill + 1 == args.kill:
+            console.print(f"kill {kill + 1}/{args.kill} ({profile}): {acks} acknowledgements read, "
+                          f"{violations} violations so far", markup=False)
+
+    report = run_kill_campaign(config, on_kill=progress)
+    for v in report.violations[: args.show]:
+        console.print(f"[{v.invariant}] kill {v.kill} ({v.profile}): {v.message}"
+                      + (f"\n  state before recovery kept: {v.kept}" if v.kept else ""), markup=False)
+    if len(report.violations) > args.show:
+        console.print(f"... and {len(report.violations) - args.show} more violations", markup=False)
+    per = ", ".join(f"{n} {p}" for p, n in report.per_profile.items())
+    console.print(f"{report.kills} kills ({per}), {report.acks} acknowledgements checked, "
+                  f"{report.recovered_pending} recoveries retried a pending publication, "
+                  f"{len(report.violations)} violations, {report.seconds:.1f} s "
+                  f"(children {report.child_seconds:.1f} s, recovery and checks {report.recovery_seconds:.1f} s)",
+                  markup=False)
+    return 1 if report.violations else 0
+
+
 # -- perfsuite report | evidence | compare | history | dashboard (issue 7; SPEC section 5) ----------------
 
 
@@ -308,6 +342,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
         if r.data.get("status") != "complete":
             progress = r.data["progress"]
             print(f"  ({r.name}: {r.data.get('status')}, {progress['done']} of {progress['total']} entries measured)")
+    if getattr(args, "phase", False):
+        _phase_outputs(order_results(results), args.phase_dir)
     return 0
 
 
@@ -399,6 +435,7 @@ def _add_report_commands(sub: Any) -> None:
     """Register report, evidence, compare, history and dashboard (exit 2 on unusable input)."""
     report = sub.add_parser("report", help="the summary table of results files (as `run` prints it)")
     report.add_argument("results", nargs="+", metavar="RESULT", help="a results file or a directory of them")
+    _add_phase_options(report)
     report.set_defaults(func=_cmd_report)
 
     def thresholds(p: argparse.ArgumentParser) -> None:
@@ -576,6 +613,93 @@ def _add_whatif_command(sub: Any) -> None:
     w.set_defaults(func=_cmd_whatif)
 
 
+# -- perfsuite profile and --phase (issue 9; SPEC section 5) ------------------------------------------
+def _add_phase_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--phase", action="store_true",
+                        help="also print each mode's phase breakdown (freeze..finish, GC; main-thread time) and "
+                        "write it as a stacked bar plot <results>.phases.png")
+    parser.add_argument("--phase-dir", metavar="DIR", help="where --phase writes its plots (default: beside each "
+                        "results file)")
+
+
+def _phase_outputs(results: Sequence[Any], phase_dir: str | None) -> None:
+    """--phase: per results document, the phase table and ``<stem>.phases.png`` (plain path lines)."""
+    from perfsuite.report._phases import phase_breakdown, phase_table, write_phase_plot
+
+    out = _wide_console()
+    for r in results:
+        breakdown = phase_breakdown(r)
+        if not any(row.phases or row.gc_ms for row in breakdown.rows):
+            print(f"phases: {r.name}: no per-phase times in this recipe")
+            continue
+        out.print(phase_table(breakdown))
+        directory = Path(phase_dir) if phase_dir else (r.path.parent if r.path is not None else Path("."))
+        stem = r.path.stem if r.path is not None else r.recipe
+        print(f"phases: {write_phase_plot(breakdown, directory / f'{stem}.phases.png')}")
+
+
+def _cmd_profile(args: argparse.Namespace) -> int:
+    from perfsuite.harness import load_recipe, resolve_operation
+    from perfsuite.profile import profile_recipe, profiler_command
+    from perfsuite.report._phases import phase_table
+
+    profiler_command(args.profiler, args.profiler_path)  # a missing profiler fails before any fixture is built
+
+    if os.getcwd() not in sys.path:  # operations import like `python -m` would (the worker gets the same)
+        sys.path.insert(0, os.getcwd())
+    recipe = load_recipe(args.recipe)
+    for mode in recipe.modes:
+        if not args.mode or mode.name in args.mode:
+            try:
+                resolve_operation(mode.operation)
+            except PerfsuiteError as exc:
+                raise PerfsuiteError(f"{recipe.path or args.recipe}: modes.{mode.name}.operation: {exc}") from None
+    fixture, info = resolve_fixture_hook(recipe.fixture, args.session)
+    run = profile_recipe(
+        recipe, args.profiler, modes=args.mode, output_dir=args.output_dir, repeat=args.repeat,
+        native=args.native, rate=args.rate, fixture=fixture, fixture_info=info,
+        work_root=Path(args.work_dir) if args.work_dir else None, profiler_path=args.profiler_path,
+        phase=args.phase, on_event=lambda message: print(f"perfsuite: profiling {message}", file=sys.stderr),
+    )
+    for mode in run.modes:
+        print(mode.summary)
+    if run.phases_png is not None:
+        _wide_console().print(phase_table(run.breakdown()))
+    print(f"profile: {run.record}")  # plain lines, never wrapped: scripts read them
+    for path in run.artifacts()[1:]:
+        print(f"  {path}")
+    return 0
+
+
+def _add_profile_command(sub: Any) -> None:
+    from perfsuite.profile import DEFAULT_REPEAT, PROFILERS
+
+    p = sub.add_parser(
+        "profile", help="a recipe's operation under py-spy or scalene; artifacts beside the results",
+        description="Runs each mode's operation (fixture resolved and privately copied as in `run`) in a worker "
+        "process under the profiler, which is on only while operations run. py-spy: flame graph SVG, speedscope "
+        "JSON and a text summary per mode; scalene: its JSON and a text summary (top lines by CPU and by "
+        "allocation). A profile with too few samples is repeated with more iterations. Times under a profiler "
+        "are distorted: use `run` for measurements. Exit status 2 on bad input, a missing profiler, a profiler "
+        "failure or a profile without samples.")
+    p.add_argument("recipe", metavar="RECIPE", help="recipe name or .toml path")
+    p.add_argument("--profiler", required=True, choices=PROFILERS, help="the sampling profiler")
+    p.add_argument("--mode", action="append", metavar="MODE", help="profile this mode only (repeatable; default: all)")
+    p.add_argument("--repeat", type=int, metavar="N",
+                   help=f"operations per profiled batch (default: {DEFAULT_REPEAT}; more when too few samples)")
+    p.add_argument("--output-dir", default="results/local", help="where artifacts go (default: results/local)")
+    p.add_argument("--native", action="store_true", help="py-spy: include native (C) frames")
+    p.add_argument("--rate", type=int, metavar="HZ", help="py-spy sampling rate (default: 250)")
+    p.add_argument("--profiler-path", metavar="PATH",
+                   help="the profiler executable (default: $PERFSUITE_PY_SPY / $PERFSUITE_SCALENE, else py-spy "
+                   "on PATH or beside this Python, `python -m scalene`)")
+    p.add_argument("--session", metavar="PATH", help="a session directory to use as the fixture")
+    p.add_argument("--work-dir", metavar="DIR", help="where private fixture copies live (default: temp dir)")
+    p.add_argument("--phase", action="store_true",
+                   help="also print and plot the profiled iterations' phase breakdown (main-thread time)")
+    p.set_defaults(func=_cmd_profile)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="perfsuite",
@@ -606,6 +730,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", metavar="FILE", help="continue an interrupted results file")
     run.add_argument("--session", metavar="PATH", help="a session directory to use as the fixture")
     run.add_argument("--work-dir", metavar="DIR", help="where private fixture copies live (default: temp dir)")
+    _add_phase_options(run)
     run.add_argument("--record-trace", metavar="FILE",
                      help="record every sample's engine events as a what-if trace (adds a write per event)")
     run.set_defaults(func=_traced(_cmd_run, "run"))
@@ -626,15 +751,24 @@ def build_parser() -> argparse.ArgumentParser:
     crash.add_argument("--workload", action="append", choices=list(WORKLOADS),
                        help="a workload to run, repeatable (default: every standard workload)")
     crash.add_argument("--model", action="append", choices=list(MODELS), help="crash model, repeatable (default: both)")
-    crash.add_argument("--max-states", type=int, default=5000, help="unique crash states per workload and model")
+    crash.add_argument("--max-states", type=int,
+                       help="unique crash states per workload and model (default: each workload's cap, 5000 "
+                       "unless the workload sets a smaller one)")
     crash.add_argument("--seed", type=int, default=0, help="seed of the sampled subsets (default: 0)")
     crash.add_argument("--seeded-bug", choices=list(SEEDED_BUGS), help="run against a deliberately broken engine")
     crash.add_argument("--jobs", type=int, help="recovery worker processes (default: CPU count)")
     crash.add_argument("--keep", metavar="DIR", help="where violating states are kept (default: a temp dir)")
     crash.add_argument("--show", type=int, default=10, help="violations printed in full (default: 10)")
+    crash.add_argument("--kill", type=int, metavar="N",
+                       help="instead: the kill campaign, N SIGKILLs of a child running a mixed session workload "
+                       "on the real file system, recovery checked after each (200 is the acceptance run); "
+                       "--seed seeds the kill points, --keep keeps the sessions")
+    crash.add_argument("--profile", action="append", choices=["portable", "file"],
+                       help="with --kill: session profile, repeatable (default: both, alternating)")
     crash.set_defaults(func=_cmd_crashcheck)
     _add_report_commands(sub)
     _add_whatif_command(sub)
+    _add_profile_command(sub)
     return parser
 
 

@@ -58,7 +58,8 @@ class ConversationBuffer:
         self.committed_tick = 0  # tick of the newest freeze that was adopted
         self.dirty_from = 0
         self.receipts: dict[str, int] = {}
-        self.user_lines: list[int] = []  # prompt index: line numbers of user messages
+        self.user_lines: list[int] = []  # line numbers of user messages
+        self.user_offsets: list[int] = []
         self.first_user_preview = ""
         self.latest_user_preview = ""
         self._edit_floor = 1 << 62  # earliest offset rewritten since the last freeze
@@ -121,6 +122,7 @@ class ConversationBuffer:
         self._ends = []
         self.receipts = {}
         self.user_lines = []
+        self.user_offsets: list[int] = []  # prompt index: byte offset of each user message, kept as we go
         self.first_user_preview = self.latest_user_preview = ""
         for line in lines:
             self._add(line, None)
@@ -135,6 +137,7 @@ class ConversationBuffer:
             self.receipts[str(message.meta["receipt"])] = index
         if message.role == "user" and not message.hidden:
             self.user_lines.append(index)
+            self.user_offsets.append(self._ends[-1] - len(line))
             preview = message.content[:PREVIEW_CHARS]
             if not self.first_user_preview:
                 self.first_user_preview = preview
@@ -163,7 +166,7 @@ class ConversationBuffer:
             "turn_count": len(self.user_lines),
             "messages": len(self._lines),
             "bytes": self.size,
-            "prompt_index": [self._ends[i - 1] if i else 0 for i in self.user_lines],
+            "prompt_index": list(self.user_offsets),
             "first_user_preview": self.first_user_preview,
             "latest_user_preview": self.latest_user_preview,
         }

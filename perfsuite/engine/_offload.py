@@ -48,6 +48,7 @@ class ThreadOffload(Offload):
 
     def __init__(self) -> None:
         self._pool = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="perfsuite-publish")
+        self._pool.submit(int, 0)  # start the worker thread now, not inside the first publication
 
     def submit(self, func: Callable[..., Any], *args: Any) -> cf.Future[Any]:
         return self._pool.submit(func, *args)

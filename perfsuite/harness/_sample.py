@@ -96,6 +96,10 @@ def split_metrics(
             numbers[key] = value
         elif isinstance(value, str):
             labels[key] = value
+        elif isinstance(value, Mapping):  # nested numbers (e.g. main_thread_ms) flatten to "key.sub"
+            for sub, number in value.items():
+                if isinstance(number, int | float) and not isinstance(number, bool):
+                    numbers[f"{key}.{sub}"] = float(number)
     return phases, drain, numbers, labels
 
 

@@ -93,6 +93,8 @@ class SessionOperation(Operation):
         except Exception as exc:  # a bad fixture is bad input, reported in one line
             raise PerfsuiteError(f"mode {ctx.mode}: cannot open session {ctx.workdir}: {exc}") from None
         self.session.problems.clear()
+        if self.session.warm:
+            self.session.offload()  # a long-lived session's worker is already running: start it in setup
         self.reports_before = 0
         self.bytes_before = 0
         self.objects_before: set[str] = set()
@@ -105,6 +107,7 @@ class SessionOperation(Operation):
         self.objects_before = set(self.session.store.known_objects)
 
     async def wait_idle(self) -> None:
+        """No pending job, preparation, notification or debounce; then mark (outside the window)."""
         session = self.session
         deadline = time.monotonic() + 60
         while not (session.gate.idle and session.active is None and not session.notifications.fifo
@@ -112,6 +115,7 @@ class SessionOperation(Operation):
             if time.monotonic() > deadline:
                 raise PerfsuiteError("the engine did not become idle within 60 s")
             await asyncio.sleep(0.001)
+        self.mark()
 
     def _reports(self) -> list[PublicationReport]:
         return list(self.session.reports)[self.reports_before:]
@@ -175,7 +179,6 @@ class _MailboxDelivery(SessionOperation):
         self.drain_after = _param(ctx, "drain_after_submit", False, bool)
 
     def submit(self, ack: AckCallback) -> None:
-        self.mark()
         if not self.asynchronous:
             self.session.append_mail(self.to, self.body, sender="background", kind="completion", ack=ack)
             return
@@ -210,7 +213,6 @@ class _StalledAdmission(SessionOperation):
         self.acks = 0
 
     def submit(self, ack: AckCallback) -> None:
-        self.mark()
         admission = Admission(released=False)
 
         def counted(error: BaseException | None) -> None:
@@ -282,7 +284,6 @@ class _Checkpoint(SessionOperation):
         self.session.add_message(self.conversation, Message("assistant", body, 1_800_000_000.0 + n))
 
     def submit(self, ack: AckCallback) -> None:
-        self.mark()
         if self.count > 1:
             asyncio.get_running_loop().create_task(self._many(ack))
             return
@@ -342,7 +343,6 @@ class _RegistrySave(SessionOperation):
         self.agent = agents[ctx.sample % len(agents)]
 
     def submit(self, ack: AckCallback) -> None:
-        self.mark()
         current = self.session.sidecar.agents[self.agent].get("activity")
         self.session.set_activity(self.agent, "permission-blocked" if current != "permission-blocked" else "running")
         if self.kind == "sidecar-only":

@@ -1,0 +1,82 @@
+"""Where did the time go: a recipe under a profiler, and the per-phase breakdown of samples (issue 9).
+
+``perfsuite profile RECIPE --profiler py-spy|scalene`` runs the recipe's operation (fixture resolved
+and privately copied as in ``perfsuite run``) in a worker process under the profiler, with the
+profiler on only while operations run (never during setup), and writes beside the results:
+
+* py-spy: ``<recipe>-<stamp>.<mode>.py-spy.svg`` (flame graph, one root per thread),
+  ``.<mode>.speedscope.json`` (open at https://www.speedscope.app) and ``.<mode>.py-spy.txt``;
+* scalene: ``<recipe>-<stamp>.<mode>.scalene.json`` (``scalene view FILE``) and ``.<mode>.scalene.txt``
+  (top lines by CPU and by allocation);
+* ``<recipe>-<stamp>.<profiler>.profile.json``: what ran, the profiled iterations with their
+  ``phases_ms``/``main_thread_ms``, sample counts and the profiler commands; with ``--phase`` also
+  ``<recipe>-<stamp>.<profiler>.phases.png``.
+
+Typical use::
+
+    from perfsuite.harness import load_recipe
+    from perfsuite.profile import profile_recipe
+    from perfsuite.workloads.fixtures import resolve_fixture
+
+    recipe = load_recipe("root-checkpoint")
+    fixture, info = resolve_fixture(recipe.fixture)
+    run = profile_recipe(recipe, "py-spy", fixture=fixture, fixture_info=info, modes=["sync"])
+    print(run.modes[0].summary)
+
+The phase breakdown of a results file lives in :mod:`perfsuite.report._phases` (re-exported here).
+Imports harness, workloads (through the CLI) and report; the engine never imports it.
+"""
+
+from perfsuite.profile._run import (
+    DEFAULT_REPEAT,
+    GROWTH,
+    MAX_ATTEMPTS,
+    PROFILERS,
+    ModeProfile,
+    ProfileRun,
+    profile_recipe,
+    profiler_command,
+)
+from perfsuite.profile._summary import (
+    scalene_samples,
+    scalene_summary,
+    speedscope_samples,
+    speedscope_summary,
+    svg_ok,
+)
+from perfsuite.report._phases import (
+    PHASES,
+    PhaseBreakdown,
+    PhaseRow,
+    breakdown_from_samples,
+    phase_breakdown,
+    phase_figure,
+    phase_table,
+    sample_phases,
+    write_phase_plot,
+)
+
+__all__ = [
+    "DEFAULT_REPEAT",
+    "GROWTH",
+    "MAX_ATTEMPTS",
+    "PHASES",
+    "PROFILERS",
+    "ModeProfile",
+    "PhaseBreakdown",
+    "PhaseRow",
+    "ProfileRun",
+    "breakdown_from_samples",
+    "phase_breakdown",
+    "phase_figure",
+    "phase_table",
+    "profile_recipe",
+    "profiler_command",
+    "sample_phases",
+    "scalene_samples",
+    "scalene_summary",
+    "speedscope_samples",
+    "speedscope_summary",
+    "svg_ok",
+    "write_phase_plot",
+]

@@ -1,0 +1,631 @@
+"""``perfsuite profile``: a recipe's operation under py-spy or scalene, in a worker process (issue 9).
+
+For every mode, a worker (:mod:`perfsuite.profile._driver`, run with this interpreter) prepares
+``repeat`` private copies of the fixture and the operations on them (exactly as a harness sample does),
+then runs the operations back to back while the profiler is on, and only then:
+
+* **py-spy** attaches by pid once the batch is prepared and is stopped (SIGINT, which makes it write
+  its file) as soon as the last acknowledgement arrived, so setup and cleanup are not in the profile.
+  Two batches per mode: one recorded as a flame graph SVG (``--threads``: one root per thread, so
+  off-loop work is told apart), one as speedscope JSON; plus a text summary of the speedscope (top
+  functions by self and inclusive time per thread).
+* **scalene** runs the worker (``scalene run --off``); the worker switches profiling on just before
+  each ``submit`` and off after its acknowledgement. Output: scalene's JSON and a text summary (top
+  lines by CPU and by allocation). scalene exits 0 and writes ``{}`` when the program ran too briefly:
+  the sample count is checked.
+
+A profile with too few samples is repeated with :data:`GROWTH` times more iterations, at most
+:data:`MAX_ATTEMPTS` runs, never beyond :data:`MAX_REPEAT` operations or :data:`COPY_BUDGET` bytes of
+fixture copies prepared at once; a profile that still has no samples is a one-line error. Missing profiler
+binaries and profiler failures are one-line :class:`PerfsuiteError` (exit 2 on the command line).
+
+Every iteration also records what the operation's ``metrics()`` said (``phases_ms`` and, for
+asynchronous jobs, ``main_thread_ms``), its acknowledgement and max heartbeat gap *under the
+profiler* (distorted by it: use ``perfsuite run`` for numbers). They are kept in the profile record
+``<recipe>-<stamp>.<profiler>.profile.json`` and feed ``--phase``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import perfsuite
+from perfsuite.errors import PerfsuiteError
+from perfsuite.harness import Recipe
+from perfsuite.profile._summary import (
+    load_json,
+    scalene_samples,
+    scalene_summary,
+    speedscope_samples,
+    speedscope_summary,
+    svg_ok,
+)
+from perfsuite.report._phases import PhaseBreakdown, breakdown_from_samples
+
+__all__ = [
+    "DEFAULT_REPEAT",
+    "GROWTH",
+    "MAX_ATTEMPTS",
+    "PROFILERS",
+    "ModeProfile",
+    "ProfileRun",
+    "profile_recipe",
+    "profiler_command",
+]
+
+PROFILERS: tuple[str, ...] = ("py-spy", "scalene")
+#: operations per profiled batch when ``repeat`` is not given
+DEFAULT_REPEAT = 10
+#: how much a too-short profile's iteration count grows per retry, and how many runs are tried
+GROWTH = 4
+MAX_ATTEMPTS = 3
+#: retries never prepare more than this many operations at once, nor more than COPY_BUDGET bytes of fixture copies
+#: (every operation of a batch is prepared before the profiler starts: a private copy plus an open session)
+MAX_REPEAT = 160
+COPY_BUDGET = 2_000_000_000
+#: fewest samples a profile must have (below: retried with more iterations; zero after the retries: error)
+MIN_SAMPLES = {"py-spy": 20, "scalene": 10}
+#: py-spy sampling rate (Hz) and scalene's CPU sampling interval (s): operations last milliseconds
+PYSPY_RATE = 250
+SCALENE_INTERVAL_S = 0.002
+#: scalene's allocation sampling window (bytes): a publication allocates about a megabyte
+SCALENE_ALLOC_WINDOW = 65536
+#: environment variables naming a profiler executable (the ``--profiler-path`` option wins)
+PROFILER_ENV = {"py-spy": "PERFSUITE_PY_SPY", "scalene": "PERFSUITE_SCALENE"}
+
+DRIVER = Path(__file__).with_name("_driver.py")
+
+OnEvent = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ModeProfile:
+    """One mode's profile: its artifacts (kind -> path), the profiled iterations and their sample count."""
+
+    mode: str
+    artifacts: Mapping[str, Path]
+    iterations: tuple[Mapping[str, Any], ...]
+    samples: int
+    repeat: int
+    attempts: int
+    summary: str
+    commands: tuple[tuple[str, ...], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The mode's entry in the profile record."""
+        acks = [float(r["ack_ms"]) for r in self.iterations]
+        gaps = [float(r["max_gap_ms"]) for r in self.iterations]
+        return {
+            "artifacts": {k: str(v) for k, v in self.artifacts.items()},
+            "samples": self.samples,
+            "repeat": self.repeat,
+            "attempts": self.attempts,
+            "commands": [list(c) for c in self.commands],
+            "under_profiler": {
+                "ack_ms_median": statistics.median(acks) if acks else None,
+                "max_gap_ms_median": statistics.median(gaps) if gaps else None,
+            },
+            "iterations": list(self.iterations),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileRun:
+    """A finished ``perfsuite profile``: per mode its artifacts, and the profile record's path."""
+
+    recipe: str
+    profiler: str
+    modes: tuple[ModeProfile, ...]
+    record: Path
+    phases_png: Path | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def artifacts(self) -> list[Path]:
+        """Every file written (record first)."""
+        out = [self.record]
+        for m in self.modes:
+            out.extend(m.artifacts.values())
+        if self.phases_png is not None:
+            out.append(self.phases_png)
+        return out
+
+    def breakdown(self) -> PhaseBreakdown:
+        """The phase breakdown of the profiled iterations (``main_thread_ms`` for asynchronous jobs)."""
+        return breakdown_from_samples(
+            self.recipe,
+            {m.mode: m.iterations for m in self.modes},
+            title=f"{self.recipe} under {self.profiler} (times distorted by the profiler)",
+        )
+
+
+# -- locating the profiler --------------------------------------------------------------------------------
+
+
+def _executable(text: str, profiler: str, origin: str) -> str:
+    found = text if os.sep in text else shutil.which(text)
+    if not found or not os.path.isfile(found) or not os.access(found, os.X_OK):
+        raise PerfsuiteError(f"{profiler} not found: {text} ({origin}) is not an executable file")
+    return found
+
+
+def profiler_command(profiler: str, path: str | None = None) -> list[str]:
+    """The command that starts ``profiler``: ``path`` (``--profiler-path``), else ``$PERFSUITE_PY_SPY`` /
+    ``$PERFSUITE_SCALENE``, else py-spy from PATH or beside this interpreter, scalene as
+    ``<this interpreter> -m scalene``. One-line :class:`PerfsuiteError` when it is missing."""
+    if profiler not in PROFILERS:
+        raise PerfsuiteError(f"unknown profiler {profiler!r} (choose {' or '.join(PROFILERS)})")
+    if path:
+        return [_executable(path, profiler, "--profiler-path")]
+    env = os.environ.get(PROFILER_ENV[profiler])
+    if env:
+        return [_executable(env, profiler, f"${PROFILER_ENV[profiler]}")]
+    if profiler == "scalene":
+        if importlib.util.find_spec("scalene") is None:
+            raise PerfsuiteError(
+                f"scalene not found: it is not installed for {sys.executable} (pip install 'scalene>=2', "
+                f"or set {PROFILER_ENV['scalene']})"
+            )
+        return [sys.executable, "-m", "scalene"]
+    found = shutil.which("py-spy")
+    beside = Path(sys.executable).parent / "py-spy"
+    if found is None and beside.is_file() and os.access(beside, os.X_OK):
+        found = str(beside)
+    if found is None:
+        raise PerfsuiteError(
+            f"py-spy not found on PATH or beside {sys.executable} (pip install py-spy, or set {PROFILER_ENV['py-spy']})"
+        )
+    return [found]
+
+
+def _program_path(operation: str) -> tuple[str, bool]:
+    """(directory whose files scalene profiles, profile-all?): perfsuite's package, widened to the
+    operation's module when that lives elsewhere."""
+    package = str(Path(perfsuite.__file__).resolve().parent)
+    module = operation.partition(":")[0]
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        spec = None
+    origin = spec.origin if spec is not None else None
+    if not origin or not os.path.isfile(origin):
+        return package, False
+    where = str(Path(origin).resolve().parent)
+    common = os.path.commonpath([package, where])
+    if common == package or where.startswith(package + os.sep):
+        return package, False
+    if common in ("", os.sep) or Path(common) == Path(common).anchor:
+        return package, True
+    return common, False
+
+
+# -- the worker process -------------------------------------------------------------------------------------
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1] if lines else "no output"
+
+
+class _Worker:
+    """The driver process of one mode (py-spy: handshake over its stdin/stdout)."""
+
+    def __init__(self, argv: list[str], stderr: IO[str]) -> None:
+        self.stderr = stderr
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True, bufsize=1
+        )
+
+    def send(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(line + "\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            pass  # the worker ended; expect() reports why
+
+    def expect(self, event: str) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            self.proc.wait(timeout=30)
+            raise _WorkerEnded()
+        message = json.loads(line)
+        if message.get("event") != event:
+            raise PerfsuiteError(f"profile worker: expected {event!r}, got {line.strip()!r}")
+        return message
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+
+
+class _WorkerEnded(Exception):
+    """The worker exited early; the caller reads its result file for the reason."""
+
+
+def _driver_error(result_path: Path, stderr_path: Path, label: str) -> PerfsuiteError:
+    try:
+        result = json.loads(result_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        result = {}
+    if isinstance(result, dict) and result.get("error"):
+        return PerfsuiteError(f"{label}: {result['error']}")
+    try:
+        tail = _last_line(stderr_path.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        tail = "no output"
+    return PerfsuiteError(f"{label}: the profiled worker failed: {tail}")
+
+
+def _driver_records(result_path: Path, stderr_path: Path, label: str) -> list[dict[str, Any]]:
+    try:
+        result = json.loads(result_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise _driver_error(result_path, stderr_path, label) from None
+    if not isinstance(result, dict) or "error" in result or "iterations" not in result:
+        raise _driver_error(result_path, stderr_path, label)
+    return list(result["iterations"])
+
+
+# -- one mode -------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Context:
+    recipe: Recipe
+    profiler: str
+    command: list[str]
+    prefix: Path
+    scratch: Path
+    fixture: Path | None
+    native: bool
+    rate: int
+    repeat: int
+    on_event: OnEvent
+    timeout_s: float
+    max_repeat: int = MAX_REPEAT
+
+
+def _request(ctx: _Context, mode: str, iterations: int, control: str, result: Path) -> Path:
+    m = ctx.recipe.mode(mode)
+    request = {
+        "recipe": ctx.recipe.name,
+        "mode": mode,
+        "operation": m.operation,
+        "params": dict(m.params),
+        "fixture": str(ctx.fixture) if ctx.fixture else None,
+        "work_root": str(ctx.scratch),
+        "iterations": iterations,
+        "control": control,
+        "gc": ctx.recipe.gc,
+        "heartbeat_ms": ctx.recipe.heartbeat_ms,
+        "tail_ms": ctx.recipe.window_tail_ms,
+        "settle_ms": ctx.recipe.settle_ms,
+        "ack_timeout_s": ctx.recipe.ack_timeout_s,
+        "sync_after_copy": ctx.recipe.sync_after_copy,
+        "result": str(result),
+        "sys_path": [p for p in sys.path if p],
+    }
+    path = ctx.scratch / f"request-{mode}-{control}-{iterations}-{time.monotonic_ns()}.json"
+    path.write_text(json.dumps(request), encoding="utf-8")
+    return path
+
+
+_PYSPY_SAMPLES = re.compile(r"Samples:\s*(\d+)")
+
+
+def _pyspy_batch(
+    ctx: _Context, worker: _Worker, pid: int, fmt: str, out: Path, label: str
+) -> tuple[int, list[str], str]:
+    """Attach py-spy to the prepared worker, run the batch, stop py-spy: (samples, command, output)."""
+    argv = [*ctx.command, "record", "--pid", str(pid), "-o", str(out), "-f", fmt, "--rate", str(ctx.rate)]
+    if fmt == "flamegraph":
+        argv.append("--threads")
+    if ctx.native:
+        argv.append("--native")
+    try:
+        spy = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    except OSError as exc:
+        raise PerfsuiteError(f"py-spy could not start ({ctx.command[0]}): {exc.strerror or exc}") from None
+    try:
+        assert spy.stdout is not None
+        first = spy.stdout.readline()
+        if "Sampling" not in first:  # py-spy failed to attach: its message, one line
+            rest = spy.communicate(timeout=30)[0] or ""
+            raise PerfsuiteError(
+                f"py-spy failed (exit {spy.returncode}) attaching to {label}: {_last_line(first + rest)}"
+            )
+        time.sleep(0.05)  # let the first samples arrive before the batch starts
+        worker.send("go")
+        worker.expect("done")
+        spy.send_signal(signal.SIGINT)  # py-spy writes its output on Ctrl-C
+        try:
+            rest = spy.communicate(timeout=60)[0] or ""
+        except subprocess.TimeoutExpired:
+            spy.kill()
+            raise PerfsuiteError(f"py-spy did not stop within 60 s while profiling {label}") from None
+    finally:
+        if spy.poll() is None:
+            spy.kill()
+            spy.wait(timeout=30)
+    output = first + rest
+    if spy.returncode != 0:
+        raise PerfsuiteError(f"py-spy failed (exit {spy.returncode}) profiling {label}: {_last_line(output)}")
+    if not out.is_file() or out.stat().st_size == 0:
+        raise PerfsuiteError(f"py-spy wrote no {fmt} for {label}: {_last_line(output)}")
+    found = _PYSPY_SAMPLES.search(output)
+    samples = int(found.group(1)) if found else 0
+    if fmt == "speedscope":
+        samples = speedscope_samples(load_json(out, f"py-spy speedscope of {label}"))
+    return samples, argv, output
+
+
+def _profile_pyspy(ctx: _Context, mode: str) -> ModeProfile:
+    label = f"{ctx.recipe.name}/{mode}"
+    base = Path(f"{ctx.prefix}.{mode}")
+    outputs = {"flamegraph": Path(f"{base}.py-spy.svg"), "speedscope": Path(f"{base}.speedscope.json")}
+    result_path = ctx.scratch / f"result-{mode}-py-spy.json"
+    stderr_path = ctx.scratch / f"stderr-{mode}-py-spy.txt"
+    request = _request(ctx, mode, ctx.repeat, "handshake", result_path)
+    repeat, attempts, samples = ctx.repeat, 0, {}
+    commands: list[tuple[str, ...]] = []
+    with open(stderr_path, "w", encoding="utf-8") as stderr:
+        worker = _Worker([sys.executable, str(DRIVER), str(request)], stderr)
+        try:
+            for fmt, out in outputs.items():
+                while True:
+                    attempts += 1
+                    ctx.on_event(f"{label}: py-spy {fmt}, {repeat} iterations")
+                    worker.send(f"batch {repeat}")
+                    pid = int(worker.expect("ready")["pid"])
+                    count, argv, _ = _pyspy_batch(ctx, worker, pid, fmt, out, label)
+                    worker.send("close")
+                    worker.expect("closed")
+                    enough = count >= MIN_SAMPLES["py-spy"]
+                    if enough or fmt != "flamegraph" or attempts >= MAX_ATTEMPTS or repeat >= ctx.max_repeat:
+                        break
+                    repeat = min(repeat * GROWTH, ctx.max_repeat)  # too short: more iterations in the process
+                if count == 0:
+                    raise PerfsuiteError(
+                        f"py-spy: the {fmt} of {label} has no samples after {attempts} runs (last: {repeat} "
+                        f"iterations); the operation is too short to sample: try --repeat {repeat * GROWTH}"
+                    )
+                samples[fmt] = count
+                commands.append(tuple(argv))
+            worker.send("exit")
+            worker.proc.wait(timeout=ctx.timeout_s)
+        except _WorkerEnded:
+            raise _driver_error(result_path, stderr_path, label) from None
+        finally:
+            worker.stop()
+    records = _driver_records(result_path, stderr_path, label)
+    if not svg_ok(outputs["flamegraph"]):
+        raise PerfsuiteError(f"py-spy wrote an invalid flame graph for {label}: {outputs['flamegraph']}")
+    data = load_json(outputs["speedscope"], f"py-spy speedscope of {label}")
+    root = str(Path(perfsuite.__file__).resolve().parent.parent)
+    summary = speedscope_summary(
+        data,
+        title=f"py-spy profile of {label}: {len(records)} iterations over {attempts} batches, rate {ctx.rate} Hz"
+        f"{', native frames' if ctx.native else ''} (idle time not sampled)",
+        root=root,
+    )
+    summary_path = Path(f"{base}.py-spy.txt")
+    summary_path.write_text(summary, encoding="utf-8")
+    artifacts = {**outputs, "summary": summary_path}
+    return ModeProfile(
+        mode, artifacts, tuple(records), samples["speedscope"], repeat, attempts, summary, tuple(commands)
+    )
+
+
+def _profile_scalene(ctx: _Context, mode: str) -> ModeProfile:
+    label = f"{ctx.recipe.name}/{mode}"
+    base = Path(f"{ctx.prefix}.{mode}")
+    out = Path(f"{base}.scalene.json")
+    program, profile_all = _program_path(ctx.recipe.mode(mode).operation)
+    repeat, attempts = ctx.repeat, 0
+    while True:
+        attempts += 1
+        ctx.on_event(f"{label}: scalene, {repeat} iterations")
+        result_path = ctx.scratch / f"result-{mode}-scalene-{attempts}.json"
+        stderr_path = ctx.scratch / f"stderr-{mode}-scalene-{attempts}.txt"
+        request = _request(ctx, mode, repeat, "scalene", result_path)
+        with contextlib.suppress(FileNotFoundError):
+            out.unlink()
+        argv = [
+            *ctx.command,
+            "run",
+            "-o",
+            str(out),
+            "--off",
+            "--memory",
+            "--cpu-sampling-rate",
+            str(SCALENE_INTERVAL_S),
+            "--allocation-sampling-window",
+            str(SCALENE_ALLOC_WINDOW),
+        ]
+        argv += ["--profile-all"] if profile_all else ["--program-path", program]
+        argv += [str(DRIVER), "---", str(request)]
+        with open(stderr_path, "w", encoding="utf-8") as stderr:
+            try:
+                proc = subprocess.run(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=stderr,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    timeout=ctx.timeout_s,
+                    check=False,
+                )
+            except subprocess.TimeoutExpired:
+                raise PerfsuiteError(f"scalene did not finish within {ctx.timeout_s:g} s profiling {label}") from None
+            except OSError as exc:
+                raise PerfsuiteError(f"scalene could not start ({ctx.command[0]}): {exc.strerror or exc}") from None
+        if not result_path.is_file():
+            tail = _last_line(stderr_path.read_text(encoding="utf-8", errors="replace"))
+            raise PerfsuiteError(f"scalene failed (exit {proc.returncode}) profiling {label}: {tail}")
+        records = _driver_records(result_path, stderr_path, label)
+        if proc.returncode != 0:
+            tail = _last_line(stderr_path.read_text(encoding="utf-8", errors="replace"))
+            raise PerfsuiteError(f"scalene failed (exit {proc.returncode}) profiling {label}: {tail}")
+        if not out.is_file():
+            raise PerfsuiteError(f"scalene wrote no profile for {label} (expected {out})")
+        data = load_json(out, f"scalene profile of {label}")
+        cpu, _alloc = scalene_samples(data)
+        if cpu >= MIN_SAMPLES["scalene"] or attempts >= MAX_ATTEMPTS or repeat >= ctx.max_repeat:
+            break
+        repeat = min(repeat * GROWTH, ctx.max_repeat)  # scalene's "did not run for long enough": more iterations
+    if cpu == 0:
+        raise PerfsuiteError(
+            f"scalene: the profile of {label} has no samples after {attempts} runs (last: {repeat} iterations); "
+            f"the operation is too short to profile: try --repeat {repeat * GROWTH} or --profiler py-spy"
+        )
+    root = str(Path(perfsuite.__file__).resolve().parent.parent)
+    summary = scalene_summary(
+        data,
+        title=f"scalene profile of {label}: {len(records)} iterations (run {attempts} of {MAX_ATTEMPTS} max), "
+        f"CPU sampled every {SCALENE_INTERVAL_S * 1e3:g} ms, allocations every {SCALENE_ALLOC_WINDOW // 1024} KB",
+        root=root,
+        skip=(os.path.join("profile", "_driver.py"),),
+    )
+    summary_path = Path(f"{base}.scalene.txt")
+    summary_path.write_text(summary, encoding="utf-8")
+    return ModeProfile(
+        mode, {"scalene": out, "summary": summary_path}, tuple(records), cpu, repeat, attempts, summary, (tuple(argv),)
+    )
+
+
+# -- the whole recipe -------------------------------------------------------------------------------------------
+
+
+def _fixture_bytes(fixture: Path | None, info: Mapping[str, Any] | None) -> int:
+    """The fixture's size (from its resolver's info, else walked): what every prepared operation copies."""
+    known = (info or {}).get("bytes")
+    if isinstance(known, int) and not isinstance(known, bool) and known > 0:
+        return known
+    if fixture is None:
+        return 0
+    total = 0
+    for folder, _dirs, files in os.walk(fixture):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_size
+    return total
+
+
+def _prefix(output_dir: Path, recipe: str, profiler: str) -> Path:
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    prefix = output_dir / f"{recipe}-{stamp}"
+    n = 2
+    while Path(f"{prefix}.{profiler}.profile.json").exists():
+        prefix = output_dir / f"{recipe}-{stamp}-{n}"
+        n += 1
+    return prefix
+
+
+def profile_recipe(
+    recipe: Recipe,
+    profiler: str,
+    *,
+    modes: Sequence[str] | None = None,
+    output_dir: Path | str = Path("results/local"),
+    repeat: int | None = None,
+    native: bool = False,
+    rate: int | None = None,
+    fixture: Path | None = None,
+    fixture_info: Mapping[str, Any] | None = None,
+    work_root: Path | None = None,
+    profiler_path: str | None = None,
+    phase: bool = False,
+    on_event: OnEvent | None = None,
+    timeout_s: float = 900.0,
+) -> ProfileRun:
+    """Profile ``recipe``'s modes (all, or ``modes``) under ``profiler``; artifacts go to ``output_dir``.
+
+    ``fixture`` is the directory the recipe's fixture resolved to (copied privately per iteration, as
+    in ``perfsuite run``). ``repeat`` is the first run's iteration count (default
+    :data:`DEFAULT_REPEAT`); too-short profiles are retried with more. ``phase`` also writes the phase
+    breakdown plot of the profiled iterations. Raises :class:`PerfsuiteError` (one line) on bad input,
+    a missing profiler, a profiler failure or a profile without samples.
+    """
+    if profiler not in PROFILERS:
+        raise PerfsuiteError(f"unknown profiler {profiler!r} (choose {' or '.join(PROFILERS)})")
+    if native and profiler != "py-spy":
+        raise PerfsuiteError("--native is a py-spy option (scalene always profiles native code as 'c' time)")
+    if repeat is not None and (isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1):
+        raise PerfsuiteError(f"--repeat: expected a positive integer, got {repeat!r}")
+    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, int) or rate < 1):
+        raise PerfsuiteError(f"--rate: expected a positive integer, got {rate!r}")
+    names = [m.name for m in recipe.modes]
+    chosen = list(modes) if modes else names
+    for name in chosen:
+        if name not in names:
+            raise PerfsuiteError(f"{recipe.name}: no mode {name!r} (modes: {', '.join(names)})")
+    if recipe.fixture and fixture is None:
+        raise PerfsuiteError(f"{recipe.name}: the recipe needs fixture {recipe.fixture!r}, none was given")
+    command = profiler_command(profiler, profiler_path)
+    output = Path(output_dir)
+    output.mkdir(parents=True, exist_ok=True)
+    prefix = _prefix(output, recipe.name, profiler)
+    root = Path(work_root) if work_root is not None else Path(tempfile.gettempdir())
+    root.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="perfsuite-profile-", dir=root))
+    size = _fixture_bytes(Path(fixture) if fixture else None, fixture_info)
+    max_repeat = max(repeat or DEFAULT_REPEAT, min(MAX_REPEAT, COPY_BUDGET // size if size else MAX_REPEAT))
+    ctx = _Context(
+        recipe,
+        profiler,
+        command,
+        prefix,
+        scratch,
+        Path(fixture) if fixture else None,
+        native,
+        rate or PYSPY_RATE,
+        repeat or DEFAULT_REPEAT,
+        on_event or (lambda _msg: None),
+        timeout_s,
+        max_repeat,
+    )
+    try:
+        run = _profile_pyspy if profiler == "py-spy" else _profile_scalene
+        profiles = tuple(run(ctx, mode) for mode in chosen)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    record = Path(f"{prefix}.{profiler}.profile.json")
+    result = ProfileRun(recipe.name, profiler, profiles, record)
+    png = None
+    if phase:
+        from perfsuite.report._phases import write_phase_plot
+
+        png = write_phase_plot(result.breakdown(), Path(f"{prefix}.{profiler}.phases.png"))
+    document = {
+        "kind": "perfsuite-profile",
+        "profile_format": 1,
+        "perfsuite": perfsuite.__version__,
+        "profiler": profiler,
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "python": sys.version.split()[0],
+        "executable": sys.executable,
+        "recipe": recipe.to_dict(),
+        "fixture": dict(fixture_info or {}),
+        "note": "times under the profiler are distorted by it; use `perfsuite run` for measurements",
+        "phases_png": str(png) if png else None,
+        "modes": {p.mode: p.to_dict() for p in profiles},
+    }
+    record.write_text(json.dumps(document, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    return ProfileRun(recipe.name, profiler, profiles, record, png)
