@@ -85,6 +85,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if os.getcwd() not in sys.path:  # operations import like `python -m` would (workers get the same)
         sys.path.insert(0, os.getcwd())
     work_root = Path(args.work_dir) if args.work_dir else None
+    skipped: list[str] = []
     err, out = Console(stderr=True), Console()
     if args.resume:
         if args.recipes or any(v is not None for v in (args.samples, args.warmup, args.isolation, args.gc)):
@@ -103,15 +104,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
         plans = []
         if args.all and args.recipes:
             raise PerfsuiteError("--all runs the whole catalogue: give no RECIPE with it")
-        for ref in (list_recipes() if args.all else args.recipes or DEFAULT_RUN_RECIPES):
+        for ref in (list_recipes(catalogue_only=True) if args.all else args.recipes or DEFAULT_RUN_RECIPES):
             recipe = load_recipe(ref).with_overrides(
                 samples=args.samples, warmup=args.warmup, isolation=args.isolation, gc=args.gc
             )
+            reason = None
             for mode in recipe.modes:  # fail before measuring anything
                 try:
-                    resolve_operation(mode.operation)
+                    factory = resolve_operation(mode.operation)
                 except PerfsuiteError as exc:
                     raise PerfsuiteError(f"{recipe.path or ref}: modes.{mode.name}.operation: {exc}") from None
+                hook = getattr(factory, "unavailable", None)  # e.g. a peer whose package is not installed
+                why = hook() if callable(hook) else None
+                if why and reason is None:
+                    reason = f"modes.{mode.name}: {why}"
+            if reason:
+                skipped.append(f"skipped: {recipe.name}: {reason}")
+                continue
             fixture, info = resolve_fixture_hook(recipe.fixture, args.session)
             plans.append((recipe, new_results_path(args.output_dir, recipe.name), fixture, info, 0))
     documents, paths = [], []
@@ -168,6 +177,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"results: {path}")
         for extra in exports:
             print(f"  {extra}")
+    for line in skipped:  # one line per recipe that could not run here, with the reason
+        print(line)
     if getattr(args, "phase", False):
         _phase_outputs(measured, args.phase_dir)
     return 0
@@ -721,7 +732,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="RECIPE",
         help=f"recipe name or .toml path (default, the quick set: {' '.join(DEFAULT_RUN_RECIPES)})",
     )
-    run.add_argument("--all", action="store_true", help="run the whole recipe catalogue in recipes/")
+    run.add_argument("--all", action="store_true",
+                     help="run the whole recipe catalogue in recipes/ (recipes with catalogue = false, the "
+                     "peers, run only when named)")
     run.add_argument("--samples", type=int, help="samples per mode (recipe default: 6)")
     run.add_argument("--warmup", type=int, help="discarded warm-up samples per mode (recipe default: 1)")
     run.add_argument("--isolation", choices=("process", "inline"), help="fresh process per sample, or one")

@@ -19,6 +19,10 @@ object with:
 ``close() -> None`` (optional, may be ``async``)
     Called last, always, even when the sample failed.
 
+A factory may carry an ``unavailable() -> str | None`` attribute: a reason this operation cannot run
+on this machine (e.g. an optional package missing). ``perfsuite run`` then skips the recipe with that
+reason in one line instead of failing.
+
 Example, ten lines (``mybench.py``; a recipe mode then says ``operation = "mybench:Append"``)::
 
     import asyncio

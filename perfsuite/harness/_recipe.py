@@ -68,6 +68,7 @@ class Recipe:
     settle_ms: float = 20.0
     control_windows: int = 6
     sync_after_copy: bool = True
+    catalogue: bool = True  # false: run only when named (e.g. peers: not in `run --all`)
     path: str | None = None
 
     def mode(self, name: str) -> ModeSpec:
@@ -191,6 +192,7 @@ _SCALARS: dict[str, tuple[str, Any]] = {
     "ack_timeout_s": ("positive_number", 30.0),
     "settle_ms": ("non_negative_number", 20.0),
     "sync_after_copy": ("boolean", True),
+    "catalogue": ("boolean", True),
 }
 _KNOWN = frozenset(_SCALARS) | {"name", "modes", "control_windows"}
 
@@ -258,10 +260,13 @@ def recipes_dir() -> Path:
     return Path(perfsuite.__file__).resolve().parent.parent / "recipes"
 
 
-def list_recipes() -> list[str]:
-    """Names of the recipes in :func:`recipes_dir`."""
+def list_recipes(*, catalogue_only: bool = False) -> list[str]:
+    """Names of the recipes in :func:`recipes_dir` (with ``catalogue_only``, those `run --all` runs)."""
     directory = recipes_dir()
-    return sorted(p.stem for p in directory.glob("*.toml")) if directory.is_dir() else []
+    names = sorted(p.stem for p in directory.glob("*.toml")) if directory.is_dir() else []
+    if catalogue_only:
+        names = [n for n in names if load_recipe(n).catalogue]
+    return names
 
 
 def _display(path: Path) -> str:
