@@ -17,14 +17,17 @@ from perfsuite.crash._check import (
     snapshot,
 )
 from perfsuite.crash._invariants import CheckContext, Invariant, Outcome, transcript_invariants
+from perfsuite.crash._kill import PROFILES, KillConfig, KillReport, KillViolation, run_kill_campaign
 from perfsuite.crash._model import MODELS, CrashCheckError, FsState, MicroOp, Timeline
 from perfsuite.crash._replay import build_timeline
+from perfsuite.crash._sessions import SessionDriver  # (importing it registers the session workloads)
 from perfsuite.crash._states import CrashSpec, CrashState, Enumeration, enumerate_states
 from perfsuite.crash._trace import Ack, Note, Oracle, Trace, TraceRecorder, WorkloadEnv
 from perfsuite.crash._workloads import WORKLOADS, Workload, record_workload, register_workload
 
 __all__ = [
     "MODELS",
+    "PROFILES",
     "SEEDED_BUGS",
     "WORKLOADS",
     "Ack",
@@ -37,12 +40,16 @@ __all__ = [
     "Enumeration",
     "FsState",
     "Invariant",
+    "KillConfig",
+    "KillReport",
+    "KillViolation",
     "MicroOp",
     "Note",
     "Oracle",
     "Outcome",
     "RunResult",
     "SeededBug",
+    "SessionDriver",
     "Timeline",
     "Trace",
     "TraceRecorder",
@@ -56,6 +63,7 @@ __all__ = [
     "record_workload",
     "register_workload",
     "run_campaign",
+    "run_kill_campaign",
     "snapshot",
     "transcript_invariants",
 ]

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from perfsuite.crash._bugs import seeded_bug
 from perfsuite.crash._invariants import CheckContext, Outcome
-from perfsuite.crash._model import MODELS, CrashCheckError, FsState, Timeline
+from perfsuite.crash._model import MODELS, CrashCheckError, FsState, Timeline, materialize, snapshot
 from perfsuite.crash._replay import build_timeline
 from perfsuite.crash._states import CrashSpec, CrashState, Enumeration, describe_spec, enumerate_states
 from perfsuite.crash._trace import Trace, TraceRecorder
@@ -30,6 +30,7 @@ from perfsuite.crash._workloads import Workload, get_workload, record_workload, 
 from perfsuite.engine import FileSystem, OsFileSystem
 
 BATCH = 8  # crash states per worker task
+DEFAULT_MAX_STATES = 5000  # unique crash states per workload and model, unless the workload or the config says
 
 
 def default_scratch() -> str | None:
@@ -45,7 +46,7 @@ class CrashConfig:
 
     workloads: tuple[str, ...] = ()  # empty: every standard workload
     models: tuple[str, ...] = MODELS
-    max_states: int = 5000
+    max_states: int | None = None  # None: each workload's own cap (DEFAULT_MAX_STATES unless it sets one)
     seed: int = 0
     seeded_bug: str | None = None
     jobs: int = field(default_factory=lambda: os.cpu_count() or 1)
@@ -55,6 +56,7 @@ class CrashConfig:
     subset_limit: int = 10
     samples: int = 32
     scratch_dir: str | None = field(default_factory=default_scratch)  # where workers rebuild states
+    stop_after: int | None = None  # stop a workload and model after this many violating states (None: never)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,32 +117,6 @@ class CampaignReport:
 
 
 # -- worker side ------------------------------------------------------------------------------------------
-def materialize(state: FsState, root: str) -> None:
-    """Write ``state`` under ``root`` (created; paths remapped from the workload's original root)."""
-    os.makedirs(root, exist_ok=True)
-    for path, data in state.files:
-        target = os.path.join(root, *path.split("/"))
-        if data is None:
-            os.makedirs(target, exist_ok=True)
-        else:
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            with open(target, "wb") as handle:
-                handle.write(data)
-
-
-def snapshot(root: str) -> FsState:
-    """The tree under ``root`` as an :class:`FsState` (what recovery left)."""
-    out: list[tuple[str, bytes | None]] = []
-    for directory, subdirs, files in os.walk(root):
-        rel = os.path.relpath(directory, root)
-        prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
-        out.extend((prefix + d, None) for d in subdirs)
-        for name in files:
-            with open(os.path.join(directory, name), "rb") as handle:
-                out.append((prefix + name, handle.read()))
-    return FsState(tuple(sorted(out)))
-
-
 def _fs_for(bug: str | None, inner: FileSystem) -> FileSystem:
     return seeded_bug(bug).wrap(inner) if bug else inner
 
@@ -242,7 +218,8 @@ def _violations(trace: Trace, tl: Timeline, workload: Workload, spec: CrashSpec 
 def _explore(trace: Trace, workload: Workload, model: str, config: CrashConfig, executor: Executor,
              keeper: _Keeper) -> RunResult:
     started = time.perf_counter()
-    tl = build_timeline(trace.ops, trace.root, model, capture={a.at for a in trace.oracle.acks})
+    tl = build_timeline(trace.ops, trace.root, model, initial=trace.initial,
+                        capture={a.at for a in trace.oracle.acks})
     violations: list[Violation] = []
     found = _violations(trace, tl, workload, None, None, "trace")
     if found:
@@ -252,7 +229,8 @@ def _explore(trace: Trace, workload: Workload, model: str, config: CrashConfig, 
         kept = keeper.keep(trace, model, "trace", None, text)
         violations.extend(Violation(trace.workload, model, inv_id, name, message, "whole trace", (), (), "-", (),
                                     kept) for inv_id, name, message in found)
-    limits = Enumeration(config.max_states, config.subset_limit, config.samples, config.seed)
+    cap = config.max_states or workload.max_states or DEFAULT_MAX_STATES
+    limits = Enumeration(cap, config.subset_limit, config.samples, config.seed)
     # Recovery is crashed after every one of its operations (persistence points first), synced-only and
     # with everything it issued; its torn writes and subsets are not explored (they only re-tear the tail).
     nested = Enumeration(config.recovery_states, 0, 0, config.seed, passes=(1, 2))
@@ -272,6 +250,8 @@ def _explore(trace: Trace, workload: Workload, model: str, config: CrashConfig, 
     batch: list[tuple[int, FsState]] = []
     window = max(2, config.jobs * 3)
     for crash in enumerate_states(tl, limits):
+        if config.stop_after and counts["violating"] + bool(found) >= config.stop_after:
+            break  # enough violating states for this workload and model (seeded-bug checks)
         state_id = counts["states"]
         counts["states"] += 1
         states[state_id] = crash
@@ -332,7 +312,7 @@ def run_campaign(config: CrashConfig, *, executor: Executor | None = None,
             raise CrashCheckError(f"unknown crash model {model!r} (choose from {', '.join(MODELS)})")
     if config.seeded_bug:
         seeded_bug(config.seeded_bug)
-    if config.max_states < 1 or config.jobs < 1:
+    if (config.max_states is not None and config.max_states < 1) or config.jobs < 1:
         raise CrashCheckError("--max-states and --jobs must be at least 1")
     keeper = _Keeper(config.keep_dir, config.keep_limit)
     pool = executor or make_executor(config.jobs)

@@ -2,8 +2,9 @@
 
 A state-level invariant sees one recovery outcome of one crash state (the tree recovery started from,
 the tree it left, a second recovery's tree and views); a trace-level one sees the trace once. The
-transcript invariants here are 1, 2, 6 and 7; sessions add 3, 4 and 5 the same way (a workload lists
-the invariants that apply to it).
+transcript invariants here are 1, 2, 6 and 7; :mod:`perfsuite.crash._session_invariants` holds the
+session versions of 1, 2, 6 and 7 and adds 3, 4 and 5 the same way (a workload lists the invariants
+that apply to it).
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ zeros (ALICE's "zero written" state). Symlinks and hard links other than rename'
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -271,3 +272,29 @@ def initial_inodes(state: FsState) -> dict[str, int]:
     for number, (path, _) in enumerate(state.files, start=1):
         inodes[path] = number
     return inodes
+
+
+def materialize(state: FsState, root: str) -> None:
+    """Write ``state`` under ``root`` (created; paths remapped from the workload's original root)."""
+    os.makedirs(root, exist_ok=True)
+    for path, data in state.files:
+        target = os.path.join(root, *path.split("/"))
+        if data is None:
+            os.makedirs(target, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "wb") as handle:
+                handle.write(data)
+
+
+def snapshot(root: str) -> FsState:
+    """The tree under ``root`` as an :class:`FsState` (what recovery left)."""
+    out: list[tuple[str, bytes | None]] = []
+    for directory, subdirs, files in os.walk(root):
+        rel = os.path.relpath(directory, root)
+        prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+        out.extend((prefix + d, None) for d in subdirs)
+        for name in files:
+            with open(os.path.join(directory, name), "rb") as handle:
+                out.append((prefix + name, handle.read()))
+    return FsState(tuple(sorted(out)))

@@ -5,7 +5,8 @@ the most telling states: (1) right after every persistence point and at the end,
 what was forced ("synced-only") and the one with every pending micro-op ("prefix"); (2) the same at every
 other k; (3) the last operation torn, when it is a pending write; (4) each pending micro-op dropped alone
 and kept alone; (5) every subset of the pending micro-ops when there are at most ``subset_limit`` of them,
-otherwise ``samples`` seeded random subsets. Identical trees are explored once (content digest).
+otherwise ``samples`` seeded random subsets. Pass 1 is explored first, passes 2-5 interleaved (see
+:func:`specs`). Identical trees are explored once (content digest).
 """
 
 from __future__ import annotations
@@ -64,30 +65,45 @@ def tear_points(length: int, offset: int) -> list[tuple[TearMode, int]]:
     return points
 
 
-def crash_points(tl: Timeline, passes: tuple[int, ...]) -> Iterator[tuple[int, int]]:
-    """(pass, k) in exploration order: persistence points (and the end) first, then every other k."""
-    n = len(tl.ops)
-    first = sorted({p + 1 for p in tl.persistence_points} | {n})
-    if 1 in passes:
-        for k in first:
-            yield 1, k
-    if 2 in passes:
-        chosen = set(first)
-        for k in range(n + 1):
-            if k not in chosen:
-                yield 2, k
-
-
 def specs(tl: Timeline, limits: Enumeration) -> Iterator[CrashSpec]:
-    """Every crash spec of the passes in ``limits.passes``, in exploration order (may repeat trees)."""
+    """Every crash spec of the passes in ``limits.passes`` (may repeat trees). Pass 1 comes first; the
+    other passes are interleaved one spec at a time, each visiting crash points in a seeded shuffled
+    order, so a ``max_states`` cap samples every pass across the whole trace instead of the first
+    pass's beginning. Without a cap the set of specs is the same whatever the order."""
+    if 1 in limits.passes:
+        yield from _pass_specs(tl, limits, 1)
+    rest = [_pass_specs(tl, limits, p) for p in limits.passes if p != 1]
+    while rest:
+        for generator in list(rest):
+            spec = next(generator, None)
+            if spec is None:
+                rest.remove(generator)
+            else:
+                yield spec
+
+
+def _points(tl: Timeline, limits: Enumeration, p: int) -> list[int]:
+    order = list(range(len(tl.ops) + 1))
+    random.Random(f"{limits.seed}:points:{p}").shuffle(order)
+    return order
+
+
+def _pass_specs(tl: Timeline, limits: Enumeration, p: int) -> Iterator[CrashSpec]:
     n = len(tl.ops)
-    for _, k in crash_points(tl, limits.passes):
-        pending = frozenset(tl.pending(k))
-        yield CrashSpec(k, "synced-only")
-        if pending:
-            yield CrashSpec(k, "prefix", pending)
-    if 3 in limits.passes:
-        for k in range(1, n + 1):
+    if p in (1, 2):
+        points = sorted({q + 1 for q in tl.persistence_points} | {n})
+        if p == 2:
+            chosen = set(points)
+            points = [k for k in _points(tl, limits, p) if k not in chosen]
+        for k in points:
+            pending = frozenset(tl.pending(k))
+            yield CrashSpec(k, "synced-only")
+            if pending:
+                yield CrashSpec(k, "prefix", pending)
+    elif p == 3:
+        for k in _points(tl, limits, p):
+            if k == 0:
+                continue
             pending = frozenset(tl.pending(k))
             for index in sorted(pending):
                 m = tl.micro[index]
@@ -95,16 +111,16 @@ def specs(tl: Timeline, limits: Enumeration) -> Iterator[CrashSpec]:
                     continue
                 for mode, cut in tear_points(len(m.data), m.offset):
                     yield CrashSpec(k, "torn", pending - {index}, ((index, mode, cut),))
-    if 4 in limits.passes:
-        for k in range(n + 1):
+    elif p == 4:
+        for k in _points(tl, limits, p):
             pending = frozenset(tl.pending(k))
             if len(pending) < 2:
                 continue
             for index in sorted(pending):
                 yield CrashSpec(k, "drop-one", pending - {index})
                 yield CrashSpec(k, "keep-one", frozenset({index}))
-    if 5 in limits.passes:
-        for k in range(n + 1):
+    elif p == 5:
+        for k in _points(tl, limits, p):
             pending = sorted(tl.pending(k))
             if len(pending) < 3:
                 continue  # already covered by passes 1 and 4

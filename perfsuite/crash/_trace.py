@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from perfsuite.crash._model import FsState
 from perfsuite.engine import FileSystem, FsOp, RecordingFileSystem
 
 
@@ -67,6 +68,7 @@ class Trace:
     ops: tuple[FsOp, ...]
     oracle: Oracle
     seeded_bug: str | None = None
+    initial: FsState | None = None  # the durable tree the trace started from (None: empty)
 
     def rel(self, path: str) -> str:
         """``path`` relative to the workload root, for messages."""

@@ -2,12 +2,15 @@
 
 A :class:`Workload` is data: ``run(env)`` drives the engine on ``env.fs`` and notes acknowledgements;
 ``recover(root, fs)`` is the engine's real open path on a rebuilt tree and returns a comparable view of
-what it loaded; ``invariants`` are the checks that apply. Session workloads register the same way
-(:func:`register_workload`); worker processes find workloads by name in :data:`WORKLOADS`.
+what it loaded; ``invariants`` are the checks that apply; an optional ``setup`` builds the initial tree
+(unrecorded, taken as durable) and ``max_states`` caps the workload's exploration by default. The
+session workloads (:mod:`perfsuite.crash._sessions`) register the same way (:func:`register_workload`);
+worker processes find workloads by name in :data:`WORKLOADS`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 from collections.abc import Callable, Mapping
@@ -16,7 +19,7 @@ from typing import Any
 
 from perfsuite.crash._bugs import seeded_bug
 from perfsuite.crash._invariants import Invariant, transcript_invariants
-from perfsuite.crash._model import CrashCheckError
+from perfsuite.crash._model import CrashCheckError, snapshot
 from perfsuite.crash._trace import Trace, TraceRecorder, WorkloadEnv, WorkloadRun
 from perfsuite.engine import (
     Fault,
@@ -43,6 +46,8 @@ class Workload:
     invariants: tuple[Invariant, ...]
     faults: tuple[Fault, ...] = ()
     standard: bool = True
+    setup: Callable[[str], None] | None = None  # builds the initial tree (not recorded, taken as durable)
+    max_states: int | None = None  # this workload's cap on unique crash states (None: the campaign's)
 
 
 WORKLOADS: dict[str, Workload] = {}
@@ -67,16 +72,23 @@ def standard_workloads() -> tuple[str, ...]:
 
 def record_workload(workload: Workload, root: str, bug: str | None = None) -> Trace:
     """Run ``workload`` in the empty directory ``root`` on the recorder (under its faults, wrapped by the
-    seeded ``bug`` if any) and return its trace. ``root`` must exist and is taken as durable."""
+    seeded ``bug`` if any) and return its trace. ``root`` must exist; it and what the workload's ``setup``
+    builds in it (on the real file system, unrecorded) are taken as the durable initial tree."""
     root = os.path.realpath(root)
+    initial = None
+    if workload.setup is not None:
+        workload.setup(root)
+        initial = snapshot(root)
     inner: FileSystem = OsFileSystem()
     if workload.faults:
         inner = FaultyFileSystem(inner, workload.faults)
     recorder = TraceRecorder(inner)
-    fs = seeded_bug(bug).wrap(recorder) if bug else recorder
+    broken = seeded_bug(bug) if bug else None
+    fs = broken.wrap(recorder) if broken else recorder
     env = WorkloadEnv(fs, recorder, root)
-    workload.run(env)
-    return Trace(workload.name, root, tuple(recorder.ops), env.oracle(), bug)
+    with broken.patch() if broken and broken.patch else contextlib.nullcontext():
+        workload.run(env)
+    return Trace(workload.name, root, tuple(recorder.ops), env.oracle(), bug, initial)
 
 
 # -- transcript workloads ---------------------------------------------------------------------------------
@@ -144,8 +156,8 @@ def run_transcript_fsync_eio(env: WorkloadEnv) -> None:
 
 def run_transcript_dirfsync_eio(env: WorkloadEnv) -> None:
     """The first fsync of the log directory fails with EIO (fault declared on the workload): the turn fails;
-    the next barrier fsyncs the directory again and acknowledges. Not standard: under the conservative
-    model (a failed directory fsync may drop the entries pending in it) this loses acknowledged turns."""
+    the next barrier rewrites every file under that directory into a new name before it acknowledges
+    (a failed directory fsync may have dropped the entries pending in it; fsyncgate)."""
     log = TranscriptLog.open(env.path(LOG_DIR), fs=env.fs)
     _turn(env, log, "turn 1 (directory fsync fails)", [_msg(0), _msg(1)])
     _turn(env, log, "turn 2 (after the failure)", [_msg(2)])
@@ -178,7 +190,7 @@ register_workload(Workload(
 ))
 register_workload(Workload(
     "transcript-dirfsync-eio",
-    "transcript log whose first log-directory fsync fails with EIO (not standard: an engine finding)",
+    "transcript log whose first log-directory fsync fails with EIO",
     run_transcript_dirfsync_eio, recover_transcript, transcript_invariants(LOG_DIR),
-    faults=(Fault("fsync_dir", nth=1, path=f"*/{LOG_DIR}", error=errno.EIO),), standard=False,
+    faults=(Fault("fsync_dir", nth=1, path=f"*/{LOG_DIR}", error=errno.EIO),),
 ))

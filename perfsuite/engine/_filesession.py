@@ -222,6 +222,9 @@ class FileSession(Session):
     def _recover_staging(self) -> None:  # no staging area: transcripts are written in place
         return None
 
+    def _discard_unadopted(self, batch: Batch) -> None:  # no staging, no manifests
+        return None
+
     def retire(self, *, pinned: Any = ()) -> tuple[int, bool]:
         return 0, False
 

@@ -55,14 +55,17 @@ class HeadRef:
     manifest: str  # relative path of the manifest
     digest: str  # digest of the manifest bytes
     epoch: int
+    parent: str | None = None  # the previously adopted manifest: where a fallback starts
 
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, "seq": self.seq, "manifest": self.manifest, "digest": self.digest,
-                "epoch": self.epoch}
+                "epoch": self.epoch, "parent": self.parent}
 
     @classmethod
     def from_json(cls, record: Mapping[str, Any]) -> HeadRef:
-        return cls(int(record["seq"]), str(record["manifest"]), str(record["digest"]), int(record["epoch"]))
+        parent = record.get("parent")
+        return cls(int(record["seq"]), str(record["manifest"]), str(record["digest"]), int(record["epoch"]),
+                   str(parent) if parent else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +271,7 @@ class GenerationStore:
         self.fs.write_new(path, data, exclusive=True, sync=True)
         if sync_dir:
             self.fs.sync_dir(self.path(OBJECTS))
-        return HeadRef(manifest.seq, manifest.filename, digest_bytes(data), manifest.epoch)
+        return HeadRef(manifest.seq, manifest.filename, digest_bytes(data), manifest.epoch, manifest.parent)
 
     def object_path(self, digest: str) -> str:
         return self.path(OBJECTS, digest)
@@ -308,24 +311,40 @@ class GenerationStore:
         return manifest, contents
 
     def open_newest_intact(self) -> tuple[HeadRef | None, Manifest | None, dict[str, bytes], list[str]]:
-        """HEAD's generation if it verifies, else the newest generation that does (E3: readers verify
-        digests and never fall back to a mutable copy). Returns problems as one-line messages."""
+        """HEAD's generation if it verifies, else the newest *adopted* generation that does (E3: readers
+        verify digests and never fall back to a mutable copy). Problems are one-line messages.
+
+        Only generations known to have been adopted are fallback candidates: HEAD's recorded parent and
+        every manifest another manifest names as its parent. A manifest nobody names was never adopted
+        (an orphan of a commit that crashed or failed before HEAD moved) and is never resurrected; with
+        no HEAD and no adopted generation, the session simply has not committed yet."""
         problems: list[str] = []
         head: HeadRef | None = None
-        try:
-            head = self.read_head()
-        except (ValueError, KeyError, TypeError) as exc:
-            problems.append(f"{self.path(HEAD)}: corrupt HEAD ({exc})")
+        head_present = self.fs.exists(self.path(HEAD))
+        if head_present:
+            try:
+                head = self.read_head()
+            except (ValueError, KeyError, TypeError) as exc:
+                problems.append(f"{self.path(HEAD)}: corrupt HEAD ({exc})")
         if head is not None:
             try:
                 manifest, contents = self.load_verified(head.manifest, head.digest)
                 return head, manifest, contents, problems
             except SessionError as exc:
                 problems.append(str(exc))
-        elif not problems and not self.list_manifests():
-            return None, None, {}, problems
-        for name in self.list_manifests():
-            if head is not None and name == head.manifest:
+        names = self.list_manifests()
+        adopted = self._named_as_parent(names)
+        if head is not None and head.parent:
+            adopted.add(head.parent)
+        if head_present and head is None:
+            # HEAD itself is unreadable: its tip is named by nobody, so also admit every manifest whose
+            # publication left no staged batch behind (an unadopted commit keeps its staging directory).
+            unadopted = self._staged_publications()
+            adopted.update(n for n in names if self._publication_of(n) not in unadopted)
+        if not head_present and adopted:
+            problems.append(f"{self.path(HEAD)}: missing although generations were adopted; falling back")
+        for name in names:
+            if name not in adopted or (head is not None and name == head.manifest):
                 continue
             try:
                 manifest, contents = self.load_verified(name, None)
@@ -333,10 +352,32 @@ class GenerationStore:
                 problems.append(str(exc))
                 continue
             data = self.fs.read(self.path(name))
-            return HeadRef(manifest.seq, name, digest_bytes(data), manifest.epoch), manifest, contents, problems
+            ref = HeadRef(manifest.seq, name, digest_bytes(data), manifest.epoch, manifest.parent)
+            return ref, manifest, contents, problems
         if problems:
-            raise SessionError(problems[0] + "; no intact generation to fall back to")
+            raise SessionError(problems[0] + "; no intact adopted generation to fall back to")
         return None, None, {}, problems
+
+    def _staged_publications(self) -> set[str]:
+        staging = self.path(STAGING)
+        return set(self.fs.listdir(staging)) if self.fs.isdir(staging) else set()
+
+    def _publication_of(self, name: str) -> str | None:
+        try:
+            return str(self.read_manifest(name).meta.get("publication"))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _named_as_parent(self, names: list[str]) -> set[str]:
+        parents: set[str] = set()
+        for name in names:
+            try:
+                parent = self.read_manifest(name).parent
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if parent:
+                parents.add(parent)
+        return parents
 
     def scan_objects(self) -> set[str]:
         """Chunk digests present in the object store (manifests and temp files excluded)."""

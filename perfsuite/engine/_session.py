@@ -180,6 +180,9 @@ class Session:
             created = store.initialise()
             self.fs.sync_dirs(os.path.dirname(d) for d in created)
             self.fs.sync_dirs(created)
+        for sub in (STAGING, LOGS):  # a crash during creation may have lost one of them
+            if not self.fs.exists(store.path(sub)):
+                self.fs.makedirs(store.path(sub))
         head, manifest, contents, problems = store.open_newest_intact()
         self.problems.extend(problems)
         epoch_floor = max([head.epoch if head else 0] + [manifest_epoch(n) for n in store.list_manifests()])
@@ -234,6 +237,12 @@ class Session:
             if record is None or pub in adopted:
                 remove_staging(self.fs, directory)
                 continue
+            if record.get("base") != (self.head.to_json() if self.head else None):
+                # Frozen against another head: its bytes may be older than what is committed now (a
+                # resurrected directory, or a batch that later publications overtook). Never republish it
+                # blindly: keep the bytes aside and say where.
+                self._set_aside(directory, pub)
+                continue
             buffers = self._recovered_buffers(directory, record, orphans.get(pub))
             if not buffers:
                 remove_staging(self.fs, directory)
@@ -244,6 +253,16 @@ class Session:
             self.pending = PendingPublication(batch, "crash", "recovered after a crash", [], recovered=True)
             self.save_failed = f"{directory}: unpublished transcript bytes recovered after a crash"
             self.problems.append(self.save_failed)
+
+    def _set_aside(self, directory: str, pub: str) -> None:
+        aside = self.store.path("recovery", pub)
+        self.fs.makedirs(os.path.dirname(aside))
+        if self.fs.exists(aside):
+            remove_staging(self.fs, directory)
+            return
+        self.fs.replace(directory, aside)
+        self.problems.append(f"{aside}: staged bytes of a publication frozen against an older head; kept aside, "
+                             "not recovered")
 
     def _recovered_buffers(self, directory: str, record: Mapping[str, Any], orphan: Manifest | None
                            ) -> dict[str, ConversationBuffer]:
@@ -662,8 +681,9 @@ class Session:
         """An empty selection is a successful no-op; it installs nothing it did not publish and never
         consumes retained recovery (E4 phase 4)."""
         batch = publication.batch
-        if publication.hashed is not None:
-            self.memos.update(publication.hashed.memos)
+        hashed = getattr(publication, "hashed", None)  # the file-backed pipeline keeps no hasher memos
+        if hashed is not None:
+            self.memos.update(hashed.memos)
         for conversation, frozen in batch.texts.items():
             self.buffers[conversation].mark_committed(frozen)
         self.sidecar.reveal(batch.owner)  # the committed sidecar already holds the owner's records
@@ -819,7 +839,7 @@ class Session:
                                    "abandon the recovered batch or save first")
         batch = self._freeze_batch(kind=pending.batch.kind, texts=texts, owner=pending.batch.owner,
                                    projection=pending.batch.projection)
-        remove_staging(self.fs, pending.batch.staging_dir)
+        self._discard_unadopted(pending.batch)
         acks = pending.acks
         pending.acks = []
         report = self.publish(batch, acks)
@@ -842,11 +862,20 @@ class Session:
         become deliverable) and fail its unresolved acknowledgements exactly once (E4)."""
         self._enter_sync(None)
         pending = self._require_pending()
-        remove_staging(self.fs, pending.batch.staging_dir)
+        self._discard_unadopted(pending.batch)
         self.sidecar.rollback(pending.batch.owner)
         self.pending = None
         self.save_failed = None
         _AckSet(pending.acks).resolve(SaveAbandoned(f"{pending.batch.id} was abandoned"))
+
+    def _discard_unadopted(self, batch: Batch) -> None:
+        """A failed attempt's staged bytes and, if its commit got that far, its never-adopted manifest:
+        left alone, a fallback after a corrupt HEAD could mistake that orphan for an adopted generation."""
+        remove_staging(self.fs, batch.staging_dir)
+        current = self.head.manifest if self.head else None
+        for name in self.store.list_manifests():
+            if name.endswith(f"-{batch.id}.json") and name != current:
+                self.fs.remove(self.store.path(name))
 
     def _require_pending(self) -> PendingPublication:
         if self.pending is None:

@@ -1,0 +1,528 @@
+"""Session crash workloads (SPEC section 7, issue 10): portable and file-backed sessions on the recorder.
+
+A :class:`SessionDriver` runs acknowledged mutations on a session and writes the oracle as it goes: for
+every acknowledgement, the trace index at which it was given (a synchronous call: when it returned; an
+acknowledgement callback: when the callback ran), what it acknowledged (transcript bytes, a mail record,
+an agent, a registry or control value) and the files the acknowledged state rests on (invariant 7).
+Recovery is the engine's real open path (``Session.open`` / ``FileSession.open``); for a recovered
+pending publication it is checked before *and* after ``retry_pending``; then ``deliver_mail`` runs on
+every conversation to see what the recovered session would deliver again (invariant 4).
+
+Workloads use ``offload="inline"`` and no running loop: the asynchronous job is drained inline, so the
+trace has no cross-thread interleaving and every acknowledgement callback runs at a definite trace index.
+The exception is ``session-async``, which runs the job on its real asyncio loop with the thread offload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import itertools
+import os
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from perfsuite.crash._session_invariants import SESSION, session_invariants
+from perfsuite.crash._trace import WorkloadEnv
+from perfsuite.crash._workloads import Workload, register_workload
+from perfsuite.engine import (
+    Fault,
+    FileSession,
+    FileSystem,
+    MailRecord,
+    Message,
+    SaveFailed,
+    Session,
+    SessionSettings,
+    VirtualClock,
+)
+
+ROOT = "root"
+MAIN_FILE = "conversation.jsonl"
+# Engine finding E (tests/crash/test_engine_findings.py), fixed: recovery sets aside a staged batch frozen
+# against another head, so the workloads no longer fsync the staging directory themselves.
+
+
+def settings(offload: str = "inline") -> SessionSettings:
+    """Small chunks (transcripts span several), two kept generations and small retirement slices, so a
+    short workload exercises chunk reuse, retirement and its slicing."""
+    return SessionSettings(chunk_size=512, keep_generations=2, retire_slice=6, offload=offload)
+
+
+def _ids(prefix: str) -> Callable[[], str]:
+    counter = itertools.count(1)
+    return lambda: f"{prefix}{next(counter)}"
+
+
+def message(i: int, text: str, size: int = 60) -> Message:
+    role = "user" if i % 2 == 0 else "assistant"
+    return Message(role, f"{text} " + "abcdefghij"[i % 10] * size, float(i))
+
+
+# -- the oracle writer -------------------------------------------------------------------------------------
+class SessionDriver:
+    """Runs mutations on ``session`` and notes, for each acknowledgement, what it covers (see module doc)."""
+
+    def __init__(self, env: WorkloadEnv, session: Session) -> None:
+        self.env = env
+        self.session = session
+        self.portable = session.profile == "portable"
+        self.serial = itertools.count()
+
+    # -- what an acknowledgement rests on ---------------------------------------------------------------
+    def rel(self, path: str) -> str:
+        return os.path.relpath(path, self.env.root).replace(os.sep, "/")
+
+    def depends(self) -> list[str]:
+        """Files the committed state rests on now: HEAD, its manifest and chunks (portable); the sidecar and
+        every transcript file (file-backed). Invariant 7 checks none of them had a failed fsync."""
+        s = self.session
+        if self.portable:
+            if s.head is None or s.manifest is None:
+                return []
+            return [self.rel(s.store.path("HEAD")), self.rel(s.store.path(s.head.manifest)),
+                    *sorted(self.rel(s.store.object_path(d)) for d in s.manifest.digests())]
+        files = [self.rel(os.path.join(s.root, "sidecar.json"))]
+        for log in getattr(s, "logs", {}).values():
+            files.append(self.rel(os.path.join(log.logdir, MAIN_FILE)))
+        return files
+
+    def _ack(self, label: str, kind: str, at: int | None, **detail: Any) -> None:
+        s = self.session
+        seq = s.head.seq if self.portable and s.head is not None else None
+        self.env.ack(label, scope=SESSION, kind=kind, at=at, seq=seq, depends=self.depends(), **detail)
+
+    def idle(self) -> None:
+        """After a publication: nothing to do (the engine needs no help from the workload)."""
+
+    def ack_transcript(self, label: str, conversation: str, at: int | None = None) -> None:
+        self._ack(label, "transcript", at, conversation=conversation,
+                  data=self.session.buffers[conversation].data())
+
+    def ack_mail(self, label: str, record: MailRecord, at: int | None = None) -> None:
+        self._ack(label, "mail", at, id=record.id, to=record.to, body=record.body)
+
+    def ack_value(self, label: str, key: str, value: Any, at: int | None = None) -> None:
+        self._ack(label, "value", at, key=key, value=value)
+
+    def attempt(self, key: str, value: Any) -> None:
+        """A value a mutation is about to make live: it may become durable before (or without) its own
+        acknowledgement, so it is an allowed recovered value from now on."""
+        self.env.note(f"set {key}", kind="value", key=key, value=value)
+
+    def callback(self) -> tuple[Callable[[BaseException | None], None], list[tuple[int, BaseException | None]]]:
+        """An acknowledgement callback that notes the trace index at which it ran (and its error)."""
+        calls: list[tuple[int, BaseException | None]] = []
+
+        def ack(error: BaseException | None) -> None:
+            calls.append((self.env.mark(), error))
+
+        return ack, calls
+
+    def _acked_at(self, calls: list[tuple[int, BaseException | None]], label: str) -> int | None:
+        if len(calls) > 1:
+            self.env.note(f"{label}: acknowledgement ran {len(calls)} times", kind="repeated-ack")
+        good = [at for at, error in calls if error is None]
+        return good[0] if good else None
+
+    # -- mutations --------------------------------------------------------------------------------------
+    def add(self, conversation: str, *texts: str) -> None:
+        for text in texts:
+            self.session.add_message(conversation, message(next(self.serial), text))
+
+    def turn(self, label: str, conversation: str, *texts: str) -> None:
+        """A turn: messages, then an explicit (synchronous) checkpoint; acknowledged when it returns."""
+        self.add(conversation, *texts)
+        self.session.checkpoint(conversation)
+        self.ack_transcript(label, conversation)
+        self.idle()
+
+    def auto_checkpoint(self, label: str, conversation: str, *texts: str) -> None:
+        """An automatic checkpoint through the asynchronous job; acknowledged by its callback."""
+        self.add(conversation, *texts)
+        ack, calls = self.callback()
+        self.session.request_checkpoint(conversation, ack=ack)
+        at = self._acked_at(calls, label)
+        if at is not None:
+            self.ack_transcript(label, conversation, at)
+        self.idle()
+
+    def mail(self, label: str, to: str, body: str, *, sender: str = ROOT) -> MailRecord:
+        ack, calls = self.callback()
+        record = self.session.append_mail(to, body, sender=sender, ack=ack)
+        at = self._acked_at(calls, label)
+        self.ack_mail(label, record, self.env.mark() if at is None else at)
+        self.idle()
+        return record
+
+    def background(self, label: str, to: str, body: str, *, sender: str) -> None:
+        """A background completion delivered through the asynchronous job (synchronously on sessions that
+        are not warm local ones); acknowledged by its callback."""
+        ack, calls = self.callback()
+        self.session.deliver_background(to, body, sender=sender, ack=ack)
+        at = self._acked_at(calls, label)
+        if at is not None:
+            self.ack_mail(label, self.find_mail(to, body), at)
+        self.idle()
+
+    def find_mail(self, to: str, body: str) -> MailRecord:
+        for record in self.session.sidecar.mailboxes.get(to, ()):
+            if record.body == body:
+                return record
+        raise AssertionError(f"mail {body!r} to {to} not found after its acknowledgement")
+
+    def deliver(self, conversation: str) -> list[MailRecord]:
+        """Delivery into the transcript (consumed in memory, not acknowledged): noted for invariant 5."""
+        delivered = self.session.deliver_mail(conversation)
+        for record in delivered:
+            self.env.note(f"delivered {record.id}", kind="delivered", id=record.id, to=conversation)
+        return delivered
+
+    def spawn(self, label: str, agent: str, prompt: str) -> None:
+        self.attempt(f"status:{agent}", "active")
+        self.attempt(f"activity:{agent}", "idle")
+        self.session.spawn_agent(agent, prompt=prompt)
+        self.ack_transcript(label, agent)
+        self.ack_value(label, f"status:{agent}", "active")
+        self.ack_value(label, f"activity:{agent}", "idle")
+        self.idle()
+
+    def activity(self, agent: str, flavour: str) -> None:
+        self.attempt(f"activity:{agent}", flavour)
+        self.session.set_activity(agent, flavour)
+
+    def registry(self, label: str) -> None:
+        """The sidecar-only registry save: acknowledges every agent's live activity."""
+        self.session.save_registry()
+        for agent, record in sorted(self.session.sidecar.agents.items()):
+            self.ack_value(label, f"activity:{agent}", record.get("activity"))
+        self.idle()
+
+    def control(self, label: str, key: str, value: Any) -> None:
+        self.attempt(f"control:{key}", value)
+        self.session.set_control(key, value)
+        self.ack_value(label, f"control:{key}", value)
+        self.idle()
+
+    def settle(self, label: str, agent: str, status: str, result: str) -> None:
+        self.attempt(f"status:{agent}", status)
+        self.attempt(f"activity:{agent}", status)
+        parent = str(self.session.sidecar.agents[agent].get("parent", ROOT))
+        self.session.settle(agent, status, result)
+        self.ack_transcript(label, agent)
+        self.ack_value(label, f"status:{agent}", status)
+        self.ack_value(label, f"activity:{agent}", status)
+        self.ack_mail(label, self.find_mail(parent, result))
+        self.idle()
+
+    def discard(self, conversation: str, mail_id: str) -> None:
+        self.env.note(f"discard {mail_id}", kind="discard", id=mail_id, to=conversation)
+        self.session.discard_mail(conversation, mail_id)
+
+    def retire(self) -> None:
+        """Generation retirement in idle slices until no work is left (not acknowledged)."""
+        while self.session.retire()[1]:
+            pass
+
+    def shutdown(self, label: str) -> None:
+        """E7 shutdown: flushes agents, the registry and the root, then releases the lease."""
+        conversations = sorted(self.session.buffers)
+        self.session.shutdown()
+        for conversation in conversations:
+            self.ack_transcript(f"{label} ({conversation})", conversation)
+
+
+# -- workloads ---------------------------------------------------------------------------------------------
+def open_portable(env: WorkloadEnv, offload: str = "inline") -> Session:
+    return Session.open(env.path(SESSION), create=True, fs=env.fs, clock=VirtualClock(), settings=settings(offload),
+                        id_source=_ids("w"))
+
+
+def open_file(env: WorkloadEnv) -> FileSession:
+    return FileSession.open(env.path(SESSION), create=True, fs=env.fs, clock=VirtualClock(), settings=settings())
+
+
+def _first_turn(session: Session) -> None:
+    session.add_message(ROOT, Message("user", "set up the session", 0.0))
+    session.add_message(ROOT, Message("assistant", "the session is set up", 0.5))
+    session.checkpoint(ROOT)
+    session.close()
+
+
+def setup_portable(root: str) -> None:
+    """The initial tree of the portable workloads: a created session with one committed turn. Creation
+    and the first publication are explored by ``session-create`` (where the engine has known bugs)."""
+    _first_turn(Session.open(os.path.join(root, SESSION), create=True, clock=VirtualClock(), settings=settings(),
+                             id_source=_ids("s")))
+
+
+def setup_file(root: str) -> None:
+    """The initial tree of the file-backed workloads: a created session with one committed turn."""
+    _first_turn(FileSession.open(os.path.join(root, SESSION), create=True, clock=VirtualClock(), settings=settings()))
+
+
+def mixed(d: SessionDriver, rounds: int = 2) -> None:
+    """The standard mix: turns with checkpoints, acknowledged mail, background deliveries through the job,
+    delivery into transcripts committed by later checkpoints, registry saves after activity changes,
+    control state, an agent spawned, working and settled, a discard, and generation retirement."""
+    d.turn("turn 1", ROOT, "plan the migration", "here is a plan in three steps")
+    d.spawn("spawn a1", "a1", "find the fsync rules for directories")
+    d.mail("mail to a1", "a1", "start with rename durability")
+    d.background("background completion 1", ROOT, "background command finished: 3 files", sender="a1")
+    d.control("goal", "goal", {"text": "ship the migration", "budget": 10})
+    for r in range(rounds):
+        d.deliver(ROOT)  # consumption, committed by the next root checkpoint
+        d.turn(f"r{r} root turn", ROOT, f"round {r}: continue", f"round {r}: done " + "x" * 700)
+        d.activity("a1", "permission-blocked")
+        d.activity("a1", "running" if r % 2 == 0 else "waiting")  # (a no-op file-backed save fails: see tests)
+        d.registry(f"r{r} registry save")
+        d.deliver("a1")
+        d.auto_checkpoint(f"r{r} a1 checkpoint (job)", "a1", f"a1 works on round {r}")
+        d.background(f"r{r} monitor batch", ROOT, f"monitor batch {r}: 2 events", sender="a1")
+        d.mail(f"r{r} note to root", ROOT, f"note {r} from a1", sender="a1")
+        d.control(f"r{r} plan", "plan", {"step": r})
+        d.retire()
+    d.deliver("a1")
+    d.settle("settle a1", "a1", "done", "a1 answer: fsync the directory after rename")
+    d.spawn("spawn a2", "a2", "summarise the answer")
+    junk = d.mail("mail to a2", "a2", "an obsolete request")
+    d.discard("a2", junk.id)
+    d.registry("registry save after discard")
+    d.deliver(ROOT)
+    d.auto_checkpoint("root checkpoint (job)", ROOT, "thanks, merging the answer")
+    d.retire()
+    d.deliver(ROOT)
+    d.add(ROOT, "an unacknowledged tail message")  # flushed only by shutdown
+
+
+def run_session(env: WorkloadEnv) -> None:
+    session = open_portable(env)
+    d = SessionDriver(env, session)
+    mixed(d)
+    d.shutdown("shutdown")
+
+
+def run_session_file(env: WorkloadEnv) -> None:
+    session = open_file(env)
+    d = SessionDriver(env, session)
+    mixed(d, rounds=2)
+    d.shutdown("shutdown")
+
+
+def run_session_fault(env: WorkloadEnv) -> None:
+    """Faults declared on the workload: the manifest fsync of the mail publication fails with EIO (a
+    pending publication; ``retry_pending`` acknowledges it once, in a new manifest); a staged chunk's
+    fsync of a root checkpoint fails (pending; abandoned, then checkpointed again)."""
+    session = open_portable(env)
+    d = SessionDriver(env, session)
+    d.turn("turn 1", ROOT, "first question", "first answer")
+    d.spawn("spawn a1", "a1", "look something up")
+    ack, calls = d.callback()
+    try:
+        session.append_mail(ROOT, "mail whose manifest fsync fails", sender="a1", ack=ack)
+        env.note("append_mail returned although its manifest fsync failed", kind="unexpected")
+    except SaveFailed:
+        env.note("mail publication failed (pending)")
+    if calls and session.pending is not None:
+        env.note("acknowledged a failed publication", kind="unexpected")
+    if session.pending is not None:
+        session.retry_pending()
+    at = d._acked_at(calls, "retried mail")
+    if at is not None:
+        d.ack_mail("retried mail", d.find_mail(ROOT, "mail whose manifest fsync fails"), at)
+    d.idle()
+    d.add(ROOT, "a turn whose staged chunk fsync fails " + "y" * 300)
+    try:
+        session.checkpoint(ROOT)
+        env.note("checkpoint returned although its staged fsync failed", kind="unexpected")
+    except SaveFailed:
+        env.note("root checkpoint failed (pending)")
+    if session.pending is not None:
+        session.abandon_pending()
+    d.turn("turn after abandon", ROOT, "the same turn, saved again")
+    d.deliver(ROOT)
+    d.turn("turn with delivery", ROOT, "got the mail")
+    d.retire()
+    d.shutdown("shutdown")
+
+
+def run_session_file_fault(env: WorkloadEnv) -> None:
+    """The second fsync of the root transcript fails with EIO: a pending publication whose retry rewrites
+    the transcript into a new file before its barrier (E1), then replaces the sidecar."""
+    session = open_file(env)
+    d = SessionDriver(env, session)
+    d.turn("turn 1", ROOT, "first question", "first answer")
+    d.mail("mail to root", ROOT, "a note")
+    d.deliver(ROOT)
+    d.add(ROOT, "a turn whose barrier fails")
+    try:
+        session.checkpoint(ROOT)
+        env.note("checkpoint returned although its barrier failed", kind="unexpected")
+    except SaveFailed:
+        env.note("root checkpoint failed (pending)")
+    if session.pending is not None:
+        session.retry_pending()
+    d.ack_transcript("retried checkpoint", ROOT)
+    d.turn("turn after retry", ROOT, "and another")
+    d.shutdown("shutdown")
+
+
+def run_session_create(env: WorkloadEnv) -> None:
+    """Creation and the first publications from an empty directory (no setup): the crash window before
+    the first HEAD adoption (see ``tests/crash/test_engine_findings.py``)."""
+    session = open_portable(env)
+    d = SessionDriver(env, session)
+    d.turn("turn 1", ROOT, "the very first question", "the very first answer")
+    d.mail("mail to root", ROOT, "first mail", sender="root")
+    d.deliver(ROOT)
+    d.turn("turn 2", ROOT, "second question")
+    d.shutdown("shutdown")
+
+
+def run_session_async(env: WorkloadEnv) -> None:
+    """The warm-local path for real: an asyncio loop, the job's blocking steps on the offload thread,
+    acknowledgements on the loop. Every step is awaited before the next mutation, so the session's I/O
+    never interleaves (the model tracks open files by path)."""
+
+    async def main() -> None:
+        session = open_portable(env, offload="thread")
+        d = SessionDriver(env, session)
+        loop = asyncio.get_running_loop()
+
+        async def settled() -> None:
+            while session.gate.job is not None or session.gate.queue:
+                await asyncio.sleep(0.001)
+            await asyncio.sleep(0)
+
+        d.turn("turn 1", ROOT, "question", "answer")
+        d.spawn("spawn a1", "a1", "background research")
+        for r in range(3):
+            done: asyncio.Future[tuple[int, BaseException | None]] = loop.create_future()
+            body = f"completion {r}"
+            session.deliver_background(ROOT, body, sender="a1",
+                                       ack=lambda e, f=done: f.done() or f.set_result((env.mark(), e)))
+            at, error = await done
+            await settled()
+            if error is None:
+                d.ack_mail(f"background completion {r} (job)", d.find_mail(ROOT, body), at)
+            d.idle()
+            d.deliver(ROOT)
+            d.add(ROOT, f"reply to completion {r}")
+            checkpointed: asyncio.Future[tuple[int, BaseException | None]] = loop.create_future()
+            session.request_checkpoint(ROOT, ack=lambda e, f=checkpointed: f.done() or f.set_result((env.mark(), e)))
+            at, error = await checkpointed
+            await settled()
+            if error is None:
+                d.ack_transcript(f"root checkpoint {r} (job)", ROOT, at)
+            d.idle()
+        d.retire()
+        d.shutdown("shutdown")
+
+    asyncio.run(main())
+
+
+# -- recovery ----------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def owners_dead() -> Iterator[None]:
+    """A crash kills every process: the owner named in a LEASE or PID lock of a crash state is dead, even
+    when its pid is still alive here (the recording workload, a recovery in this worker). Only the
+    liveness probe changes: the engine's own stale-owner path (break the lease, take a new epoch) runs."""
+    from perfsuite.engine import _filesession, _generations
+
+    saved = _generations._pid_alive, _filesession._pid_alive
+    _generations._pid_alive = _filesession._pid_alive = lambda pid: False
+    try:
+        yield
+    finally:
+        _generations._pid_alive, _filesession._pid_alive = saved
+
+
+def snapshot_session(session: Session) -> dict[str, Any]:
+    """What an opened session holds, comparable across recoveries (no epochs, tokens or problem text)."""
+    pending = session.pending
+    return {
+        "head": [session.head.seq, session.head.manifest] if session.head is not None else None,
+        "conversations": {c: b.data() for c, b in sorted(session.buffers.items())},
+        "agents": {a: {k: r.get(k) for k in ("status", "activity", "parent")}
+                   for a, r in sorted(session.sidecar.agents.items())},
+        "mailboxes": {c: [(m.id, m.sender, m.kind, m.body) for m in box]
+                      for c, box in sorted(session.sidecar.mailboxes.items()) if box},
+        "control": dict(session.sidecar.control),
+        "root": dict(session.sidecar.root),
+        "checkpoint": session.sidecar.checkpoint,
+        "pending": None if pending is None else {c: t.bytes_from(0) for c, t in sorted(pending.batch.texts.items())},
+    }
+
+
+def _release(session: Session) -> None:
+    """Close; a session still holding a pending publication (its retry failed) releases its lease only."""
+    if session.pending is None:
+        session.close()
+        return
+    if session.lease is not None:
+        session.store.release_lease(session.lease)
+    session._release_machinery()
+    session.closed = True
+
+
+def _recover(session: Session) -> dict[str, Any]:
+    try:
+        opened = snapshot_session(session)
+        retried = None
+        if session.pending is not None:
+            session.retry_pending()
+            retried = snapshot_session(session)
+        redelivered = {c: [r.id for r in session.deliver_mail(c)] for c in sorted(session.buffers)}
+    finally:
+        _release(session)
+    return {"profile": session.profile, "open": opened, "retried": retried, "final": retried or opened,
+            "redelivered": redelivered}
+
+
+def recover_portable(root: str, fs: FileSystem) -> Mapping[str, Any]:
+    """``Session.open`` (create: what an application does), retry of a recovered pending publication,
+    then what ``deliver_mail`` would deliver again; the lease is released."""
+    with owners_dead():
+        session = Session.open(os.path.join(root, SESSION), create=True, fs=fs, clock=VirtualClock(),
+                               settings=settings(), id_source=_ids("r"))
+        return _recover(session)
+
+
+def recover_file(root: str, fs: FileSystem) -> Mapping[str, Any]:
+    """``FileSession.open`` (create), then what ``deliver_mail`` would deliver again; the lock is removed."""
+    with owners_dead():
+        session = FileSession.open(os.path.join(root, SESSION), create=True, fs=fs, clock=VirtualClock(),
+                                   settings=settings())
+        return _recover(session)
+
+
+register_workload(Workload(
+    "session", "portable session: turns, mail, background deliveries (job), delivery, registry saves, control, "
+    "spawn/settle, discard, retirement, shutdown",
+    run_session, recover_portable, session_invariants("portable"), setup=setup_portable, max_states=3000,
+))
+register_workload(Workload(
+    "session-file", "file-backed session: the same mix, transcripts in place, sidecar replaced after the barrier",
+    run_session_file, recover_file, session_invariants("file"), setup=setup_file,
+))
+register_workload(Workload(
+    "session-fault", "portable session: EIO on a manifest fsync (pending, retried) and on a staged chunk fsync "
+    "(pending, abandoned)",
+    run_session_fault, recover_portable, session_invariants("portable"), setup=setup_portable, max_states=1500,
+    faults=(Fault("fsync", nth=3, path="manifest-*.json", error=errno.EIO),
+            Fault("fsync", nth=3, path="conversations__root.jsonl.*", error=errno.EIO)),
+))
+register_workload(Workload(
+    "session-file-fault", "file-backed session: EIO on a root transcript fsync (pending, retried into a new file)",
+    run_session_file_fault, recover_file, session_invariants("file"), setup=setup_file,
+    faults=(Fault("fsync", nth=2, path="conversation.jsonl", error=errno.EIO),),
+))
+register_workload(Workload(
+    "session-async", "portable session on a running asyncio loop, job steps on the offload thread",
+    run_session_async, recover_portable, session_invariants("portable"), setup=setup_portable, max_states=1500,
+))
+register_workload(Workload(
+    "session-create", "portable session created from nothing: the window before the first HEAD adoption",
+    run_session_create, recover_portable, session_invariants("portable"),
+))
