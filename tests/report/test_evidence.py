@@ -219,3 +219,19 @@ def test_baseline_of_another_recipe_is_unusable(tmp_path: Path, docs: Any, capsy
     assert cli.main(["evidence", str(result_path), "--baseline", str(floor_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "holds recipe 'fsync-floor'" in err[0]
+
+
+BASELINE = Path(__file__).resolve().parents[2] / "results" / "baseline"
+
+
+@pytest.mark.skipif(not BASELINE.is_dir(), reason="no committed baseline in results/baseline")
+@pytest.mark.parametrize("recipe", ["mailbox-delivery", "root-checkpoint", "agent-checkpoint", "registry-save"])
+def test_evidence_on_the_committed_baseline(recipe: str) -> None:
+    """Issue 7: the paragraph on the committed baseline reads like the decision history and every number in
+    it comes from the baseline's own files (the recipe's document and its run's fsync floor)."""
+    [path] = [p for p in BASELINE.glob(f"{recipe}-*.json") if not p.name.endswith(".pyperf.json")]
+    result = evidence_for(path)
+    docs = [json.loads(p.read_text()) for p in BASELINE.glob("*.json") if not p.name.endswith(".pyperf.json")]
+    assert unsourced(result.markdown, docs) == []
+    assert "6 samples per mode" in result.markdown and "against the 20 ms target" in result.markdown.replace(
+        "Against", "against")
