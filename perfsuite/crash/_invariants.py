@@ -207,9 +207,9 @@ def check_idempotent(ctx: CheckContext) -> Iterator[str]:
 
 
 # -- 7: nothing acknowledged after an fsync error -------------------------------------------------------
-def check_no_ack_after_fsync_error(ctx: CheckContext) -> Iterator[str]:
-    """After a failed fsync the file's contents are unknown (E1): it is never fsynced again, and no later
-    acknowledgement may rest on it; only a rewrite into a new file may be acknowledged (SPEC 7.7)."""
+def failed_fsyncs(ctx: CheckContext, problems: list[str]) -> Iterator[tuple[int, Any, str]]:
+    """Each failed fsync as (op index, inode, path); a retry of fsync on the same inode (fsyncgate) is
+    appended to ``problems``. Shared by the transcript and session versions of invariant 7."""
     tl, trace = ctx.timeline, ctx.trace
     for i, op in enumerate(trace.ops):
         if op.kind != "fsync_failed":
@@ -218,8 +218,19 @@ def check_no_ack_after_fsync_error(ctx: CheckContext) -> Iterator[str]:
         path = trace.rel(op.path)
         for j in range(i + 1, len(trace.ops)):
             if trace.ops[j].kind == "fsync" and tl.op_inode[j] == inode:
-                yield f"{path}: fsync failed at op #{i} and was retried on the same file at op #{j}"
+                problems.append(f"{path}: fsync failed at op #{i} and was retried on the same file at op #{j}")
                 break
+        yield i, inode, path
+
+
+def check_no_ack_after_fsync_error(ctx: CheckContext) -> Iterator[str]:
+    """After a failed fsync the file's contents are unknown (E1): it is never fsynced again, and no later
+    acknowledgement may rest on it; only a rewrite into a new file may be acknowledged (SPEC 7.7)."""
+    tl, trace = ctx.timeline, ctx.trace
+    problems: list[str] = []
+    for i, inode, path in failed_fsyncs(ctx, problems):
+        yield from problems
+        problems.clear()
         for ack in trace.oracle.acks:
             if ack.at <= i or not (path + "/").startswith(f"{ack.scope}/" if ack.scope else ""):
                 continue

@@ -23,6 +23,7 @@ from perfsuite.crash._invariants import (
     check_clean_prefix,
     check_recovery_succeeds,
     clean_prefix,
+    failed_fsyncs,
 )
 from perfsuite.crash._model import FsState
 from perfsuite.crash._trace import Ack, Note
@@ -318,15 +319,10 @@ def check_session_fsync_errors(ctx: CheckContext) -> Iterator[str]:
     manifest and its chunks; or the sidecar and the transcripts). Also flags a failed publication that
     was acknowledged and an acknowledgement that ran more than once (E4)."""
     tl, trace = ctx.timeline, ctx.trace
-    for i, op in enumerate(trace.ops):
-        if op.kind != "fsync_failed":
-            continue
-        inode = tl.op_inode[i]
-        path = trace.rel(op.path)
-        for j in range(i + 1, len(trace.ops)):
-            if trace.ops[j].kind == "fsync" and tl.op_inode[j] == inode:
-                yield f"{path}: fsync failed at op #{i} and was retried on the same file at op #{j}"
-                break
+    problems: list[str] = []
+    for i, inode, path in failed_fsyncs(ctx, problems):
+        yield from problems
+        problems.clear()
         for ack in trace.oracle.acks:
             if ack.at <= i:
                 continue

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfsuite.engine._buffer import ConversationBuffer
-from perfsuite.engine._clock import Clock, SystemClock
-from perfsuite.engine._fs import O_EXCL_CREATE, FileSystem, OsFileSystem
+from perfsuite.engine._clock import Clock
+from perfsuite.engine._fs import O_EXCL_CREATE, FileSystem
 from perfsuite.engine._generations import OwnerConflict, SessionError, _pid_alive
 from perfsuite.engine._objects import digest_bytes
 from perfsuite.engine._pipeline import Batch, Step
@@ -125,20 +125,6 @@ class FileSession(Session):
         self.log_written: dict[str, int] = {}  # bytes written to each transcript log; -1: unknown
         self.sidecar_digest = ""
         self._pid_token = ""
-
-    @classmethod
-    def open(
-        cls,
-        path: str | os.PathLike[str],
-        *,
-        create: bool = False,
-        fs: FileSystem | None = None,
-        clock: Clock | None = None,
-        settings: SessionSettings | None = None,
-    ) -> FileSession:
-        session = cls(os.fspath(path), fs or OsFileSystem(), clock or SystemClock(), settings or SessionSettings())
-        session._open(create)
-        return session
 
     def path(self, *parts: str) -> str:
         return os.path.join(self.root, *parts)
