@@ -21,13 +21,19 @@ from typing import Any
 
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness._operation import (
-    OperationContext,
     OperationFactory,
     call_optional,
-    create_operation,
     resolve_operation,
 )
-from perfsuite.harness._sample import SampleFailed, SampleSpec, _Ack, _fail, prepare_workdir, split_metrics
+from perfsuite.harness._sample import (
+    SampleFailed,
+    SampleSpec,
+    _Ack,
+    _fail,
+    open_operation,
+    prepare_workdir,
+    split_metrics,
+)
 
 __all__ = ["AllocationRecord", "measure_allocation", "memray_totals"]
 
@@ -97,20 +103,7 @@ async def measure_allocation(spec: SampleSpec, factory: OperationFactory | None 
     try:
         fixture = Path(spec.fixture) if spec.fixture else None
         workdir, scratch = prepare_workdir(fixture, root, spec.sync_after_copy)
-        ctx = OperationContext(
-            workdir=workdir,
-            params=dict(spec.params),
-            mode=spec.mode,
-            sample=spec.index,
-            scratch=scratch,
-            kind="allocation",
-        )
-        try:
-            op = await create_operation(factory, ctx)
-        except PerfsuiteError:
-            raise
-        except Exception as exc:
-            raise _fail(spec, "the operation factory", exc) from exc
+        op = await open_operation(spec, factory, workdir, scratch, "allocation")
         try:
             await call_optional(op, "wait_idle")
             gc.collect()

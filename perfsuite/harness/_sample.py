@@ -25,6 +25,7 @@ from perfsuite.harness._heartbeat import GapWindow, Heartbeat
 from perfsuite.harness._operation import (
     OperationContext,
     OperationFactory,
+    SampleKind,
     call_optional,
     create_operation,
     resolve_operation,
@@ -204,6 +205,19 @@ class _Ack:
             self.future.set_result(None)
 
 
+async def open_operation(spec: SampleSpec, factory: Any, workdir: Path | None, scratch: Path | None,
+                         kind: SampleKind) -> Any:
+    """Call the operation factory with this sample's context; a crash in it is a one-line failure."""
+    ctx = OperationContext(workdir=workdir, params=dict(spec.params), mode=spec.mode, sample=spec.index,
+                           scratch=scratch, kind=kind)
+    try:
+        return await create_operation(factory, ctx)
+    except PerfsuiteError:
+        raise
+    except Exception as exc:
+        raise _fail(spec, "the operation factory", exc) from exc
+
+
 def _fail(spec: SampleSpec, where: str, exc: BaseException) -> SampleFailed:
     text = str(exc).strip().splitlines()
     detail = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
@@ -221,20 +235,7 @@ async def measure_sample(
         fixture = Path(spec.fixture) if spec.fixture else None
         workdir, scratch = prepare_workdir(fixture, root, spec.sync_after_copy)
         setup_ms = (time.perf_counter() - t0) * 1e3
-        ctx = OperationContext(
-            workdir=workdir,
-            params=dict(spec.params),
-            mode=spec.mode,
-            sample=spec.index,
-            scratch=scratch,
-            kind=spec.kind,
-        )  # type: ignore[arg-type]
-        try:
-            op = await create_operation(factory, ctx)
-        except PerfsuiteError:
-            raise
-        except Exception as exc:
-            raise _fail(spec, "the operation factory", exc) from exc
+        op = await open_operation(spec, factory, workdir, scratch, spec.kind)  # type: ignore[arg-type]
         try:
             return await _measure(spec, op, heartbeat, recorder, setup_ms)
         finally:
