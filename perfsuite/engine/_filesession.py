@@ -217,18 +217,13 @@ class FileSession(Session):
     def restore(self, seq: int) -> Any:
         raise SessionError("restore applies to portable sessions only")
 
-    def close(self) -> None:
-        if self.closed:
-            return
-        if self.pending is not None:
-            raise SessionError(f"{self.root}: a pending publication ({self.pending.batch.id}) blocks close; "
-                               "retry or abandon it first")
+    def _release_owner(self) -> None:
+        """Close the transcript logs and remove the PID lock (Session.close checks pending first)."""
         for log in self.logs.values():
             log.close()
         lock = self.path(PID_LOCK)
         if self.fs.exists(lock):
             self.fs.remove(lock)
-        self.closed = True
 
     def _needs_publish(self, conversation: str, buffer: ConversationBuffer) -> bool:
         return buffer.modified or buffer.dirty_from < buffer.size or conversation not in self.log_written

@@ -130,8 +130,9 @@ class PublicationJob:
         self.trace.advances += 1
         self.trace.max_advance_ms = max(self.trace.max_advance_ms, elapsed)
 
-    def _begin_next(self) -> None:
-        """Take the next step: run it now if it belongs on the loop, else hand it to the offload."""
+    def _begin_next(self, *, inline: bool = False) -> None:
+        """Take the next step: run it now if it belongs on the loop (or ``inline``: a drain runs every
+        step on the caller's stack), else hand it to the offload."""
         if self._current is not None:
             return
         step = next(self._steps, None)
@@ -140,7 +141,7 @@ class PublicationJob:
             return
         self._current = step
         self._started_ns = time.perf_counter_ns()
-        if step.blocking:
+        if step.blocking and not inline:
             try:
                 self._future = self.offload.submit(step.func, *step.args)
             except Exception as exc:  # the offload itself failed (a dead worker, unpicklable state)
@@ -222,17 +223,7 @@ class PublicationJob:
                     pass
                 self._complete()
                 continue
-            self._begin_next_inline()
-
-    def _begin_next_inline(self) -> None:
-        step = next(self._steps, None)
-        if step is None:
-            self._finish()
-            return
-        self._current = step
-        self._started_ns = time.perf_counter_ns()
-        self._future = None
-        self._run_current_inline()
+            self._begin_next(inline=True)
 
     @property
     def phase(self) -> str | None:

@@ -915,10 +915,14 @@ class Session:
         if self.pending is not None:
             raise SessionError(f"{self.root}: a pending publication ({self.pending.batch.id}) blocks close; "
                                "retry or abandon it first")
-        if self.lease is not None:
-            self.store.release_lease(self.lease)
+        self._release_owner()
         self._release_machinery()
         self.closed = True
+
+    def _release_owner(self) -> None:
+        """Give up ownership: the portable profile releases its lease."""
+        if self.lease is not None:
+            self.store.release_lease(self.lease)
 
     def _release_machinery(self) -> None:
         self.registry_debounce.cancel()

@@ -26,13 +26,13 @@ from perfsuite.harness._operation import (
     resolve_operation,
 )
 from perfsuite.harness._sample import (
-    SampleFailed,
     SampleSpec,
     _Ack,
     _fail,
     open_operation,
     prepare_workdir,
     split_metrics,
+    wait_ack,
 )
 
 __all__ = ["AllocationRecord", "measure_allocation", "memray_totals"]
@@ -124,12 +124,7 @@ async def measure_allocation(spec: SampleSpec, factory: OperationFactory | None 
                     op.submit(ack)
                 except Exception as exc:
                     raise _fail(spec, "submit()", exc) from exc
-                try:
-                    await asyncio.wait_for(ack.future, spec.ack_timeout_s)
-                except TimeoutError:
-                    raise SampleFailed(f"{spec.label}: no acknowledgement within {spec.ack_timeout_s:g} s") from None
-            if ack.exc is not None:
-                raise _fail(spec, "the operation (acknowledged failure)", ack.exc)
+                await wait_ack(spec, ack)
             ack_ms = (ack.ns - t0) / 1e6
             total, count, peak = memray_totals(capture)
             raw = await call_optional(op, "metrics")

@@ -409,15 +409,8 @@ _PYPERF_METRICS = (
 )
 
 
-_CONTROL_METRICS = (
-    "max_gap_ms",
-    "lag_us.p99",
-    "lag_us.max",
-    "lag_us_uncorrected.p99",
-    "lag_us_uncorrected.max",
-    "gc.gc_ms",
-    "gc.collections",
-)
+#: the idle control has no submission, acknowledgement or drain: the heartbeat and GC figures only
+_CONTROL_METRICS = tuple(m for m in _PYPERF_METRICS if m not in ("submission_ms", "ack_ms", "drain_ms"))
 
 
 def _offered(metric: str, mode: str) -> bool:

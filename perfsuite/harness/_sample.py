@@ -205,6 +205,16 @@ class _Ack:
             self.future.set_result(None)
 
 
+async def wait_ack(spec: SampleSpec, ack: _Ack) -> None:
+    """Wait for the operation's acknowledgement (bounded by ``ack_timeout_s``); a failure is one line."""
+    try:
+        await asyncio.wait_for(ack.future, spec.ack_timeout_s)
+    except TimeoutError:
+        raise SampleFailed(f"{spec.label}: no acknowledgement within {spec.ack_timeout_s:g} s") from None
+    if ack.exc is not None:
+        raise _fail(spec, "the operation (acknowledged failure)", ack.exc)
+
+
 async def open_operation(spec: SampleSpec, factory: Any, workdir: Path | None, scratch: Path | None,
                          kind: SampleKind) -> Any:
     """Call the operation factory with this sample's context; a crash in it is a one-line failure."""
@@ -268,12 +278,7 @@ async def _measure(
     except Exception as exc:
         raise _fail(spec, "submit()", exc) from exc
     submitted_ns = time.perf_counter_ns()
-    try:
-        await asyncio.wait_for(ack.future, spec.ack_timeout_s)
-    except TimeoutError:
-        raise SampleFailed(f"{spec.label}: no acknowledgement within {spec.ack_timeout_s:g} s") from None
-    if ack.exc is not None:
-        raise _fail(spec, "the operation (acknowledged failure)", ack.exc)
+    await wait_ack(spec, ack)
     # M1: the window ends at acknowledgement + tail; the gap straddling its end is closed by a tick
     end_ns = ack.ns + tail_ns
     remaining = end_ns - time.perf_counter_ns()
