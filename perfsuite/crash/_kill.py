@@ -356,7 +356,11 @@ def run_kill_campaign(config: KillConfig, *, on_kill: Callable[[int, str, int, i
                 time.sleep(delay)
             finally:
                 proc.send_signal(signal.SIGKILL)
-                rest, err = proc.communicate(timeout=config.timeout_s)
+                # Read the rest through the same text buffer readline() used: communicate() reads the raw
+                # pipes and would drop lines readline() had already buffered (a lost NOTE or ACK line).
+                rest = proc.stdout.read()
+                err = proc.stderr.read() if proc.stderr is not None else ""
+                proc.wait(timeout=config.timeout_s)
                 watchdog.cancel()
             for line in rest.splitlines():
                 acks += oracle.read(line, kill)
