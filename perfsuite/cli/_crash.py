@@ -1,0 +1,114 @@
+"""`perfsuite crashcheck` (SPEC section 7): the crash, corruption and kill campaigns."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from perfsuite.errors import PerfsuiteError
+
+
+def _cmd_crashcheck(args: argparse.Namespace) -> int:
+    """Exit 0: no violation (with --seeded-bug: the bug was caught); 1: violations (bug not caught)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from perfsuite.crash import MODELS, CrashConfig, RunResult, run_campaign
+
+    console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+    if args.kill is not None:
+        return _crashcheck_kill(args, console)
+    config = CrashConfig(
+        workloads=tuple(args.workload or ()), models=tuple(args.model or MODELS), max_states=args.max_states,
+        seed=args.seed, seeded_bug=args.seeded_bug, jobs=args.jobs or os.cpu_count() or 1, keep_dir=args.keep,
+    )
+
+    def progress(result: RunResult) -> None:
+        console.print(f"{result.workload} / {result.model}: {result.states} states + {result.recovery_states} "
+                      f"recovery-crash states, {len(result.violations)} violations, {result.seconds:.1f} s",
+                      markup=False)
+
+    report = run_campaign(config, on_result=progress)
+    table = Table(title=f"crashcheck{f' --seeded-bug {report.seeded_bug}' if report.seeded_bug else ''}")
+    for column in ("workload", "model", "ops", "syncs", "acks", "states", "recovery states",
+                   "bad states", "violations", "seconds"):
+        table.add_column(column, justify="left" if column in ("workload", "model") else "right", no_wrap=True)
+    for r in report.results:
+        table.add_row(r.workload, r.model, str(r.ops), str(r.persistence_points), str(r.acks), str(r.states),
+                      str(r.recovery_states), str(r.violating_states), str(len(r.violations)), f"{r.seconds:.1f}")
+    console.print(table)
+    shown = report.violations[: args.show]
+    for v in shown:
+        lines = [f"[{v.invariant}] {v.name}: {v.message}", f"  {v.workload} / {v.model}: {v.crash}",
+                 f"  recovery: {v.recovery}", *(f"  dropped: {d}" for d in v.dropped),
+                 *(f"  torn: {t}" for t in v.torn), *(f"  {line}" for line in v.trace)]
+        if v.kept:
+            lines.append(f"  kept: {v.kept}")
+        console.print("\n".join(lines), markup=False)
+    if len(report.violations) > len(shown):
+        console.print(f"... and {len(report.violations) - len(shown)} more violations", markup=False)
+    console.print(f"{report.states} states explored, {len(report.violations)} violations, {report.seconds:.1f} s",
+                  markup=False)
+    if report.keep_dir and report.violations:
+        console.print(f"violating states kept in {report.keep_dir}", markup=False)
+    if report.seeded_bug:
+        console.print(f"seeded bug {report.seeded_bug}: {'caught' if report.caught else 'NOT caught'}", markup=False)
+        return 0 if report.caught else 1
+    return 1 if report.violations else 0
+
+
+def _crashcheck_kill(args: argparse.Namespace, console: Any) -> int:
+    """``crashcheck --kill N``: the SIGKILL campaign (issue 10 item 4); exit 1 on any violation."""
+    from perfsuite.crash import PROFILES, KillConfig, run_kill_campaign
+
+    if args.kill < 1:
+        raise PerfsuiteError("--kill must be at least 1")
+    config = KillConfig(kills=args.kill, seed=args.seed, profiles=tuple(args.profile or PROFILES),
+                        directory=args.keep)
+
+    def progress(kill: int, profile: str, acks: int, violations: int) -> None:
+        if (kill + 1) % 10 == 0 or kill + 1 == args.kill:
+            console.print(f"kill {kill + 1}/{args.kill} ({profile}): {acks} acknowledgements read, "
+                          f"{violations} violations so far", markup=False)
+
+    report = run_kill_campaign(config, on_kill=progress)
+    for v in report.violations[: args.show]:
+        console.print(f"[{v.invariant}] kill {v.kill} ({v.profile}): {v.message}"
+                      + (f"\n  state before recovery kept: {v.kept}" if v.kept else ""), markup=False)
+    if len(report.violations) > args.show:
+        console.print(f"... and {len(report.violations) - args.show} more violations", markup=False)
+    per = ", ".join(f"{n} {p}" for p, n in report.per_profile.items())
+    console.print(f"{report.kills} kills ({per}), {report.acks} acknowledgements checked, "
+                  f"{report.recovered_pending} recoveries retried a pending publication, "
+                  f"{len(report.violations)} violations, {report.seconds:.1f} s "
+                  f"(children {report.child_seconds:.1f} s, recovery and checks {report.recovery_seconds:.1f} s)",
+                  markup=False)
+    return 1 if report.violations else 0
+
+
+def register(sub: Any) -> None:
+    from perfsuite.crash import MODELS, SEEDED_BUGS, WORKLOADS
+
+    crash = sub.add_parser("crashcheck", help="enumerate crash states of engine workloads and check recovery",
+                           description="Exit status: 0 no violation (with --seeded-bug: the bug was caught), "
+                           "1 violations (with --seeded-bug: the bug was not caught), 2 bad input.")
+    crash.add_argument("--workload", action="append", choices=list(WORKLOADS),
+                       help="a workload to run, repeatable (default: every standard workload)")
+    crash.add_argument("--model", action="append", choices=list(MODELS), help="crash model, repeatable (default: both)")
+    crash.add_argument("--max-states", type=int,
+                       help="unique crash states per workload and model (default: each workload's cap, 5000 "
+                       "unless the workload sets a smaller one)")
+    crash.add_argument("--seed", type=int, default=0, help="seed of the sampled subsets (default: 0)")
+    crash.add_argument("--seeded-bug", choices=list(SEEDED_BUGS), help="run against a deliberately broken engine")
+    crash.add_argument("--jobs", type=int, help="recovery worker processes (default: CPU count)")
+    crash.add_argument("--keep", metavar="DIR", help="where violating states are kept (default: a temp dir)")
+    crash.add_argument("--show", type=int, default=10, help="violations printed in full (default: 10)")
+    crash.add_argument("--kill", type=int, metavar="N",
+                       help="instead: the kill campaign, N SIGKILLs of a child running a mixed session workload "
+                       "on the real file system, recovery checked after each (200 is the acceptance run); "
+                       "--seed seeds the kill points, --keep keeps the sessions")
+    crash.add_argument("--profile", action="append", choices=["portable", "file"],
+                       help="with --kill: session profile, repeatable (default: both, alternating)")
+    crash.set_defaults(func=_cmd_crashcheck)

@@ -1,0 +1,75 @@
+"""`perfsuite profile` (SPEC section 5): a recipe's operation under a profiler."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from perfsuite.cli._common import fixture_hook, wide_console
+from perfsuite.errors import PerfsuiteError
+
+
+def _cmd_profile(args: argparse.Namespace) -> int:
+    from perfsuite.harness import load_recipe, resolve_operation
+    from perfsuite.profile import profile_recipe, profiler_command
+    from perfsuite.report._phases import phase_table
+
+    profiler_command(args.profiler, args.profiler_path)  # a missing profiler fails before any fixture is built
+
+    if os.getcwd() not in sys.path:  # operations import like `python -m` would (the worker gets the same)
+        sys.path.insert(0, os.getcwd())
+    recipe = load_recipe(args.recipe)
+    for mode in recipe.modes:
+        if not args.mode or mode.name in args.mode:
+            try:
+                resolve_operation(mode.operation)
+            except PerfsuiteError as exc:
+                raise PerfsuiteError(f"{recipe.path or args.recipe}: modes.{mode.name}.operation: {exc}") from None
+    fixture, info = fixture_hook()(recipe.fixture, args.session)
+    run = profile_recipe(
+        recipe, args.profiler, modes=args.mode, output_dir=args.output_dir, repeat=args.repeat,
+        native=args.native, rate=args.rate, fixture=fixture, fixture_info=info,
+        work_root=Path(args.work_dir) if args.work_dir else None, profiler_path=args.profiler_path,
+        phase=args.phase, on_event=lambda message: print(f"perfsuite: profiling {message}", file=sys.stderr),
+    )
+    for mode in run.modes:
+        print(mode.summary)
+    if run.phases_png is not None:
+        wide_console().print(phase_table(run.breakdown()))
+    print(f"profile: {run.record}")  # plain lines, never wrapped: scripts read them
+    for path in run.artifacts()[1:]:
+        print(f"  {path}")
+    return 0
+
+
+def register(sub: Any) -> None:
+    from perfsuite.profile import DEFAULT_REPEAT, PROFILERS
+
+    p = sub.add_parser(
+        "profile", help="a recipe's operation under py-spy or scalene; artifacts beside the results",
+        description="Runs each mode's operation (fixture resolved and privately copied as in `run`) in a worker "
+        "process under the profiler, which is on only while operations run. py-spy: flame graph SVG, speedscope "
+        "JSON and a text summary per mode; scalene: its JSON and a text summary (top lines by CPU and by "
+        "allocation). A profile with too few samples is repeated with more iterations. Times under a profiler "
+        "are distorted: use `run` for measurements. Exit status 2 on bad input, a missing profiler, a profiler "
+        "failure or a profile without samples.")
+    p.add_argument("recipe", metavar="RECIPE", help="recipe name or .toml path")
+    p.add_argument("--profiler", required=True, choices=PROFILERS, help="the sampling profiler")
+    p.add_argument("--mode", action="append", metavar="MODE", help="profile this mode only (repeatable; default: all)")
+    p.add_argument("--repeat", type=int, metavar="N",
+                   help=f"operations per profiled batch (default: {DEFAULT_REPEAT}; more when too few samples)")
+    p.add_argument("--output-dir", default="results/local", help="where artifacts go (default: results/local)")
+    p.add_argument("--native", action="store_true", help="py-spy: include native (C) frames")
+    p.add_argument("--rate", type=int, metavar="HZ", help="py-spy sampling rate (default: 250)")
+    p.add_argument("--profiler-path", metavar="PATH",
+                   help="the profiler executable (default: $PERFSUITE_PY_SPY / $PERFSUITE_SCALENE, else py-spy "
+                   "on PATH or beside this Python, `python -m scalene`)")
+    p.add_argument("--session", metavar="PATH", help="a session directory to use as the fixture")
+    p.add_argument("--work-dir", metavar="DIR", help="where private fixture copies live (default: temp dir)")
+    p.add_argument("--phase", action="store_true",
+                   help="also print and plot the profiled iterations' phase breakdown (main-thread time)")
+    p.set_defaults(func=_cmd_profile)
+

@@ -1,0 +1,121 @@
+"""`perfsuite whatif` (SPEC section 6)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from perfsuite.errors import PerfsuiteError
+
+
+def _cmd_whatif(args: argparse.Namespace) -> int:
+    """Exit 0; with --validate: 0 when the simulation matches the real session, 1 when it does not."""
+    from rich.console import Console
+
+    from perfsuite import whatif
+
+    sources = [bool(args.trace), args.storm, args.unattended]
+    if sum(sources) != 1:
+        raise PerfsuiteError("give exactly one of --trace FILE, --storm or --unattended")
+    if args.trace:
+        trace = whatif.read_trace(args.trace)
+    elif args.storm:
+        trace = whatif.permission_storm(whatif.StormSpec(**({"seed": args.seed} if args.seed is not None else {})))
+    else:
+        trace = whatif.unattended_run(whatif.UnattendedSpec(**({"seed": args.seed} if args.seed is not None else {})))
+    if not trace.events:
+        raise PerfsuiteError(f"{trace.source}: the trace has no events")
+    if args.save_trace:
+        print(f"trace: {whatif.write_trace(trace, args.save_trace)}")
+    debounce = whatif.parse_intervals(args.debounce, "--debounce") if args.debounce else None
+    checkpoint = (whatif.parse_intervals(args.checkpoint_interval, "--checkpoint-interval", allow_zero=False)
+                  if args.checkpoint_interval else whatif.DEFAULT_CHECKPOINT_S)
+    notify = (whatif.parse_intervals(args.notify_max, "--notify-max", allow_zero=False)
+              if args.notify_max else whatif.DEFAULT_NOTIFY_MAX_S)
+    if args.validate:
+        grid = whatif.make_grid(debounce or (2.0,), checkpoint, notify)
+        if len(grid) != 1:
+            raise PerfsuiteError("--validate checks one setting: give one value to each grid option")
+        if args.validate_seconds < 0:
+            raise PerfsuiteError(f"--validate-seconds must be >= 0, got {args.validate_seconds:g}")
+        seconds = args.validate_seconds if args.validate_seconds > 0 else None
+        print(f"validating {grid[0].label} on the first {seconds or trace.duration_s:g} s of {trace.source} "
+              f"at speed {args.speed:g} (about {(seconds or trace.duration_s) / args.speed:.0f} s)...", flush=True)
+        check = whatif.validate(trace, grid[0], speed=args.speed, seconds=seconds)
+        print(f"publications: simulated {check.simulated_publications} {dict(check.simulated_by_kind)}, "
+              f"real {check.real_publications} {dict(check.real_by_kind)} (tolerance +-{check.publications_tolerance})")
+        print(f"generations: simulated {check.simulated_generations}, real {check.real_generations}")
+        print(f"crash-loss window: simulated {check.simulated_loss_s:.3f} s, real {check.real_loss_s:.3f} s "
+              f"(tolerance +-{check.loss_tolerance_s:.3f} s; trace seconds)")
+        durations = ", ".join(f"{k} {v:.1f} ms" for k, v in sorted(check.real_durations_ms.items()))
+        print(f"real publication durations (medians, not compressed; the simulation used them): {durations}")
+        if args.json:
+            import json
+
+            Path(args.json).write_text(json.dumps(check.to_json(), indent=2) + "\n", encoding="utf-8")
+            print(f"json: {args.json}")
+        print("validate: " + ("PASS" if check.passed else "FAIL: " + "; ".join(check.problems)))
+        return 0 if check.passed else 1
+    grid = whatif.make_grid(debounce or whatif.DEFAULT_DEBOUNCE_S, checkpoint, notify)
+    if args.no_costs:
+        costs = None
+    elif args.costs:
+        costs = whatif.read_costs(args.costs)
+    else:
+        if args.remeasure or not _whatif_cached():
+            print("measuring this machine's per-publication costs (allocation pass, once; cached)...", flush=True)
+        costs = whatif.load_costs(refresh=args.remeasure)
+    report = whatif.sweep(trace, grid, costs)
+    Console(width=max(180, Console().width)).print(whatif.build_table(report))
+    for line in whatif.describe_notes(report):
+        print(line)
+    for option, writer in (("csv", whatif.write_csv), ("json", whatif.write_json), ("plot", whatif.write_plot)):
+        target = getattr(args, option)
+        if target:
+            print(f"{option}: {writer(report, target)}")
+    return 0
+
+
+def _whatif_cached() -> bool:
+    from perfsuite.whatif._costs import cache_path
+
+    return cache_path().is_file()
+
+
+def register(sub: Any) -> None:
+    w = sub.add_parser(
+        "whatif", help="replay a trace through the real schedulers for a grid of debounce/checkpoint settings",
+        description="Replays an event trace in virtual time through the engine's real Debouncer, CheckpointTimer "
+        "and NotificationQueue for every setting of the grid, and reports publications per minute, bytes "
+        "(this machine's measured costs), the crash-loss window and notification delay. --validate replays the "
+        "trace's first --validate-seconds through a real Session in real time and compares; --speed F divides "
+        "every trace time and the debounce, checkpoint and notification intervals by F (the engine's 50 ms "
+        "deferral step and the publications' own durations are real and not scaled), both sides run the same "
+        "compressed trace, and loss windows are reported back in trace seconds. It passes when publications "
+        "match within max(1, 5%) and the crash-loss window within 30 ms + 10% (compressed time) plus the slowest "
+        "real publication's excess over its median. Exit status 2 "
+        "on bad input; with --validate, 1 when the simulation does not match the real session.")
+    w.add_argument("--trace", metavar="FILE", help="a trace file (JSON lines: time, session, conversation, kind, size)")
+    w.add_argument("--storm", action="store_true", help="the generated permission storm (SPEC M6)")
+    w.add_argument("--unattended", action="store_true", help="a generated unattended agent run (checkpoints)")
+    w.add_argument("--seed", type=int, help="seed of the generated trace")
+    w.add_argument("--save-trace", metavar="FILE", help="also write the replayed trace to FILE")
+    w.add_argument("--debounce", metavar="S,S,...", help="registry debounce intervals (default: 0.1,0.5,1,2,5,10)")
+    w.add_argument("--checkpoint-interval", metavar="S,S,...", help="in-flight checkpoint intervals (default: 30)")
+    w.add_argument("--notify-max", metavar="S,S,...", help="notification backoff limits (default: 0.5)")
+    w.add_argument("--csv", metavar="OUT", help="write one row per setting")
+    w.add_argument("--json", metavar="OUT", help="write the sweep (or the validation) as JSON")
+    w.add_argument("--plot", metavar="OUT.png", help="the trade-off plot, Pareto-optimal settings marked")
+    w.add_argument("--costs", metavar="FILE", help="per-publication costs to use instead of this machine's cache")
+    w.add_argument("--no-costs", action="store_true", help="skip bytes (no allocation pass)")
+    w.add_argument("--remeasure", action="store_true", help="measure this machine's costs again")
+    w.add_argument("--validate", action="store_true",
+                   help="replay the trace's start in real time through a real Session and compare")
+    w.add_argument("--validate-seconds", type=float, default=120.0, metavar="S",
+                   help="how much of the trace --validate replays (default: 120; 0: all)")
+    w.add_argument("--speed", type=float, default=10.0, metavar="FACTOR",
+                   help="--validate compresses time: trace times and scheduler intervals divided by FACTOR "
+                   "(default: 10)")
+    w.set_defaults(func=_cmd_whatif)
+
