@@ -41,6 +41,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     from perfsuite.harness import (
         SampleEvent,
+        instructions_unavailable,
         list_recipes,
         load_recipe,
         load_results,
@@ -58,10 +59,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     skipped: list[str] = []
     err, out = Console(stderr=True), Console()
     if args.resume:
-        if args.recipes or any(v is not None for v in (args.samples, args.warmup, args.isolation, args.gc)):
-            raise PerfsuiteError(
-                "--resume continues the recorded recipe: give no RECIPE, --samples, --warmup, --isolation or --gc"
-            )
+        if args.recipes or args.instructions or any(
+                v is not None for v in (args.samples, args.warmup, args.isolation, args.gc)):
+            raise PerfsuiteError("--resume continues the recorded recipe: give no RECIPE, --samples, --warmup, "
+                                 "--isolation, --gc or --instructions")
         path = Path(args.resume)
         doc = load_results(path)
         recipe = Recipe.from_dict(doc["recipe"], source=f"{path}: recipe")
@@ -76,7 +77,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             raise PerfsuiteError("--all runs the whole catalogue: give no RECIPE with it")
         for ref in (list_recipes(catalogue_only=True) if args.all else args.recipes or DEFAULT_RUN_RECIPES):
             recipe = load_recipe(ref).with_overrides(
-                samples=args.samples, warmup=args.warmup, isolation=args.isolation, gc=args.gc
+                samples=args.samples, warmup=args.warmup, isolation=args.isolation, gc=args.gc,
+                instructions=True if args.instructions else None,
             )
             reason = None
             for mode in recipe.modes:  # fail before measuring anything
@@ -93,6 +95,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 continue
             fixture, info = fixture_hook()(recipe.fixture, args.session)
             plans.append((recipe, new_results_path(args.output_dir, recipe.name), fixture, info, 0))
+    if any(plan[0].instructions for plan in plans):  # one line, once: the pass records "not measured"
+        why = instructions_unavailable(args.valgrind)
+        if why:
+            print(f"perfsuite: instructions not measured: {why}", file=sys.stderr)
     documents, paths = [], []
     columns = (
         TextColumn("{task.description}"),
@@ -116,7 +122,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             try:
                 if args.resume:
                     result = resume_run(
-                        path, fixture=fixture, fixture_info=info, work_root=work_root, on_sample=on_sample
+                        path, fixture=fixture, fixture_info=info, work_root=work_root, on_sample=on_sample,
+                        valgrind=args.valgrind,
                     )
                 else:
                     result = run_recipe(
@@ -127,6 +134,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                         work_root=work_root,
                         on_sample=on_sample,
                         run_id=run_id,
+                        valgrind=args.valgrind,
                     )
             except KeyboardInterrupt:
                 progress.stop()
@@ -175,6 +183,11 @@ def register(sub: Any) -> None:
     run.add_argument("--warmup", type=int, help="discarded warm-up samples per mode (recipe default: 1)")
     run.add_argument("--isolation", choices=("process", "inline"), help="fresh process per sample, or one")
     run.add_argument("--gc", choices=("collect-before", "natural"), help="GC policy before each sample")
+    run.add_argument("--instructions", action="store_true",
+                     help="after the latency samples, count instructions per operation under valgrind (callgrind), "
+                     "per mode, total and loop thread (recipe setting: instructions = true)")
+    run.add_argument("--valgrind", metavar="PATH",
+                     help="the valgrind executable for --instructions (default: $PERFSUITE_VALGRIND, else PATH)")
     run.add_argument("--output-dir", default="results/local", help="where results go (default: results/local)")
     run.add_argument("--resume", metavar="FILE", help="continue an interrupted results file")
     run.add_argument("--session", metavar="PATH", help="a session directory to use as the fixture")

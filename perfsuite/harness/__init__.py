@@ -10,8 +10,17 @@ privately for every sample. Typical use::
 """
 
 from perfsuite.harness._alloc import AllocationRecord, measure_allocation
+from perfsuite.harness._callgrind import (
+    BuildFailed,
+    Valgrind,
+    ValgrindUnavailable,
+    build_library,
+    callgrind_totals,
+    find_valgrind,
+)
 from perfsuite.harness._gc import GcEvent, GcRecorder, GcWindow, apply_gc_policy
 from perfsuite.harness._heartbeat import GapWindow, Heartbeat, LagPercentiles
+from perfsuite.harness._instructions import InstructionRecord, measure_instructions
 from perfsuite.harness._operation import AckCallback, Operation, OperationContext, resolve_operation
 from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe
 from perfsuite.harness._results import (
@@ -21,17 +30,26 @@ from perfsuite.harness._results import (
     write_exports,
     write_json_atomic,
 )
-from perfsuite.harness._runner import RunResult, SampleEvent, new_results_path, resume_run, run_recipe
+from perfsuite.harness._runner import (
+    RunResult,
+    SampleEvent,
+    instructions_unavailable,
+    new_results_path,
+    resume_run,
+    run_recipe,
+)
 from perfsuite.harness._sample import SampleFailed, SampleRecord, SampleSpec, measure_sample
 
 __all__ = [
     "AckCallback",
     "AllocationRecord",
+    "BuildFailed",
     "GapWindow",
     "GcEvent",
     "GcRecorder",
     "GcWindow",
     "Heartbeat",
+    "InstructionRecord",
     "LagPercentiles",
     "ModeSpec",
     "Operation",
@@ -42,11 +60,18 @@ __all__ = [
     "SampleFailed",
     "SampleRecord",
     "SampleSpec",
+    "Valgrind",
+    "ValgrindUnavailable",
     "apply_gc_policy",
+    "build_library",
+    "callgrind_totals",
+    "find_valgrind",
+    "instructions_unavailable",
     "list_recipes",
     "load_recipe",
     "load_results",
     "measure_allocation",
+    "measure_instructions",
     "measure_sample",
     "new_results_path",
     "resolve_operation",

@@ -63,6 +63,8 @@ class Recipe:
     target_ms: float = 20.0
     allocation: bool = False
     allocation_samples: int = 3
+    instructions: bool = False
+    instructions_samples: int = 3
     window_tail_ms: float = 12.0
     ack_timeout_s: float = 30.0
     settle_ms: float = 20.0
@@ -102,6 +104,7 @@ class Recipe:
         warmup: int | None = None,
         isolation: str | None = None,
         gc: str | None = None,
+        instructions: bool | None = None,
     ) -> Recipe:
         """Command-line overrides, validated like recipe keys (errors name the option)."""
         changes: dict[str, Any] = {}
@@ -116,6 +119,8 @@ class Recipe:
             changes["isolation"] = check.choice("--isolation", isolation, ISOLATIONS)
         if gc is not None:
             changes["gc"] = check.choice("--gc", gc, GC_POLICIES)
+        if instructions is not None:
+            changes["instructions"] = check.boolean("--instructions", instructions)
         return dataclasses.replace(self, **changes)
 
 
@@ -188,6 +193,8 @@ _SCALARS: dict[str, tuple[str, Any]] = {
     "target_ms": ("positive_number", 20.0),
     "allocation": ("boolean", False),
     "allocation_samples": ("positive_int", 3),
+    "instructions": ("boolean", False),
+    "instructions_samples": ("positive_int", 3),
     "window_tail_ms": ("non_negative_number", 12.0),
     "ack_timeout_s": ("positive_number", 30.0),
     "settle_ms": ("non_negative_number", 20.0),

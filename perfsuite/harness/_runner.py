@@ -5,7 +5,10 @@ The plan (``order`` in the results document) is fixed when the run starts:
 * ``warmup`` rounds (one sample per mode each, discarded),
 * rounds of one latency sample per mode (ABAB...), each round followed by one idle-control window
   (M1: the same heartbeat with no workload, as long as the run's median sample window),
-* with ``allocation = true``, the separate allocation pass (M3) last.
+* with ``allocation = true``, the separate allocation pass (M3),
+* with ``instructions = true``, the separate instruction pass under valgrind (issue 22) last: one
+  fresh worker under callgrind per pass, whatever the isolation. Without valgrind those entries are
+  recorded as "not measured" (with the reason), never as 0.
 
 ``progress.done`` counts the plan entries finished; ``--resume`` continues from there with the
 recorded plan and recipe. Isolation ``process`` runs every entry in a fresh worker interpreter
@@ -30,8 +33,10 @@ from typing import Any
 from perfsuite import __version__
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness._alloc import measure_allocation
+from perfsuite.harness._callgrind import Valgrind, ValgrindUnavailable, client_library, find_valgrind
 from perfsuite.harness._gc import GcRecorder
 from perfsuite.harness._heartbeat import Heartbeat
+from perfsuite.harness._instructions import instructions_section, measure_instructions
 from perfsuite.harness._operation import CONTROL_OPERATION, OperationFactory, control_operation, resolve_operation
 from perfsuite.harness._recipe import Recipe
 from perfsuite.harness._results import (
@@ -49,7 +54,15 @@ from perfsuite.harness._results import (
 )
 from perfsuite.harness._sample import SampleSpec, measure_sample
 
-__all__ = ["RunResult", "SampleEvent", "new_results_path", "plan_order", "resume_run", "run_recipe"]
+__all__ = [
+    "RunResult",
+    "SampleEvent",
+    "instructions_unavailable",
+    "new_results_path",
+    "plan_order",
+    "resume_run",
+    "run_recipe",
+]
 
 #: control window length before any sample has been measured (ms, tail included)
 DEFAULT_CONTROL_WINDOW_MS = 50.0
@@ -112,7 +125,21 @@ def plan_order(recipe: Recipe) -> list[dict[str, Any]]:
     if recipe.allocation:
         for i in range(recipe.allocation_samples):
             order += [{"kind": "allocation", "mode": m, "index": i} for m in modes]
+    if recipe.instructions:
+        for i in range(recipe.instructions_samples):
+            order += [{"kind": "instructions", "mode": m, "index": i} for m in modes]
     return order
+
+
+def instructions_unavailable(valgrind: str | None = None) -> str | None:
+    """Why the instruction pass cannot run here (one line), or ``None`` when valgrind and its client
+    requests are usable. ``valgrind`` is the ``--valgrind`` path (else ``$PERFSUITE_VALGRIND``, PATH)."""
+    try:
+        find_valgrind(valgrind)
+        client_library()
+    except ValgrindUnavailable as exc:
+        return str(exc)
+    return None
 
 
 def new_results_path(output_dir: Path | str, recipe: str) -> Path:
@@ -149,6 +176,7 @@ def _new_document(recipe: Recipe, fixture: Mapping[str, Any], environment: Mappi
                 "warmups": 0,
                 "samples": [],
                 "allocation": None,
+                "instructions": None,
                 "summary": {},
                 "verdict": verdict([], recipe.target_ms),
             }
@@ -169,8 +197,11 @@ class _Run:
         fixture: Path | None,
         work_dir: Path,
         on_sample: OnSample | None,
+        valgrind: str | None = None,
     ) -> None:
         self.recipe = recipe
+        self.valgrind_path = valgrind
+        self._valgrind: Valgrind | None = None
         self.doc = document
         self.path = path
         self.fixture = fixture
@@ -239,6 +270,9 @@ class _Run:
             for key in ("total_bytes", "peak_bytes", "allocations"):
                 alloc[key] = summarize([s[key] for s in alloc["samples"]])
             body["allocation"] = alloc
+        elif kind == "instructions":
+            body = doc["modes"][entry["mode"]]
+            body["instructions"] = instructions_section(body.get("instructions"), record)
         doc["progress"]["done"] += 1
         doc["updated_at"] = now_iso()
         write_json_atomic(self.path, doc)  # M4/M8: after every sample
@@ -252,7 +286,7 @@ class _Run:
                     done=doc["progress"]["done"],
                     total=doc["progress"]["total"],
                     path=self.path,
-                    record=record if kind != "allocation" else None,
+                    record=record if kind not in ("allocation", "instructions") else None,
                 )
             )
 
@@ -269,7 +303,10 @@ class _Run:
             asyncio.run(self._inline(extra, entries))
         else:
             for entry in entries:
-                self.complete(entry, self._in_worker(entry))
+                if entry["kind"] == "instructions":
+                    self.complete(entry, self._instructions(entry))
+                else:
+                    self.complete(entry, self._in_worker(entry))
 
     async def _inline(self, extra: list[dict[str, Any]], entries: list[dict[str, Any]]) -> None:
         with GcRecorder() as recorder:
@@ -278,7 +315,10 @@ class _Run:
             try:
                 for entry, count in [(e, False) for e in extra] + [(e, True) for e in entries]:
                     spec = self.spec(entry)
-                    if entry["kind"] == "allocation":
+                    if entry["kind"] == "instructions":
+                        heartbeat.stop()  # the pass runs in a worker under valgrind, whatever the isolation
+                        record = self._instructions(entry)
+                    elif entry["kind"] == "allocation":
                         heartbeat.stop()  # M3: nothing else allocating while memray traces
                         record = (await measure_allocation(spec, self.factory(spec))).to_dict()
                     else:
@@ -289,6 +329,18 @@ class _Run:
                         self.complete(entry, record)
             finally:
                 heartbeat.stop()
+
+    def _instructions(self, entry: Mapping[str, Any]) -> dict[str, Any]:
+        """One instruction pass, or a "not measured" record (with the reason) when valgrind is missing."""
+        if self._valgrind is None:
+            try:
+                self._valgrind = find_valgrind(self.valgrind_path)
+                client_library()
+            except ValgrindUnavailable as exc:
+                return {"not_measured": str(exc)}
+        record = measure_instructions(self.spec(entry), self._valgrind, base_dir=self.work_dir.parent,
+                                      pass_index=int(entry["index"]))
+        return {**record.to_dict(), "valgrind": self._valgrind.version}
 
     def _in_worker(self, entry: Mapping[str, Any]) -> dict[str, Any]:
         spec = self.spec(entry)
@@ -364,6 +416,7 @@ def run_recipe(
     work_root: Path | None = None,
     on_sample: OnSample | None = None,
     run_id: str | None = None,
+    valgrind: str | None = None,
 ) -> RunResult:
     """M4: run ``recipe`` and write its results file (plus exports) under ``output_dir`` (or ``output``).
     ``run_id`` ties together the documents of one invocation (e.g. to find its fsync floor).
@@ -371,8 +424,9 @@ def run_recipe(
     ``fixture`` is an opaque directory copied privately for every sample (``None`` for fixture-less
     recipes); ``fixture_info`` is whatever its resolver knows (name, digest...). ``work_root`` is where
     the private copies live (default: the system temp dir). ``on_sample`` receives a
-    :class:`SampleEvent` after every plan entry. Raises :class:`PerfsuiteError` on bad input or a
-    failed sample; the file then keeps every sample measured before it.
+    :class:`SampleEvent` after every plan entry. ``valgrind`` is the valgrind executable for the
+    instruction pass (default ``$PERFSUITE_VALGRIND``, else PATH). Raises :class:`PerfsuiteError` on bad
+    input or a failed sample; the file then keeps every sample measured before it.
     """
     if recipe.fixture and fixture is None:
         raise PerfsuiteError(f"{recipe.name}: the recipe needs fixture {recipe.fixture!r}, none was given")
@@ -384,7 +438,7 @@ def run_recipe(
     fixture_doc = describe_fixture(Path(fixture) if fixture else None, info)
     work_dir = _work_dir(work_root)
     try:
-        run = _Run(recipe, {}, path, Path(fixture) if fixture else None, work_dir, on_sample)
+        run = _Run(recipe, {}, path, Path(fixture) if fixture else None, work_dir, on_sample, valgrind)
         run.doc = _new_document(recipe, fixture_doc, collect_environment(work_dir))
         if run_id is not None:
             run.doc["run_id"] = run_id
@@ -401,6 +455,7 @@ def resume_run(
     fixture_info: Mapping[str, Any] | None = None,
     work_root: Path | None = None,
     on_sample: OnSample | None = None,
+    valgrind: str | None = None,
 ) -> RunResult:
     """M4: continue an interrupted run file, keeping its samples, recorded recipe and plan."""
     path = Path(path)
@@ -418,7 +473,7 @@ def resume_run(
             raise PerfsuiteError(f"{path}: the fixture changed since the run started ({recorded} != {now})")
     work_dir = _work_dir(work_root)
     try:
-        run = _Run(recipe, doc, path, Path(fixture) if fixture else None, work_dir, on_sample)
+        run = _Run(recipe, doc, path, Path(fixture) if fixture else None, work_dir, on_sample, valgrind)
         if done >= total:
             if doc.get("status") == "complete":
                 raise PerfsuiteError(f"{path}: the run is already complete")

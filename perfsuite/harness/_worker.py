@@ -1,7 +1,8 @@
 """M4 ``process`` isolation: measure one sample in a fresh interpreter, JSON in, JSON out.
 
-``python -m perfsuite.harness._worker`` reads ``{"kind": "sample"|"allocation", "spec": {...},
-"sys_path": [...]}`` on stdin and writes one line on stdout: ``{"record": {...}}``, or
+``python -m perfsuite.harness._worker`` reads ``{"kind": "sample"|"allocation"|"instructions", "spec": {...},
+"sys_path": [...]}`` on stdin (``instructions``: the worker runs under valgrind, see
+:mod:`perfsuite.harness._instructions`) and writes one line on stdout: ``{"record": {...}}``, or
 ``{"error": "one line"}`` with exit status 2. Anything the operation prints goes to stderr, so it
 cannot corrupt the reply.
 """
@@ -42,7 +43,12 @@ def main() -> int:
         for entry in reversed(request.get("sys_path", [])):
             if entry not in sys.path:
                 sys.path.insert(0, entry)
-        record = asyncio.run(_serve(request["kind"], request["spec"]))
+        if request["kind"] == "instructions":
+            from perfsuite.harness._instructions import serve_instructions
+
+            record = serve_instructions(request)
+        else:
+            record = asyncio.run(_serve(request["kind"], request["spec"]))
     except PerfsuiteError as exc:
         reply_to.write(json.dumps({"error": str(exc)}) + "\n")
         reply_to.flush()

@@ -6,10 +6,14 @@ A metric **changed** only when both tests agree: the two-sided Mann-Whitney U te
 (:data:`METRIC_DIRECTIONS`: lower is better for latency, lag, GC, bytes and allocation; higher for
 throughput).
 
-Only the :data:`GATING_METRICS` (the headline latencies, the recipe's own ``metrics.*`` and the
-allocation pass) can fail the gate. The rest (lag percentiles, phases, GC) are compared and shown as
-``(info)`` for diagnosis: with some 25 metrics per mode, gating on all of them at p < 0.05 would raise
-false alarms on every few runs, and they move with the headline figures anyway. Metrics without a
+**Deterministic costs** (:data:`COST_TOLERANCES`: instructions counted under valgrind, issue 22) are not
+tested for significance: the same code gives the same count, so the ratio of medians is compared with a
+tolerance (1%: a change is a ratio beyond 1.01 or below 1/1.01), whatever the sample count.
+
+Only the :data:`GATING_METRICS` (the headline latencies, the recipe's own ``metrics.*``, the
+allocation pass and the instruction pass) can fail the gate. The rest (lag percentiles, phases, GC) are
+compared and shown as ``(info)`` for diagnosis: with some 25 metrics per mode, gating on all of them at
+p < 0.05 would raise false alarms on every few runs, and they move with the headline figures anyway. Metrics without a
 known direction, and the idle control (``control``: it measures the machine, not the code), never gate.
 """
 
@@ -27,6 +31,7 @@ from perfsuite.report._format import fmt_bytes, fmt_ms
 from perfsuite.report._load import Result, Stat, latest_by_recipe, read_results
 
 __all__ = [
+    "COST_TOLERANCES",
     "DEFAULT_ALPHA",
     "DEFAULT_FACTOR",
     "GATING_METRICS",
@@ -63,13 +68,16 @@ METRIC_DIRECTIONS: tuple[tuple[str, str], ...] = (
     ("lag_us_uncorrected.*", LOWER),
     ("gc.*", LOWER),
     ("allocation.*", LOWER),
+    ("instructions.*", LOWER),
     ("metrics.*bytes*", LOWER),
     ("metrics.generations*", LOWER),
     ("metrics.chunks*", LOWER),
     ("metrics.publications*", LOWER),
 )
 #: metrics whose significant regression fails the gate (``fnmatch`` patterns; a direction is needed too)
-GATING_METRICS = ("max_gap_ms", "submission_ms", "ack_ms", "drain_ms", "metrics.*", "allocation.*")
+GATING_METRICS = ("max_gap_ms", "submission_ms", "ack_ms", "drain_ms", "metrics.*", "allocation.*", "instructions.*")
+#: deterministic costs compared by a relative tolerance on the median ratio instead of a test
+COST_TOLERANCES: tuple[tuple[str, float], ...] = (("instructions.*", 0.01),)
 #: metrics left out of comparisons: ``window_ms`` is the acknowledgement plus a constant tail
 EXCLUDED_METRICS = frozenset({"window_ms"})
 #: what the idle control is compared on (its submission and acknowledgement are a timer's)
@@ -84,7 +92,17 @@ HEADLINE_METRICS = (
     "metrics.bytes_written",
     "allocation.total_bytes",
     "allocation.peak_bytes",
+    "instructions.total",
+    "instructions.loop_thread",
 )
+
+
+def cost_tolerance(metric: str) -> float | None:
+    """The relative tolerance of a deterministic cost (``instructions.*``: 0.01), ``None`` for tested metrics."""
+    for pattern, tolerance in COST_TOLERANCES:
+        if fnmatchcase(metric, pattern):
+            return tolerance
+    return None
 
 
 def metric_direction(metric: str) -> str | None:
@@ -107,7 +125,8 @@ def _min_p(n_base: int, n_new: int) -> float:
 class MetricChange:
     """One recipe/mode/metric: medians, ratio, p-value and the verdict: ``regressed``, ``improved``,
     ``changed`` (no known direction), ``inconclusive`` (ratio beyond the factor, but too few samples for
-    the test ever to reach ``alpha``) or ``unchanged``."""
+    the test ever to reach ``alpha``) or ``unchanged``. A deterministic cost has a ``tolerance`` and no
+    p-value (``nan``): its ratio alone decides."""
 
     recipe: str
     mode: str
@@ -120,6 +139,7 @@ class MetricChange:
     status: str
     gating: bool
     underpowered: bool
+    tolerance: float | None = None
 
     @property
     def label(self) -> str:
@@ -177,13 +197,20 @@ def _change(
         ratio = math.inf
     else:
         ratio = mn / mb
-    p = float(mannwhitneyu(b, n, alternative="two-sided").pvalue)
-    if math.isnan(p):
-        p = 1.0
     direction = metric_direction(metric)
-    beyond = ratio >= factor or ratio <= 1.0 / factor
-    underpowered = _min_p(b.size, n.size) >= alpha
-    if not (p < alpha and beyond):
+    tolerance = cost_tolerance(metric)
+    if tolerance is not None:  # a deterministic cost: the ratio against the tolerance, no test (issue 22)
+        p, underpowered = math.nan, False
+        significant = ratio > 1.0 + tolerance or ratio < 1.0 / (1.0 + tolerance)
+        beyond = significant
+    else:
+        p = float(mannwhitneyu(b, n, alternative="two-sided").pvalue)
+        if math.isnan(p):
+            p = 1.0
+        beyond = ratio >= factor or ratio <= 1.0 / factor
+        underpowered = _min_p(b.size, n.size) >= alpha
+        significant = p < alpha and beyond
+    if not significant:
         status = "inconclusive" if beyond and underpowered else "unchanged"
     elif direction is None:
         status = "changed"
@@ -203,6 +230,7 @@ def _change(
         status=status,
         gating=direction is not None and mode != "control" and any(fnmatchcase(metric, p) for p in GATING_METRICS),
         underpowered=underpowered,
+        tolerance=tolerance,
     )
 
 
@@ -284,18 +312,29 @@ def compare(
 
 
 def _value(metric: str, value: float) -> str:
-    if "bytes" in metric or "allocations" in metric:
+    if "bytes" in metric or "allocations" in metric or metric.startswith("instructions."):
         return fmt_bytes(value)
     if metric.endswith("_ms") or metric.startswith("phases_ms."):
         return fmt_ms(value)
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
 
 
-def _ratio(ratio: float) -> str:
-    return "inf" if math.isinf(ratio) else f"{ratio:.2f}x"
+def _ratio(ratio: float, tolerance: float | None = None) -> str:
+    if math.isinf(ratio):
+        return "inf"
+    return f"{ratio:.4f}x" if tolerance is not None else f"{ratio:.2f}x"  # a 1% tolerance needs 4 decimals
+
+
+def _why(c: MetricChange) -> str:
+    """``median ratio 1.10x, p = 0.002`` or, for a deterministic cost, ``median ratio 1.0213x, tolerance 1%``."""
+    if c.tolerance is not None:
+        return f"median ratio {_ratio(c.ratio, c.tolerance)}, tolerance {c.tolerance:.0%}"
+    return f"median ratio {_ratio(c.ratio)}, p = {_p(c.p_value)}"
 
 
 def _p(p: float) -> str:
+    if math.isnan(p):
+        return "cost"  # a deterministic cost: compared with its tolerance, not tested
     return f"{p:.2g}" if p < 0.001 else f"{p:.3f}"
 
 
@@ -316,7 +355,7 @@ def _rows(changes: Iterable[MetricChange]) -> list[list[str]]:
             c.metric,
             _value(c.metric, c.base.median),
             _value(c.metric, c.new.median),
-            _ratio(c.ratio),
+            _ratio(c.ratio, c.tolerance),
             _p(c.p_value),
             c.status + ("" if c.gating or c.status == "unchanged" else " (info)"),
         ]
@@ -335,10 +374,14 @@ def _headline(comparison: Comparison) -> str:
 
 
 def _rule(comparison: Comparison) -> str:
-    return (
+    rule = (
         f"changed = Mann-Whitney U p < {comparison.alpha:g} and a median ratio beyond {comparison.factor:g}x "
         "either way; direction-aware"
     )
+    tolerances = sorted({c.tolerance for c in comparison.changes if c.tolerance is not None})
+    if tolerances:
+        rule += "; costs (p = cost) change beyond a ratio of " + " / ".join(f"{1 + t:g}x" for t in tolerances)
+    return rule
 
 
 def compare_table(comparison: Comparison, everything: bool = False) -> object:
@@ -378,12 +421,12 @@ def compare_markdown(comparison: Comparison, everything: bool = False) -> str:
     for c in comparison.regressions:
         lines.append(
             f"- **regressed** `{c.recipe}` `{c.mode}` `{c.metric}`: {_value(c.metric, c.base.median)} -> "
-            f"{_value(c.metric, c.new.median)} (median ratio {_ratio(c.ratio)}, p = {_p(c.p_value)})"
+            f"{_value(c.metric, c.new.median)} ({_why(c)})"
         )
     for c in comparison.improvements:
         lines.append(
             f"- improved `{c.recipe}` `{c.mode}` `{c.metric}`: {_value(c.metric, c.base.median)} -> "
-            f"{_value(c.metric, c.new.median)} (median ratio {_ratio(c.ratio)}, p = {_p(c.p_value)})"
+            f"{_value(c.metric, c.new.median)} ({_why(c)})"
         )
     if comparison.regressions or comparison.improvements:
         lines.append("")

@@ -20,7 +20,7 @@ from perfsuite.report._format import fmt_level, short_commit
 from perfsuite.report._history import History, history_results, order_results
 from perfsuite.report._load import Result, find_floor, read_results
 from perfsuite.report._plots import has_tick_data, history_figure, lag_cdf_figure, strip_figure, timeline_figure
-from perfsuite.report._table import floor_caption, shows_floor_ratio, summary_rows, table_title
+from perfsuite.report._table import floor_caption, shows_floor_ratio, shows_instructions, summary_rows, table_title
 
 __all__ = ["Dashboard", "build_dashboard", "dashboard"]
 
@@ -80,7 +80,9 @@ def _page(title: str, body: str) -> str:
 def _summary_html(result: Result, candidates: Sequence[Result]) -> str:
     floor = find_floor(result, candidates)
     ratio = shows_floor_ratio(result, floor)
+    instr = shows_instructions(result)
     head = ["mode", "n", "max gap", "gap range", "submit", "ack", *(["ack/floor"] if ratio else []), "GC", "verdict"]
+    head += ["instructions", "loop thread"] if instr else []
     out = [f"<table><caption class='note'>{_e(table_title(result))}</caption><tr>"]
     out += [f"<th class='{'text' if h in ('mode', 'verdict') else ''}'>{_e(h)}</th>" for h in head]
     out.append("</tr>")
@@ -91,7 +93,11 @@ def _summary_html(result: Result, candidates: Sequence[Result]) -> str:
             cells.append(row.ack_floor)
         cells.append(row.gc)
         out.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells))
-        out.append(f"<td class='text {cls}'>{_e(row.verdict)}</td></tr>")
+        out.append(f"<td class='text {cls}'>{_e(row.verdict)}</td>")
+        if instr:
+            out.append("".join(f"<td class='{'dim' if c == 'not measured' else ''}'>{_e(c)}</td>"
+                               for c in (row.instructions, row.loop_instructions)))
+        out.append("</tr>")
     out.append("</table>")
     caption = floor_caption(floor)
     if caption and ratio:

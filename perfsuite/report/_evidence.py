@@ -194,6 +194,34 @@ def _allocation(result: Result) -> str:
     return f"A separate, untimed allocation pass (`{tracker}`, {n}) measured " + _join(parts) + " per publication."
 
 
+def _instructions(result: Result) -> str:
+    """Issue 22: the instruction pass, per mode (total and the loop thread's share), or why it is missing."""
+    parts, passes, tools, reasons = [], set(), set(), []
+    for mode in result.modes:
+        section = result.instructions(mode)
+        if section is None:
+            continue
+        if section.get("not_measured") or not section.get("samples"):
+            reasons.append(str(section.get("not_measured") or "no pass completed"))
+            continue
+        passes.add(len(section["samples"]))
+        tools.add(str(section.get("valgrind") or section.get("tool")))
+        v = result.values(mode)
+        total, loop = v["instructions.total"], v["instructions.loop_thread"]
+        share = "all" if total == loop else _range(loop, fmt_bytes)
+        parts.append(f"{_range(total, fmt_bytes)} for {_mode_name(mode)} ({share} on the loop thread)")
+    if not parts:
+        return f"Instructions per operation were not measured (`{reasons[0]}`)." if reasons else ""
+    n = f"{plural(passes.pop(), 'pass', 'passes')} per mode" if len(passes) == 1 else "passes per mode"
+    text = (
+        f"A separate pass under Valgrind (`{'`, `'.join(sorted(tools))}` callgrind, {n}, each in a fresh worker "
+        "with `PYTHONHASHSEED=0`) counted the instructions from submission to acknowledgement: " + _join(parts) + "."
+    )
+    if reasons:
+        text += f" Other modes were not measured (`{reasons[0]}`)."
+    return text
+
+
 def _gc(result: Result) -> str:
     policy = result.data["recipe"]["gc"]
     parts, quiet = [], []
@@ -346,6 +374,9 @@ def _limitations(result: Result, floor: Floor | None) -> list[str]:
     dir_fsync = doc["environment"]["work_dir"].get("dir_fsync")
     if dir_fsync != "ok":
         out.append("directory fsync does not work on this filesystem, so renames were not made durable there")
+    if any((result.instructions(m) or {}).get("samples") for m in result.modes):
+        out.append("instruction counts include the interpreter's own work, compare only between runs on the same "
+                   "Python build and say nothing of waiting (I/O, fsync), which only the times show")
     if result.dirty:
         out.append("the measured tree had uncommitted changes")
     return out
@@ -365,7 +396,8 @@ def evidence(
         sentences.append(_mode_sentence(result, mode))
     for mode in result.modes:
         sentences += _details(result, mode)
-    sentences += [_allocation(result), _gc(result), _verdict(result), _control(result), _floor(result, floor)]
+    sentences += [_allocation(result), _instructions(result), _gc(result), _verdict(result), _control(result),
+                  _floor(result, floor)]
     comparison = None
     if baseline is not None:
         if baseline.recipe != result.recipe:

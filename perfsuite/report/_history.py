@@ -47,7 +47,7 @@ PENALTY_PER_LOG_N = 5.0
 NOISE_FLOOR = 0.01
 MIN_SEGMENT = 2
 MIN_CHANGE = 0.10
-#: metrics followed by default (plus every ``metrics.*`` and ``allocation.*`` the runs report)
+#: metrics followed by default (plus every ``metrics.*``, ``allocation.*`` and ``instructions.*`` the runs report)
 HISTORY_METRICS = ("max_gap_ms", "submission_ms", "ack_ms", "drain_ms", "lag_us.p99")
 
 
@@ -190,7 +190,7 @@ def _metrics(runs: Sequence[Result], mode: str, metrics: Sequence[str] | None) -
             seen.update(run.values(mode))
     if metrics is not None:
         return [m for m in metrics if m in seen]
-    extra = sorted(m for m in seen if m.startswith(("metrics.", "allocation.")))
+    extra = sorted(m for m in seen if m.startswith(("metrics.", "allocation.", "instructions.")))
     return [m for m in HISTORY_METRICS if m in seen] + extra
 
 

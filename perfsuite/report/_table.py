@@ -2,7 +2,9 @@
 
 Per mode: samples, median and range of the max heartbeat gap, median submission and acknowledgement,
 the acknowledgement as a multiple of the run's fsync floor (when one is known, SPEC section 4), samples
-that saw GC, and the M7 verdict; then the idle control (M1) as the noise floor. :func:`summary_rows`
+that saw GC, the M7 verdict and, when the run had an instruction pass (issue 22), the median instructions
+per operation in total and on the loop thread ("not measured" without valgrind); then the idle control
+(M1) as the noise floor. :func:`summary_rows`
 gives the plain cells (the dashboard renders them as HTML), :func:`summary_table` the rich table.
 """
 
@@ -18,7 +20,9 @@ __all__ = [
     "NO_ACK_RATIO_RECIPES",
     "SummaryRow",
     "floor_caption",
+    "instruction_cells",
     "shows_floor_ratio",
+    "shows_instructions",
     "summary_rows",
     "summary_table",
     "table_title",
@@ -43,6 +47,8 @@ class SummaryRow:
     verdict: str
     met: bool | None
     control: bool
+    instructions: str = ""
+    loop_instructions: str = ""
 
 
 def _stat(summary: Mapping[str, Any], key: str, part: str = "median") -> str:
@@ -67,6 +73,21 @@ def _ratio(summary: Mapping[str, Any], floor: Floor | None) -> str:
     if floor is None or not stat or floor.ack_ms.median <= 0:
         return ""
     return f"{stat['median'] / floor.ack_ms.median:.1f}x"
+
+
+def shows_instructions(document: Mapping[str, Any] | Result) -> bool:
+    """Whether any mode has an instruction-pass section (measured or "not measured")."""
+    return any(body.get("instructions") is not None for body in _doc(document)["modes"].values())
+
+
+def instruction_cells(section: Mapping[str, Any] | None) -> tuple[str, str]:
+    """(total, loop thread) medians of an instruction section, exact; "not measured" without valgrind."""
+    if section is None:
+        return "", ""
+    total, loop = section.get("total"), section.get("loop_thread")
+    if not total or not loop:
+        return "not measured", "not measured"
+    return f"{round(total['median']):,}", f"{round(loop['median']):,}"
 
 
 def _doc(document: Mapping[str, Any] | Result) -> Mapping[str, Any]:
@@ -95,6 +116,7 @@ def summary_rows(document: Mapping[str, Any] | Result, floor: Floor | None = Non
     entries = [(mode, body["samples"], body["summary"], body["verdict"], False) for mode, body in doc["modes"].items()]
     entries.append(("idle control", doc["control"]["samples"], doc["control"]["summary"], None, True))
     for mode, samples, summary, verdict, control in entries:
+        instr, loop = ("", "") if control else instruction_cells(doc["modes"][mode].get("instructions"))
         rows.append(
             SummaryRow(
                 mode=mode,
@@ -108,6 +130,8 @@ def summary_rows(document: Mapping[str, Any] | Result, floor: Floor | None = Non
                 verdict="noise floor" if control else _verdict(verdict),
                 met=None if control else verdict.get("met"),
                 control=control,
+                instructions=instr,
+                loop_instructions=loop,
             )
         )
     return rows
@@ -130,6 +154,7 @@ def summary_table(document: Mapping[str, Any] | Result, floor: Floor | None = No
     from rich.table import Table
 
     show_ratio = shows_floor_ratio(document, floor)
+    show_instr = shows_instructions(document)
     table = Table(
         title=table_title(document),
         box=box.SIMPLE_HEAD,
@@ -138,7 +163,8 @@ def summary_table(document: Mapping[str, Any] | Result, floor: Floor | None = No
         caption_justify="left",
     )
     columns = ["mode", "n", "max gap", "gap range", "submit", "ack", *(["ack/floor"] if show_ratio else []), "GC"]
-    for column in [*columns, "verdict"]:
+    extra = ["instructions", "loop thread"] if show_instr else []
+    for column in [*columns, "verdict", *extra]:
         table.add_column(column, justify="left" if column in ("mode", "verdict") else "right")
     for row in summary_rows(document, floor):
         verdict = row.verdict
@@ -153,5 +179,6 @@ def summary_table(document: Mapping[str, Any] | Result, floor: Floor | None = No
         cells = [mode, str(row.n), row.max_gap, row.gap_range, row.submit, row.ack]
         if show_ratio:
             cells.append(row.ack_floor)
-        table.add_row(*cells, str(row.gc), verdict)
+        instr = [f"[dim]{c}[/]" if c == "not measured" else c for c in (row.instructions, row.loop_instructions)]
+        table.add_row(*cells, str(row.gc), verdict, *(instr if show_instr else []))
     return table
