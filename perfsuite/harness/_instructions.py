@@ -22,9 +22,16 @@ holds exactly the window. Why this one:
   split threads.
 * repeatability: pinned are the hash seed (``PYTHONHASHSEED=0``: without it two runs differ by a
   quarter of a publication), the paths the operation sees (every pass uses the same work directory,
-  serialised by a lock, so hashed path strings are the same), the operation's context (every pass is
-  sample 0: the same payload) and the start-up (outside the window). What stays is thread interleaving:
-  how many event-loop turns the loop thread takes while offloaded work runs.
+  serialised by a lock, so hashed path strings are the same; it is also the worker's working
+  directory), the operation's context (every pass is sample 0: the same payload), the start-up (outside
+  the window) and what moves heap addresses before the window: the environment (a fixed short list,
+  :func:`pinned_environment`), the request's size (padded) and glibc's mmap threshold (fixed at 4 KiB,
+  :data:`MALLOC_TUNABLES`, so large buffers are page-aligned whatever ran before). Heap addresses matter
+  because ``memcpy``'s instruction count depends on the alignment of its buffers (measured: a 3 KB
+  environment variable moved a publication by 0.6%, all of it in ``memcpy``). What stays is thread
+  interleaving (how many event-loop turns the loop thread takes while offloaded work runs) and an
+  occasional outlier pass (about 0.6% high, first pass after some changes, cause not found): figures and
+  the gate use the median of the passes (3 per mode by default).
 * cost: one valgrind process per pass; only the window runs at callgrind's full cost (roughly 50-100x).
 
 The client requests come from a C helper built on first use (:mod:`perfsuite.harness._callgrind`).
@@ -65,12 +72,16 @@ from perfsuite.harness._sample import SampleSpec, _Ack, _fail, open_operation, p
 
 __all__ = [
     "HASH_SEED",
+    "KEPT_ENVIRONMENT",
+    "MALLOC_TUNABLES",
     "LOOP_THREAD",
     "VALGRIND_SLOWDOWN",
     "InstructionRecord",
     "callgrind_argv",
     "instructions_section",
     "measure_instructions",
+    "padded_request",
+    "pinned_environment",
     "window_instructions",
 ]
 
@@ -84,6 +95,17 @@ VALGRIND_SLOWDOWN = 100
 FIXED_DIR = "perfsuite-instructions"
 #: wall-clock budget for a pass's start-up and setup under valgrind (s), beyond the scaled ack timeout
 SETUP_BUDGET_S = 900.0
+#: environment variables the worker keeps (the rest is dropped: see :func:`pinned_environment`)
+KEPT_ENVIRONMENT = frozenset({"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV",
+                              "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "MPLCONFIGDIR", "MPLBACKEND"})
+KEPT_PREFIXES = ("PERFSUITE_",)
+#: the request's size is padded to a multiple of this many bytes
+REQUEST_BLOCK = 16384
+#: glibc malloc serves every block of 4 KiB or more with mmap (page-aligned, whatever the heap's history),
+#: and the threshold no longer moves with the program's frees: buffers' alignment, hence ``memcpy``'s count,
+#: stops depending on what ran before the window (measured with a 0-3000 byte variable in the kept
+#: environment: 1% spread without, 0.17% with; a 1 KiB threshold was worse, 8 KiB too)
+MALLOC_TUNABLES = "glibc.malloc.mmap_threshold=4096"
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +218,25 @@ def serve_instructions(request: Mapping[str, Any]) -> dict[str, Any]:
 # -- the parent's side ------------------------------------------------------------------------------------
 
 
+def pinned_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The worker's environment: :data:`KEPT_ENVIRONMENT` from ``environ`` (default ``os.environ``), in
+    sorted order, plus ``PYTHONHASHSEED``, no user site-packages and :data:`MALLOC_TUNABLES`. Everything
+    else is dropped: the environment's size moves every later heap address, and with it the instruction
+    count of ``memcpy`` on large buffers (a 3 KB variable moved a mailbox publication by 0.6%)."""
+    source = os.environ if environ is None else environ
+    kept = {k: v for k, v in source.items() if k in KEPT_ENVIRONMENT or k.startswith(KEPT_PREFIXES)}
+    kept.update(PYTHONHASHSEED=HASH_SEED, PYTHONNOUSERSITE="1", GLIBC_TUNABLES=MALLOC_TUNABLES)
+    return dict(sorted(kept.items()))
+
+
+def padded_request(request: Mapping[str, Any]) -> str:
+    """The request as JSON padded to a multiple of :data:`REQUEST_BLOCK` bytes: the worker reads it before
+    the window, and a request whose size follows the paths in it would move later heap addresses."""
+    text = json.dumps(request)
+    pad = -(len(text) + len(', "pad": ""')) % REQUEST_BLOCK
+    return json.dumps({**request, "pad": " " * pad})
+
+
 @contextmanager
 def _fixed_root(base: Path) -> Iterator[Path]:
     """The one work directory every pass uses (same path, same hashed strings), held under a lock so
@@ -251,11 +292,11 @@ def measure_instructions(
                 "library": library,
                 "hooks": dict(hooks) if hooks else None,
             }
-            env = dict(os.environ, PYTHONHASHSEED=HASH_SEED)
             timeout = spec.ack_timeout_s * VALGRIND_SLOWDOWN + SETUP_BUDGET_S
             try:
-                proc = subprocess.run(callgrind_argv(valgrind, out, extra_args), input=json.dumps(request),
-                                      capture_output=True, text=True, timeout=timeout, env=env, check=False)
+                proc = subprocess.run(callgrind_argv(valgrind, out, extra_args), input=padded_request(request),
+                                      capture_output=True, text=True, timeout=timeout, env=pinned_environment(),
+                                      cwd=root, check=False)
             except subprocess.TimeoutExpired:
                 raise PerfsuiteError(f"{spec.label}: the instruction pass took over {timeout:g} s") from None
             except OSError as exc:
