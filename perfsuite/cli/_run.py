@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from perfsuite.cli._common import add_phase_options, fixture_hook, phase_outputs, traced
+from perfsuite.cli._common import add_phase_options, fixture_hook, phase_outputs, traced, wide_console
 from perfsuite.errors import PerfsuiteError
 
 
@@ -57,7 +57,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         sys.path.insert(0, os.getcwd())
     work_root = Path(args.work_dir) if args.work_dir else None
     skipped: list[str] = []
-    err, out = Console(stderr=True), Console()
+    err, out = Console(stderr=True), wide_console()  # the table is wider with instruction columns
     if args.resume:
         if args.recipes or args.instructions or any(
                 v is not None for v in (args.samples, args.warmup, args.isolation, args.gc)):

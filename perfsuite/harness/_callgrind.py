@@ -120,11 +120,11 @@ def _version(path: str) -> str:
     return text
 
 
-def find_valgrind(path: str | None = None) -> Valgrind:
-    """``path`` (``--valgrind``), else ``$PERFSUITE_VALGRIND``, else ``valgrind`` on PATH; else
+def find_valgrind(path: str | None = None, origin: str = "--valgrind") -> Valgrind:
+    """``path`` (given as option ``origin``), else ``$PERFSUITE_VALGRIND``, else ``valgrind`` on PATH; else
     :class:`ValgrindUnavailable` with the reason in one line."""
     if path:
-        found = _executable(path, "--valgrind")
+        found = _executable(path, origin)
     elif os.environ.get(VALGRIND_ENV):
         found = _executable(os.environ[VALGRIND_ENV], f"${VALGRIND_ENV}")
     else:
@@ -168,11 +168,13 @@ def cache_dir() -> Path:
 
 
 def _compiler() -> str | None:
-    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if name:
-            found = shutil.which(name.split()[0])
-            if found:
-                return found
+    """``$CC`` when set (and then only it, as make does), else cc, gcc or clang on PATH."""
+    if os.environ.get("CC"):
+        return shutil.which(os.environ["CC"].split()[0])
+    for name in ("cc", "gcc", "clang"):
+        found = shutil.which(name)
+        if found:
+            return found
     return None
 
 
@@ -181,7 +183,8 @@ def build_library(name: str, source: str, *, flags: Sequence[str] = ()) -> Path:
     source, flags and compiler, written atomically (concurrent builds cannot see a half-written file)."""
     cc = _compiler()
     if cc is None:
-        raise BuildFailed("no C compiler found (set CC, or install cc/gcc/clang)")
+        named = f"$CC ({os.environ['CC']}) not found" if os.environ.get("CC") else "no C compiler found"
+        raise BuildFailed(f"{named} (set CC, or install cc/gcc/clang)")
     argv_flags = ["-shared", "-fPIC", *flags]
     digest = hashlib.sha256("\0".join([source, cc, *argv_flags]).encode()).hexdigest()[:16]
     directory = cache_dir()

@@ -25,13 +25,15 @@ holds exactly the window. Why this one:
   serialised by a lock, so hashed path strings are the same; it is also the worker's working
   directory), the operation's context (every pass is sample 0: the same payload), the start-up (outside
   the window) and what moves heap addresses before the window: the environment (a fixed short list,
-  :func:`pinned_environment`), the request's size (padded) and glibc's mmap threshold (fixed at 4 KiB,
-  :data:`MALLOC_TUNABLES`, so large buffers are page-aligned whatever ran before). Heap addresses matter
+  :func:`pinned_environment`), the request's size (padded) and glibc's allocator (:data:`MALLOC_TUNABLES`:
+  large buffers page-aligned whatever ran before, one arena for every thread). Heap addresses matter
   because ``memcpy``'s instruction count depends on the alignment of its buffers (measured: a 3 KB
-  environment variable moved a publication by 0.6%, all of it in ``memcpy``). What stays is thread
-  interleaving (how many event-loop turns the loop thread takes while offloaded work runs) and an
-  occasional outlier pass (about 0.6% high, first pass after some changes, cause not found): figures and
-  the gate use the median of the passes (3 per mode by default).
+  environment variable moved a publication by 0.6%, all of it in ``memcpy``). Threads are scheduled
+  with ``--fair-sched=yes`` (valgrind runs one thread at a time; its ticket lock hands over in a steadier
+  order). What stays is thread interleaving (how many event-loop turns the loop thread takes while
+  offloaded work runs: up to 0.7% of the async loop thread's share) and an occasional outlier pass
+  (up to 0.5% high, seen as the first pass of a run; cause not found): figures and the gate use the
+  median of the passes (3 per mode by default).
 * cost: one valgrind process per pass; only the window runs at callgrind's full cost (roughly 50-100x).
 
 The client requests come from a C helper built on first use (:mod:`perfsuite.harness._callgrind`).
@@ -73,8 +75,8 @@ from perfsuite.harness._sample import SampleSpec, _Ack, _fail, open_operation, p
 __all__ = [
     "HASH_SEED",
     "KEPT_ENVIRONMENT",
-    "MALLOC_TUNABLES",
     "LOOP_THREAD",
+    "MALLOC_TUNABLES",
     "VALGRIND_SLOWDOWN",
     "InstructionRecord",
     "callgrind_argv",
@@ -101,11 +103,13 @@ KEPT_ENVIRONMENT = frozenset({"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMP
 KEPT_PREFIXES = ("PERFSUITE_",)
 #: the request's size is padded to a multiple of this many bytes
 REQUEST_BLOCK = 16384
-#: glibc malloc serves every block of 4 KiB or more with mmap (page-aligned, whatever the heap's history),
-#: and the threshold no longer moves with the program's frees: buffers' alignment, hence ``memcpy``'s count,
-#: stops depending on what ran before the window (measured with a 0-3000 byte variable in the kept
-#: environment: 1% spread without, 0.17% with; a 1 KiB threshold was worse, 8 KiB too)
-MALLOC_TUNABLES = "glibc.malloc.mmap_threshold=4096"
+#: glibc malloc: every block of 4 KiB or more comes from mmap (page-aligned, whatever the heap's history,
+#: and the threshold no longer moves with the program's frees) and every thread allocates from the one main
+#: arena. Buffers' alignment, hence ``memcpy``'s count, stops depending on what ran before the window
+#: (measured with a 0-3000 byte variable in the environment: 1% spread without, 0.17% with the threshold;
+#: 1 KiB and 8 KiB thresholds were worse; the single arena took the offloaded thread's spread from 0.3%
+#: to 0.01% in four of five passes)
+MALLOC_TUNABLES = "glibc.malloc.mmap_threshold=4096:glibc.malloc.arena_max=1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +147,7 @@ def callgrind_argv(valgrind: Valgrind, out_dir: Path, extra: Sequence[str] = ())
         "--tool=callgrind",
         "--instr-atstart=no",
         "--separate-threads=yes",
+        "--fair-sched=yes",
         "--dump-line=no",
         f"--callgrind-out-file={out_dir / 'callgrind.out'}",
         f"--log-file={out_dir / 'valgrind.log'}",

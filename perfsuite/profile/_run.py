@@ -170,7 +170,7 @@ def profiler_command(profiler: str, path: str | None = None) -> list[str]:
     if profiler not in PROFILERS:
         raise PerfsuiteError(f"unknown profiler {profiler!r} (choose {' or '.join(PROFILERS)})")
     if profiler == "callgrind":  # valgrind: --profiler-path, else $PERFSUITE_VALGRIND, else PATH
-        return [find_valgrind(path).path]
+        return [find_valgrind(path, "--profiler-path").path]
     if path:
         return [_executable(path, profiler, "--profiler-path")]
     env = os.environ.get(PROFILER_ENV[profiler])

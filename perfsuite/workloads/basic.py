@@ -216,10 +216,10 @@ def allocate(ctx: OperationContext) -> Operation:
 class _Count(Operation):
     """Deterministic CPU work: ``loop`` additions on the loop thread, ``offloaded`` in a worker thread."""
 
-    def __init__(self, loop: int, offloaded: int) -> None:
+    def __init__(self, loop: int, offloaded: int, setup: int) -> None:
         self.loop = loop
         self.offloaded = offloaded
-        self.result = 0
+        self.result = self._add(setup)  # work before the window: never counted
 
     @staticmethod
     def _add(n: int) -> int:
@@ -242,8 +242,9 @@ class _Count(Operation):
 
 def count(ctx: OperationContext) -> Operation:
     """Adds ``params["loop"]`` integers on the loop thread (default 1000) and ``offloaded`` (default 0)
-    in the default executor's thread, then acknowledges: a known amount of work for the instruction pass."""
-    return _Count(int(_number(ctx, "loop", 1000)), int(_number(ctx, "offloaded", 0)))
+    in the default executor's thread, then acknowledges: a known amount of work for the instruction pass.
+    ``setup`` additions (default 0) run in the factory, before the window."""
+    return _Count(int(_number(ctx, "loop", 1000)), int(_number(ctx, "offloaded", 0)), int(_number(ctx, "setup", 0)))
 
 
 class _Fail(Operation):
