@@ -169,13 +169,15 @@ def test_profile_and_diff_name_the_function(tmp_path: Path, capsys: pytest.Captu
                         f'operation = "perfsuite.workloads.basic:count"\nloop = {loop}\n')
         return path
 
-    records = []
+    records: list[Path] = []
     for loop in (200, 1200):
+        baseline = ["--baseline", str(records[0])] if records else []
         assert cli.main(["profile", str(recipe(loop)), "--profiler", "callgrind", "--output-dir",
-                         str(tmp_path / f"out{loop}"), "--work-dir", str(tmp_path / "w")]) == 0
+                         str(tmp_path / f"out{loop}"), "--work-dir", str(tmp_path / "w"), *baseline]) == 0
         out = capsys.readouterr().out
         assert "perfsuite/workloads/basic.py:_Count._add" in out.split("function\n", 1)[1].splitlines()[0]
         records.append(next((tmp_path / f"out{loop}").glob("*.callgrind.profile.json")))
+    assert "gained" in out and "_Count._add" in out.split("gained", 1)[1].splitlines()[1]  # --baseline
     body = json.loads(records[1].read_text())["modes"]["a"]
     assert svg_ok(Path(body["artifacts"]["svg"])) and Path(body["artifacts"]["out-01"]).is_file()
     assert "perfsuite/workloads/basic.py:" in Path(body["artifacts"]["out-01"]).read_text()  # Python names
