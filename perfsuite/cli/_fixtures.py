@@ -42,7 +42,8 @@ def _cmd_fixtures(args: argparse.Namespace) -> int:
     specs = [fx.load_spec(name) for name in names]  # every name checked before anything is built
     built = []
     columns = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True)) as progress:
+    err = Console(stderr=True)
+    with Progress(*columns, console=err, disable=not err.is_terminal) as progress:  # a bar is for a terminal
         for spec in specs:
             task = progress.add_task(spec.name, total=1.0)
 
