@@ -93,7 +93,7 @@ def positive_int(text: str) -> int:
     """An integer >= 1 (``--samples``, ``--jobs``, ``--repeat``...)."""
     value = _integer(text, "a positive integer")
     if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {_show(text)}")
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {_show(text)} (must be at least 1)")
     return value
 
 

@@ -100,7 +100,7 @@ async def measure_allocation(spec: SampleSpec, factory: OperationFactory | None 
     except ImportError as exc:  # pragma: no cover - memray is a declared dependency
         raise PerfsuiteError(f"{spec.label}: the allocation pass needs memray ({exc})") from None
     factory = factory or resolve_operation(spec.operation)
-    root = sample_root(spec, "alloc")
+    root = sample_root(spec, f"alloc-{spec.index}-")
     try:
         workdir, scratch = sample_workdir(spec, root)
         op = await open_operation(spec, factory, workdir, scratch, "allocation")

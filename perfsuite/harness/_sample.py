@@ -294,7 +294,7 @@ async def measure_sample(
 ) -> SampleRecord:
     """M4/M5: measure one sample on a running heartbeat and GC recorder; raises :class:`SampleFailed`."""
     factory = factory or resolve_operation(spec.operation)
-    root = sample_root(spec, "sample")
+    root = sample_root(spec, f"sample-{spec.kind}-{spec.index}-")
     try:
         t0 = time.perf_counter()
         workdir, scratch = sample_workdir(spec, root)
@@ -315,10 +315,10 @@ async def measure_sample(
         shutil.rmtree(root, ignore_errors=True)
 
 
-def sample_root(spec: SampleSpec, what: str) -> Path:
+def sample_root(spec: SampleSpec, prefix: str) -> Path:
     """The sample's private temp root under ``work_root``; ENOSPC or a bad work root is one line."""
     try:
-        return Path(tempfile.mkdtemp(prefix=f"{what}-{spec.kind}-{spec.index}-", dir=spec.work_root))
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=spec.work_root))
     except OSError as exc:
         raise SampleFailed(f"{spec.label}: work directory {spec.work_root}: {exc.strerror or exc}") from None
 
