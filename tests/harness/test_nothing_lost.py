@@ -228,3 +228,20 @@ def test_results_documents_get_the_permissions_of_their_exports(tmp_path: Path) 
     assert all(stat.S_IMODE(p.stat().st_mode) == mode for p in result.exports)
     assert stat.S_IMODE((tmp_path / "other.json").stat().st_mode) == 0o640  # the umask is respected
     assert json.loads(result.path.read_text())["status"] == "complete"
+
+
+def test_a_run_whose_exports_failed_is_not_complete_and_resume_writes_them(tmp_path: Path) -> None:
+    """Exports are written before ``status: complete``: a failed export (here a directory squatting on
+    the pyperf file's name; ENOSPC alike) used to leave a "complete" run without exports, which
+    ``--resume`` then refused as already complete."""
+    path = tmp_path / "r.json"
+    (tmp_path / "r.pyperf.json").mkdir()
+    with pytest.raises(OSError):
+        run_recipe(_recipe(), output=path, work_root=tmp_path / "w")
+    doc = json.loads(path.read_text())
+    assert doc["status"] == "failed" and doc["progress"]["done"] == doc["progress"]["total"]
+    (tmp_path / "r.pyperf.json").rmdir()
+    resumed = resume_run(path, work_root=tmp_path / "w")
+    assert resumed.document["status"] == "complete" and "error" not in resumed.document
+    assert (tmp_path / "r.pyperf.json").is_file() and all(p.exists() for p in resumed.exports)
+    assert resumed.document["modes"] == doc["modes"]  # nothing measured again
