@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from perfsuite.cli._common import fixture_hook, wide_console
+from perfsuite.cli._common import fixture_hook, non_empty, output_dir, positive_int, wide_console
 from perfsuite.errors import PerfsuiteError
 
 
@@ -84,27 +84,29 @@ def register(sub: Any) -> None:
         "to acknowledgement, by Python function (text summary, folded stacks, flame graph SVG, callgrind "
         "files); --diff A B (or --baseline A) shows which functions gained between two such profiles. Exit "
         "status 2 on bad input, a missing profiler, a profiler failure or a profile without samples.")
-    p.add_argument("recipe", metavar="RECIPE", nargs="?", help="recipe name or .toml path")
+    p.add_argument("recipe", metavar="RECIPE", nargs="?", type=non_empty, help="recipe name or .toml path")
     p.add_argument("--profiler", choices=PROFILERS,
                    help="py-spy or scalene (sampling, time) or callgrind (instructions, under valgrind)")
-    p.add_argument("--diff", nargs=2, metavar=("A", "B"),
+    p.add_argument("--diff", nargs=2, metavar=("A", "B"), type=non_empty,
                    help="compare two callgrind profile records (*.callgrind.profile.json): which functions gained "
                    "instructions from A to B; writes a difference flame graph per mode into --output-dir")
-    p.add_argument("--baseline", metavar="PROFILE",
+    p.add_argument("--baseline", metavar="PROFILE", type=non_empty,
                    help="callgrind: after profiling, compare with this earlier profile record (as --diff)")
-    p.add_argument("--mode", action="append", metavar="MODE",
+    p.add_argument("--mode", action="append", metavar="MODE", type=non_empty,
                    help="profile (or --diff) this mode only (repeatable; default: all)")
-    p.add_argument("--repeat", type=int, metavar="N",
+    p.add_argument("--repeat", type=positive_int, metavar="N",
                    help=f"operations per profiled batch (default: {DEFAULT_REPEAT}; more when too few samples)")
-    p.add_argument("--output-dir", default="results/local", help="where artifacts go (default: results/local)")
+    p.add_argument("--output-dir", default="results/local", type=output_dir,
+                   help="where artifacts go (default: results/local)")
     p.add_argument("--native", action="store_true", help="py-spy: include native (C) frames")
-    p.add_argument("--rate", type=int, metavar="HZ", help="py-spy sampling rate (default: 250)")
-    p.add_argument("--profiler-path", metavar="PATH",
+    p.add_argument("--rate", type=positive_int, metavar="HZ", help="py-spy sampling rate (default: 250)")
+    p.add_argument("--profiler-path", metavar="PATH", type=non_empty,
                    help="the profiler executable (default: $PERFSUITE_PY_SPY / $PERFSUITE_SCALENE / "
                    "$PERFSUITE_VALGRIND, else py-spy on PATH or beside this Python, `python -m scalene`, valgrind "
                    "on PATH)")
-    p.add_argument("--session", metavar="PATH", help="a session directory to use as the fixture")
-    p.add_argument("--work-dir", metavar="DIR", help="where private fixture copies live (default: temp dir)")
+    p.add_argument("--session", metavar="PATH", type=non_empty, help="a session directory to use as the fixture")
+    p.add_argument("--work-dir", metavar="DIR", type=output_dir,
+                   help="where private fixture copies live (default: temp dir)")
     p.add_argument("--phase", action="store_true",
                    help="also print and plot the profiled iterations' phase breakdown (main-thread time)")
     p.set_defaults(func=_cmd_profile)

@@ -17,13 +17,16 @@ from perfsuite.harness._callgrind import (
     build_library,
     callgrind_totals,
     find_valgrind,
+    instructions_unavailable,
 )
 from perfsuite.harness._gc import GcEvent, GcRecorder, GcWindow, apply_gc_policy
 from perfsuite.harness._heartbeat import GapWindow, Heartbeat, LagPercentiles
 from perfsuite.harness._instructions import InstructionRecord, measure_instructions
+from perfsuite.harness._lock import ResultsBusy, ResultsLock
 from perfsuite.harness._operation import AckCallback, Operation, OperationContext, resolve_operation
 from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe
 from perfsuite.harness._results import (
+    ResultsWriter,
     load_results,
     sample_metrics,
     validate_results,
@@ -33,8 +36,9 @@ from perfsuite.harness._results import (
 from perfsuite.harness._runner import (
     RunResult,
     SampleEvent,
-    instructions_unavailable,
+    check_resumable,
     new_results_path,
+    plan_order,
     resume_run,
     run_recipe,
 )
@@ -55,6 +59,9 @@ __all__ = [
     "Operation",
     "OperationContext",
     "Recipe",
+    "ResultsBusy",
+    "ResultsLock",
+    "ResultsWriter",
     "RunResult",
     "SampleEvent",
     "SampleFailed",
@@ -65,6 +72,7 @@ __all__ = [
     "apply_gc_policy",
     "build_library",
     "callgrind_totals",
+    "check_resumable",
     "find_valgrind",
     "instructions_unavailable",
     "list_recipes",
@@ -74,6 +82,7 @@ __all__ = [
     "measure_instructions",
     "measure_sample",
     "new_results_path",
+    "plan_order",
     "resolve_operation",
     "resume_run",
     "run_recipe",

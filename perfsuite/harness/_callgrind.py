@@ -49,6 +49,7 @@ __all__ = [
     "callgrind_totals",
     "client_library",
     "find_valgrind",
+    "instructions_unavailable",
     "interpreter",
 ]
 
@@ -223,6 +224,17 @@ def client_library() -> tuple[str | None, str]:
         if _machine_code_supported():
             return None, "client requests (machine code)"
         raise ValgrindUnavailable(f"cannot issue callgrind client requests: {exc}") from None
+
+
+def instructions_unavailable(valgrind: str | None = None) -> str | None:
+    """Why the instruction pass cannot run here (one line), or ``None`` when valgrind and its client
+    requests are usable. ``valgrind`` is the ``--valgrind`` path (else ``$PERFSUITE_VALGRIND``, PATH)."""
+    try:
+        find_valgrind(valgrind)
+        client_library()
+    except ValgrindUnavailable as exc:
+        return str(exc)
+    return None
 
 
 def _machine_code_supported() -> bool:
