@@ -20,20 +20,14 @@ holds exactly the window. Why this one:
   ``callgrind_control`` is asynchronous (valgrind polls for its commands), so its edges drift;
   differencing runs of N and N+k operations puts everything else's noise into the difference and cannot
   split threads.
-* repeatability: pinned are the hash seed (``PYTHONHASHSEED=0``: without it two runs differ by a
-  quarter of a publication), the paths the operation sees (every pass uses the same work directory,
-  serialised by a lock, so hashed path strings are the same; it is also the worker's working
-  directory), the operation's context (every pass is sample 0: the same payload), the start-up (outside
-  the window) and what moves heap addresses before the window: the environment (a fixed short list,
-  :func:`pinned_environment`), the request's size (padded) and glibc's allocator (:data:`MALLOC_TUNABLES`:
-  large buffers page-aligned whatever ran before, one arena for every thread). Heap addresses matter
-  because ``memcpy``'s instruction count depends on the alignment of its buffers (measured: a 3 KB
-  environment variable moved a publication by 0.6%, all of it in ``memcpy``). Threads are scheduled
-  with ``--fair-sched=yes`` (valgrind runs one thread at a time; its ticket lock hands over in a steadier
-  order). What stays is thread interleaving (how many event-loop turns the loop thread takes while
-  offloaded work runs: up to 0.7% of the async loop thread's share) and an occasional outlier pass
-  (up to 0.5% high, seen as the first pass of a run; cause not found): figures and the gate use the
-  median of the passes (3 per mode by default).
+* repeatability: everything measured to move the count is pinned (:mod:`perfsuite.harness._pinning`):
+  the hash seed, the work directory and the code's paths, the operation's context (every pass is
+  sample 0: the same payload), the start-up (outside the window), the environment, the request's size,
+  glibc's allocator and symbol binding. Threads are scheduled with ``--fair-sched=yes`` (valgrind runs
+  one thread at a time; its ticket lock hands over in a steadier order). What stays is thread
+  interleaving (how many event-loop turns the loop thread takes while offloaded work runs: up to 0.7% of
+  the async loop thread's share) and an occasional outlier pass (up to 0.5%, seen as the first pass of
+  a run; cause not found): figures and the gate use the median of the passes (3 per mode by default).
 * cost: one valgrind process per pass; only the window runs at callgrind's full cost (roughly 50-100x).
 
 The client requests come from a C helper built on first use (:mod:`perfsuite.harness._callgrind`).
@@ -43,17 +37,15 @@ Without valgrind the pass is "not measured" (``None``), never 0.
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import json
-import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -69,49 +61,34 @@ from perfsuite.harness._callgrind import (
 )
 from perfsuite.harness._gc import apply_gc_policy
 from perfsuite.harness._operation import OperationFactory, call_optional, resolve_operation
+from perfsuite.harness._pinning import (
+    HASH_SEED,
+    code_links,
+    code_roots,
+    fixed_root,
+    mapped_sys_path,
+    padded_request,
+    pinned_environment,
+)
 from perfsuite.harness._results import summarize
 from perfsuite.harness._sample import SampleSpec, _Ack, _fail, open_operation, prepare_workdir, split_metrics, wait_ack
 
 __all__ = [
-    "HASH_SEED",
-    "KEPT_ENVIRONMENT",
     "LOOP_THREAD",
-    "MALLOC_TUNABLES",
     "VALGRIND_SLOWDOWN",
     "InstructionRecord",
     "callgrind_argv",
     "instructions_section",
     "measure_instructions",
-    "padded_request",
-    "pinned_environment",
     "window_instructions",
 ]
 
-#: PYTHONHASHSEED of every pass
-HASH_SEED = "0"
 #: valgrind's thread id of the worker's main thread, where the event loop runs
 LOOP_THREAD = 1
 #: the acknowledgement timeout is multiplied by this under callgrind
 VALGRIND_SLOWDOWN = 100
-#: the fixed directory name every pass works in (its parent: the run's work root)
-FIXED_DIR = "perfsuite-instructions"
 #: wall-clock budget for a pass's start-up and setup under valgrind (s), beyond the scaled ack timeout
 SETUP_BUDGET_S = 900.0
-#: environment variables the worker keeps (the rest is dropped: see :func:`pinned_environment`)
-KEPT_ENVIRONMENT = frozenset({"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV",
-                              "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "MPLCONFIGDIR", "MPLBACKEND"})
-KEPT_PREFIXES = ("PERFSUITE_",)
-#: the request's size is padded to a multiple of this many bytes
-REQUEST_BLOCK = 16384
-#: glibc malloc: every block of 4 KiB or more comes from mmap (page-aligned, whatever the heap's history,
-#: and the threshold no longer moves with the program's frees) and every thread allocates from the one main
-#: arena. Buffers' alignment, hence ``memcpy``'s count, stops depending on what ran before the window
-#: (measured with a 0-3000 byte variable in the environment: 1% spread without, 0.17% with the threshold;
-#: 1 KiB and 8 KiB thresholds were worse; the single arena took the offloaded thread's spread from 0.3%
-#: to 0.01% in four of five passes)
-MALLOC_TUNABLES = "glibc.malloc.mmap_threshold=4096:glibc.malloc.arena_max=1"
-
-
 @dataclass(frozen=True, slots=True)
 class InstructionRecord:
     """One pass: instructions from submission to acknowledgement, in total and on the loop thread."""
@@ -223,49 +200,17 @@ def serve_instructions(request: Mapping[str, Any]) -> dict[str, Any]:
 # -- the parent's side ------------------------------------------------------------------------------------
 
 
-def pinned_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The worker's environment: :data:`KEPT_ENVIRONMENT` from ``environ`` (default ``os.environ``), in
-    sorted order, plus ``PYTHONHASHSEED``, no user site-packages and :data:`MALLOC_TUNABLES`. Everything
-    else is dropped: the environment's size moves every later heap address, and with it the instruction
-    count of ``memcpy`` on large buffers (a 3 KB variable moved a mailbox publication by 0.6%)."""
-    source = os.environ if environ is None else environ
-    kept = {k: v for k, v in source.items() if k in KEPT_ENVIRONMENT or k.startswith(KEPT_PREFIXES)}
-    kept.update(PYTHONHASHSEED=HASH_SEED, PYTHONNOUSERSITE="1", GLIBC_TUNABLES=MALLOC_TUNABLES)
-    return dict(sorted(kept.items()))
-
-
-def padded_request(request: Mapping[str, Any]) -> str:
-    """The request as JSON padded to a multiple of :data:`REQUEST_BLOCK` bytes: the worker reads it before
-    the window, and a request whose size follows the paths in it would move later heap addresses."""
-    text = json.dumps(request)
-    pad = -(len(text) + len(', "pad": ""')) % REQUEST_BLOCK
-    return json.dumps({**request, "pad": " " * pad})
-
-
-@contextmanager
-def _fixed_root(base: Path) -> Iterator[Path]:
-    """The one work directory every pass uses (same path, same hashed strings), held under a lock so
-    concurrent runs on this machine take turns instead of sharing it."""
-    base.mkdir(parents=True, exist_ok=True)
-    lock_path = base / f".{FIXED_DIR}.lock"
-    with open(lock_path, "a+") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        root = base / FIXED_DIR
-        shutil.rmtree(root, ignore_errors=True)
-        root.mkdir()
-        try:
-            yield root
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
-            fcntl.flock(lock, fcntl.LOCK_UN)
+_VALGRIND_PROBLEM = re.compile(r"Assertion|impossible|Process terminating|out of memory|[Ff]atal|valgrind: ")
 
 
 def _last_line(path: Path) -> str:
+    """The line of valgrind's log that says what went wrong (an assertion, a fatal signal), else its last."""
     try:
         lines = [ln.strip() for ln in path.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
     except OSError:
         return "no output"
-    return lines[-1] if lines else "no output"
+    problems = [ln for ln in lines if _VALGRIND_PROBLEM.search(ln)]
+    return (problems or lines or ["no output"])[0 if problems else -1]
 
 
 def measure_instructions(
@@ -288,19 +233,21 @@ def measure_instructions(
     out = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="perfsuite-callgrind-"))
     out.mkdir(parents=True, exist_ok=True)
     try:
-        with _fixed_root(Path(base_dir)) as root:
+        with fixed_root(Path(base_dir)) as root:
             pinned = replace(spec, index=0, kind="instructions", work_root=str(root))  # same context every pass
+            links = code_links(Path(base_dir), code_roots(spec.operation))
             request = {
                 "kind": "instructions",
                 "spec": replace(pinned, ack_timeout_s=spec.ack_timeout_s * VALGRIND_SLOWDOWN).to_dict(),
-                "sys_path": [p for p in sys.path if p],
+                "sys_path": mapped_sys_path(sys.path, links),
                 "library": library,
                 "hooks": dict(hooks) if hooks else None,
             }
             timeout = spec.ack_timeout_s * VALGRIND_SLOWDOWN + SETUP_BUDGET_S
             try:
                 proc = subprocess.run(callgrind_argv(valgrind, out, extra_args), input=padded_request(request),
-                                      capture_output=True, text=True, timeout=timeout, env=pinned_environment(),
+                                      capture_output=True, text=True, timeout=timeout,
+                                      env=pinned_environment(paths=links),
                                       cwd=root, check=False)
             except subprocess.TimeoutExpired:
                 raise PerfsuiteError(f"{spec.label}: the instruction pass took over {timeout:g} s") from None
@@ -311,7 +258,8 @@ def measure_instructions(
             raise PerfsuiteError(str(reply["error"]))
         if proc.returncode != 0 or not isinstance(reply, dict) or "record" not in reply:
             err = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-            last = err[-1] if err else _last_line(out / "valgrind.log")
+            log = _last_line(out / "valgrind.log")
+            last = log if log != "no output" and _VALGRIND_PROBLEM.search(log) else (err[-1] if err else log)
             raise PerfsuiteError(f"{spec.label}: the instruction pass failed (exit {proc.returncode}): {last}")
         threads = callgrind_totals(out)
         if not threads:

@@ -29,7 +29,7 @@ from perfsuite.harness import (
     validate_results,
 )
 from perfsuite.harness._callgrind import interpreter
-from perfsuite.harness._instructions import padded_request, pinned_environment
+from perfsuite.harness._pinning import code_links, code_roots, mapped_sys_path, padded_request, pinned_environment
 from perfsuite.harness._recipe import parse_recipe
 
 COUNT = "perfsuite.workloads.basic:count"
@@ -119,8 +119,22 @@ def test_the_worker_environment_is_pinned() -> None:
     env = pinned_environment({"PATH": "/bin", "HOME": "/h", "EXTRA": "x" * 3000, "PERFSUITE_CACHE": "/c",
                               "PYTHONHASHSEED": "random"})
     assert env == {"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=4096:glibc.malloc.arena_max=1", "HOME": "/h",
-                   "PATH": "/bin", "PERFSUITE_CACHE": "/c", "PYTHONHASHSEED": "0", "PYTHONNOUSERSITE": "1"}
+                   "LD_BIND_NOW": "1", "PATH": "/bin", "PERFSUITE_CACHE": "/c", "PYTHONHASHSEED": "0",
+                   "PYTHONNOUSERSITE": "1"}
     assert list(env) == sorted(env)
+
+
+def test_the_code_under_test_is_seen_through_fixed_links(tmp_path: Path) -> None:
+    import perfsuite
+
+    tree = str(Path(perfsuite.__file__).resolve().parent.parent)
+    assert code_roots("perfsuite.workloads.basic:count") == [tree]
+    links = code_links(tmp_path, [tree])
+    assert links == {tree: str(tmp_path / ".perfsuite-code" / "0")}
+    assert Path(links[tree]).resolve() == Path(tree)
+    assert mapped_sys_path(["", tree, "/usr/lib/python3.11"], links) == [links[tree], "/usr/lib/python3.11"]
+    env = pinned_environment({"PYTHONPATH": f"{tree}:/other"}, paths=links)
+    assert env["PYTHONPATH"] == f"{links[tree]}:/other"
 
 
 def test_requests_of_different_sizes_are_padded_to_the_same_size() -> None:
