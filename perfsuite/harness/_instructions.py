@@ -69,6 +69,7 @@ from perfsuite.harness._pinning import (
     mapped_sys_path,
     padded_request,
     pinned_environment,
+    precompile,
 )
 from perfsuite.harness._results import summarize
 from perfsuite.harness._sample import SampleSpec, _Ack, _fail, open_operation, prepare_workdir, split_metrics, wait_ack
@@ -236,6 +237,7 @@ def measure_instructions(
         with fixed_root(Path(base_dir)) as root:
             pinned = replace(spec, index=0, kind="instructions", work_root=str(root))  # same context every pass
             links = code_links(Path(base_dir), code_roots(spec.operation))
+            precompile(spec.operation)
             request = {
                 "kind": "instructions",
                 "spec": replace(pinned, ack_timeout_s=spec.ack_timeout_s * VALGRIND_SLOWDOWN).to_dict(),
