@@ -23,11 +23,14 @@ holds exactly the window. Why this one:
 * repeatability: everything measured to move the count is pinned (:mod:`perfsuite.harness._pinning`):
   the hash seed, the work directory and the code's paths, the operation's context (every pass is
   sample 0: the same payload), the start-up (outside the window), the environment, the request's size,
-  glibc's allocator and symbol binding. Threads are scheduled with ``--fair-sched=yes`` (valgrind runs
-  one thread at a time; its ticket lock hands over in a steadier order). What stays is thread
-  interleaving (how many event-loop turns the loop thread takes while offloaded work runs: up to 0.7% of
-  the async loop thread's share) and an occasional outlier pass (up to 0.5%, seen as the first pass of
-  a run; cause not found): figures and the gate use the median of the passes (3 per mode by default).
+  glibc's allocator, symbol binding and bytecode compilation. Threads are scheduled with
+  ``--fair-sched=yes`` (valgrind runs one thread at a time; its ticket lock hands over in a steadier
+  order). Ten passes of mailbox-delivery then spread by 0.012% (sync), 0.18% (async, all threads) and
+  0.75% (async, loop thread). What stays is thread interleaving (how many event-loop turns the loop
+  thread takes while offloaded work runs) and heap layout: any change to the code under test moves
+  later addresses, and ``memcpy``'s count with them (a loop planted in a function that runs after the
+  sidecar's JSON encoding moved that encoding by 0.5-0.65%). Figures and the gate use the median of the
+  passes (3 per mode by default).
 * cost: one valgrind process per pass; only the window runs at callgrind's full cost (roughly 50-100x).
 
 The client requests come from a C helper built on first use (:mod:`perfsuite.harness._callgrind`).
