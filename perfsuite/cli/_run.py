@@ -58,9 +58,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     skipped: list[str] = []
     err, out = Console(stderr=True), Console()
     if args.resume:
-        if args.recipes or any(v is not None for v in (args.samples, args.warmup, args.isolation, args.gc)):
+        overrides = (args.samples, args.warmup, args.isolation, args.gc, args.order, args.seed)
+        if args.recipes or any(v is not None for v in overrides):
             raise PerfsuiteError(
-                "--resume continues the recorded recipe: give no RECIPE, --samples, --warmup, --isolation or --gc"
+                "--resume continues the recorded recipe and plan: give no RECIPE, --samples, --warmup, --isolation, "
+                "--gc, --order or --seed"
             )
         path = Path(args.resume)
         doc = load_results(path)
@@ -76,7 +78,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             raise PerfsuiteError("--all runs the whole catalogue: give no RECIPE with it")
         for ref in (list_recipes(catalogue_only=True) if args.all else args.recipes or DEFAULT_RUN_RECIPES):
             recipe = load_recipe(ref).with_overrides(
-                samples=args.samples, warmup=args.warmup, isolation=args.isolation, gc=args.gc
+                samples=args.samples, warmup=args.warmup, isolation=args.isolation, gc=args.gc, order=args.order,
+                seed=args.seed,
             )
             reason = None
             for mode in recipe.modes:  # fail before measuring anything
@@ -175,6 +178,10 @@ def register(sub: Any) -> None:
     run.add_argument("--warmup", type=int, help="discarded warm-up samples per mode (recipe default: 1)")
     run.add_argument("--isolation", choices=("process", "inline"), help="fresh process per sample, or one")
     run.add_argument("--gc", choices=("collect-before", "natural"), help="GC policy before each sample")
+    run.add_argument("--order", choices=("random", "fixed"),
+                     help="modes within each round: a seeded random order (recipe default: random; the seed and "
+                     "the plan are recorded) or the recipe's fixed order")
+    run.add_argument("--seed", type=int, help="seed of the random order (default: drawn at start, recorded)")
     run.add_argument("--output-dir", default="results/local", help="where results go (default: results/local)")
     run.add_argument("--resume", metavar="FILE", help="continue an interrupted results file")
     run.add_argument("--session", metavar="PATH", help="a session directory to use as the fixture")

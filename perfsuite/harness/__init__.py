@@ -1,4 +1,4 @@
-"""The measuring instruments (SPEC section 3, M1-M8). Imports nothing from :mod:`perfsuite.engine`.
+"""The measuring instruments (SPEC section 3, M1-M9). Imports nothing from :mod:`perfsuite.engine`.
 
 The harness measures *callables*: a recipe mode names an operation ``"module:function"`` (see
 :mod:`perfsuite.harness._operation` for the protocol); fixtures are opaque directories, copied
@@ -23,6 +23,14 @@ from perfsuite.harness._results import (
 )
 from perfsuite.harness._runner import RunResult, SampleEvent, new_results_path, resume_run, run_recipe
 from perfsuite.harness._sample import SampleFailed, SampleRecord, SampleSpec, measure_sample
+from perfsuite.harness._stalls import (
+    InstrumentedLoop,
+    StallEntry,
+    StallMonitor,
+    StallWindow,
+    run_instrumented,
+    stall_monitor_of,
+)
 
 __all__ = [
     "AckCallback",
@@ -32,6 +40,7 @@ __all__ = [
     "GcRecorder",
     "GcWindow",
     "Heartbeat",
+    "InstrumentedLoop",
     "LagPercentiles",
     "ModeSpec",
     "Operation",
@@ -42,6 +51,9 @@ __all__ = [
     "SampleFailed",
     "SampleRecord",
     "SampleSpec",
+    "StallEntry",
+    "StallMonitor",
+    "StallWindow",
     "apply_gc_policy",
     "list_recipes",
     "load_recipe",
@@ -51,8 +63,10 @@ __all__ = [
     "new_results_path",
     "resolve_operation",
     "resume_run",
+    "run_instrumented",
     "run_recipe",
     "sample_metrics",
+    "stall_monitor_of",
     "validate_results",
     "write_exports",
     "write_json_atomic",

@@ -315,6 +315,10 @@ def sample_metrics(sample: Mapping[str, Any]) -> dict[str, float]:
             value = (sample.get(group) or {}).get(p)
             if isinstance(value, int | float):
                 out[f"{group}.{p}"] = float(value)
+    stalls = sample.get("stalls") or {}  # M9; absent in older documents and null when not measured
+    for key in ("longest_ms", "busy_ms", "callbacks"):
+        if isinstance(stalls.get(key), int | float):
+            out[f"stalls.{key}"] = float(stalls[key])
     gc_rec = sample.get("gc") or {}
     if isinstance(gc_rec.get("collections"), int):
         out["gc.collections"] = float(gc_rec["collections"])
@@ -339,19 +343,27 @@ def summarize_samples(samples: Iterable[Mapping[str, Any]]) -> dict[str, dict[st
     return {key: summarize(values) for key, values in columns.items()}
 
 
-def verdict(samples: Sequence[Mapping[str, Any]], target_ms: float = DEFAULT_TARGET_MS) -> dict[str, Any]:
-    """M7: "met" only if every sample's max gap is <= target, GC samples included; else who missed."""
+def verdict(
+    samples: Sequence[Mapping[str, Any]], target_ms: float = DEFAULT_TARGET_MS, reference: str | None = None
+) -> dict[str, Any]:
+    """M7: "met" only if every sample's max gap is <= target, GC samples included; else who missed.
+
+    A by-design ``reference`` mode (the rejected design a recipe compares against) gets no verdict:
+    ``met`` is ``None`` and ``reference`` says why; the counts are kept for whoever wants them."""
     missed = [s for s in samples if float(s["max_gap_ms"]) > target_ms]
     with_gc = [s for s in missed if int((s.get("gc") or {}).get("collections", 0)) > 0]
-    return {
+    out: dict[str, Any] = {
         "metric": "max_gap_ms",
         "target_ms": target_ms,
         "samples": len(samples),
-        "met": (not missed) if samples else None,
+        "met": (not missed) if samples and reference is None else None,
         "missed": len(missed),
         "missed_with_gc": len(with_gc),
         "worst_ms": max((float(s["max_gap_ms"]) for s in samples), default=None),
     }
+    if reference is not None:
+        out["reference"] = reference
+    return out
 
 
 # -- schema ---------------------------------------------------------------------------------------
@@ -399,6 +411,8 @@ _PYPERF_METRICS = (
     "submission_ms",
     "ack_ms",
     "max_gap_ms",
+    "stalls.longest_ms",
+    "stalls.busy_ms",
     "lag_us.p99",
     "lag_us.max",
     "lag_us_uncorrected.p99",

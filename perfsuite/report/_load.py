@@ -36,6 +36,7 @@ __all__ = [
     "Stat",
     "find_floor",
     "latest_by_recipe",
+    "mode_reference",
     "read_result",
     "read_results",
     "read_siblings",
@@ -77,6 +78,18 @@ class Stat:
 
         arr = np.asarray(values, dtype=float)
         return cls(int(arr.size), float(arr.min()), float(np.median(arr)), float(arr.max()))
+
+
+def mode_reference(document: Mapping[str, Any], mode: str) -> str | None:
+    """Why ``mode`` is a by-design reference (no verdict; shown as "reference: why"), or ``None``.
+
+    Read from the mode's section, its verdict or the recorded recipe; older documents have none."""
+    body = (document.get("modes") or {}).get(mode) or {}
+    table = ((document.get("recipe") or {}).get("modes") or {}).get(mode) or {}
+    for value in (body.get("reference"), (body.get("verdict") or {}).get("reference"), table.get("reference")):
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +151,10 @@ class Result:
     def is_floor(self) -> bool:
         """Whether this is an fsync-floor run."""
         return any(str(m.get("operation", "")).endswith(FLOOR_OPERATION_SUFFIX) for m in self.data["modes"].values())
+
+    def reference(self, mode: str) -> str | None:
+        """Why ``mode`` is a by-design reference (see :func:`mode_reference`), or ``None``."""
+        return None if mode == "control" else mode_reference(self.data, mode)
 
     def samples(self, mode: str) -> list[Mapping[str, Any]]:
         """The latency samples of ``mode`` (``"control"`` for the idle control)."""
