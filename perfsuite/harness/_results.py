@@ -527,7 +527,11 @@ def export_pyperf(document: Mapping[str, Any], path: Path) -> Path | None:
 
 def export_hlogs(document: Mapping[str, Any], stem: Path) -> list[Path]:
     """M8: the lag HDR histograms, one interval per sample: ``<stem>.<mode>.hlog`` (CO-corrected),
-    ``<stem>.<mode>.uncorrected.hlog``, and ``<stem>.control[.uncorrected].hlog``. Values in us."""
+    ``<stem>.<mode>.uncorrected.hlog``, and ``<stem>.control[.uncorrected].hlog``.
+
+    Units: the histograms hold integer **microseconds**; the ``Interval_Max`` column is in
+    **milliseconds with three decimals** (microsecond resolution). The interval line is written here
+    because hdrh's ``output_interval_histogram`` floor-divides the max (it printed 5.503 ms as 5.000)."""
     from hdrh.histogram import HdrHistogram
     from hdrh.log import HistogramLogWriter
 
@@ -543,7 +547,7 @@ def export_hlogs(document: Mapping[str, Any], stem: Path) -> list[Path]:
                 writer.output_log_format_version()
                 writer.output_comment(
                     f"[perfsuite {document.get('recipe', {}).get('name')} {mode}: heartbeat lag in "
-                    f"microseconds, {variant}; one interval per sample; max column in ms]"
+                    f"microseconds, {variant}; one interval per sample; max column in milliseconds, 3 decimals]"
                 )
                 writer.output_base_time(int(created * 1000))
                 writer.output_legend()
@@ -554,7 +558,9 @@ def export_hlogs(document: Mapping[str, Any], stem: Path) -> list[Path]:
                     hist = HdrHistogram.decode(blob)
                     start = max(float(sample.get("started_at", created)) - created, 1e-6)
                     length = float(sample.get("window_ms", 0.0)) / 1e3
-                    writer.output_interval_histogram(hist, start, start + length, max_value_unit_ratio=1000.0)
+                    # hdrh's writer would print max // 1000: whole milliseconds. Same line format, exact max.
+                    payload = hist.encode().decode("ascii")
+                    fh.write(f"{start:f},{length:f},{hist.get_max_value() / 1000:.3f},{payload}\n")
             written.append(path)
     return written
 

@@ -25,8 +25,19 @@ from perfsuite.report._compare import (
 )
 from perfsuite.report._dashboard import Dashboard, build_dashboard, dashboard
 from perfsuite.report._evidence import Evidence, evidence, evidence_for
+from perfsuite.report._figures import Figure
 from perfsuite.report._history import History, Point, Series, Step, detect_steps, history, history_results
-from perfsuite.report._load import Floor, Result, Stat, find_floor, latest_by_recipe, read_result, read_results
+from perfsuite.report._load import (
+    Floor,
+    Result,
+    Stat,
+    find_floor,
+    find_publication_floor,
+    latest_by_recipe,
+    read_result,
+    read_results,
+)
+from perfsuite.report._references import ReferenceMode, reference_modes, references_markdown
 from perfsuite.report._table import SummaryRow, summary_rows, summary_table
 
 __all__ = [
@@ -37,10 +48,12 @@ __all__ = [
     "Comparison",
     "Dashboard",
     "Evidence",
+    "Figure",
     "Floor",
     "History",
     "MetricChange",
     "Point",
+    "ReferenceMode",
     "Result",
     "Series",
     "Stat",
@@ -57,12 +70,15 @@ __all__ = [
     "evidence",
     "evidence_for",
     "find_floor",
+    "find_publication_floor",
     "history",
     "history_results",
     "latest_by_recipe",
     "metric_direction",
     "read_result",
     "read_results",
+    "reference_modes",
+    "references_markdown",
     "summary_rows",
     "summary_table",
 ]

@@ -1,5 +1,9 @@
 """The static dashboard (SPEC section 5, ``perfsuite dashboard``): an index plus one page per recipe.
 
+Beside the max heartbeat gap, the summary tables show the longest loop callback (M9) and the
+acknowledgement against the fsync floor and the publication floor; by-design reference modes show
+"reference: why" instead of a verdict; the history plots include ``stalls.longest_ms``.
+
 Plain HTML with relative links and PNG figures beside the pages, so it opens from the file system
 (or a CI artifact) with no server. Per recipe: the latest run's summary table, history per metric
 (target line, detected steps), sync vs async strips, per-sample timelines and the lag CDF. A tiny
@@ -20,7 +24,7 @@ from perfsuite.report._format import fmt_level, short_commit
 from perfsuite.report._history import History, history_results, order_results
 from perfsuite.report._load import Result, find_floor, read_results
 from perfsuite.report._plots import has_tick_data, history_figure, lag_cdf_figure, strip_figure, timeline_figure
-from perfsuite.report._table import floor_caption, shows_floor_ratio, summary_rows, table_title
+from perfsuite.report._table import floors_caption, row_cells, summary_columns, summary_rows, table_title
 
 __all__ = ["Dashboard", "build_dashboard", "dashboard"]
 
@@ -79,24 +83,31 @@ def _page(title: str, body: str) -> str:
 
 def _summary_html(result: Result, candidates: Sequence[Result]) -> str:
     floor = find_floor(result, candidates)
-    ratio = shows_floor_ratio(result, floor)
-    head = ["mode", "n", "max gap", "gap range", "submit", "ack", *(["ack/floor"] if ratio else []), "GC", "verdict"]
+    head = summary_columns(result, floor)
     out = [f"<table><caption class='note'>{_e(table_title(result))}</caption><tr>"]
     out += [f"<th class='{'text' if h in ('mode', 'verdict') else ''}'>{_e(h)}</th>" for h in head]
     out.append("</tr>")
     for row in summary_rows(result, floor):
-        cls = "dim" if row.control else ("met" if row.met else "missed" if row.met is False else "")
-        cells = [row.mode, row.n, row.max_gap, row.gap_range, row.submit, row.ack]
-        if ratio:
-            cells.append(row.ack_floor)
-        cells.append(row.gc)
-        out.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells))
-        out.append(f"<td class='text {cls}'>{_e(row.verdict)}</td></tr>")
+        cls = "dim" if row.control or row.reference else ("met" if row.met else "missed" if row.met is False else "")
+        cells = row_cells(row, head)
+        out.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells[:-1]))
+        out.append(f"<td class='text {cls}'>{_e(cells[-1])}</td></tr>")
     out.append("</table>")
-    caption = floor_caption(floor)
-    if caption and ratio:
-        out.append(f"<p class='note'>{_e(caption)}</p>")
+    caption = floors_caption(result, floor)
+    if caption:
+        out += [f"<p class='note'>{_e(line)}</p>" for line in caption.splitlines()]
     return "".join(out)
+
+
+def _verdict_word(run: Result, mode: str) -> tuple[str, str]:
+    """The short verdict of a mode for the index and the runs table, and its CSS class."""
+    reference = run.reference(mode)
+    if reference:
+        return f"reference: {reference}", "dim"
+    v = run.data["modes"][mode]["verdict"]
+    if v["met"] is None:
+        return "-", ""
+    return ("met", "met") if v["met"] else (f"missed {v['missed']}/{v['samples']}", "missed")
 
 
 def _save(fig: object, path: Path, images: list[Path]) -> str:
@@ -164,10 +175,7 @@ def _recipe_page(
     parts.append("<h2>Runs</h2><table><tr><th class='text'>date</th><th class='text'>commit</th>")
     parts.append("<th class='text'>file</th><th class='text'>verdicts</th></tr>")
     for run in reversed(runs):
-        verdicts = "; ".join(
-            f"{m}: " + ("met" if v["met"] else f"missed {v['missed']}/{v['samples']}" if v["met"] is False else "-")
-            for m, v in ((m, run.data["modes"][m]["verdict"]) for m in run.modes)
-        )
+        verdicts = "; ".join(f"{m}: {_verdict_word(run, m)[0]}" for m in run.modes)
         parts.append(
             f"<tr><td class='text'>{_e(run.date)}</td><td class='text'><code>{_e(short_commit(run.commit))}</code>"
             f"</td><td class='text'>{_e(run.name)}</td><td class='text'>{_e(verdicts)}</td></tr>"
@@ -200,9 +208,7 @@ def build_dashboard(results: Sequence[Result], out: Path | str) -> Dashboard:
         latest = recipe_runs[-1]
         verdicts = []
         for mode in latest.modes:
-            v = latest.data["modes"][mode]["verdict"]
-            cls = "met" if v["met"] else "missed" if v["met"] is False else ""
-            word = "met" if v["met"] else f"missed {v['missed']}/{v['samples']}" if v["met"] is False else "-"
+            word, cls = _verdict_word(latest, mode)
             verdicts.append(f"{_e(mode)}: <span class='{cls}'>{_e(word)}</span>")
         n_steps = sum(1 for st in hist.steps if st.recipe == recipe)
         thumb = f"{_slug(recipe)}-history-max_gap_ms.png"

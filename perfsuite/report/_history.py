@@ -48,7 +48,7 @@ NOISE_FLOOR = 0.01
 MIN_SEGMENT = 2
 MIN_CHANGE = 0.10
 #: metrics followed by default (plus every ``metrics.*`` and ``allocation.*`` the runs report)
-HISTORY_METRICS = ("max_gap_ms", "submission_ms", "ack_ms", "drain_ms", "lag_us.p99")
+HISTORY_METRICS = ("max_gap_ms", "stalls.longest_ms", "submission_ms", "ack_ms", "drain_ms", "lag_us.p99")
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ CDF_PERCENTILES = (0.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 9
 _COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 _LABELS = {
     "max_gap_ms": "max heartbeat gap (ms)",
+    "stalls.longest_ms": "longest loop callback (ms)",
     "submission_ms": "submission (ms)",
     "ack_ms": "acknowledgement (ms)",
     "drain_ms": "drain (ms)",

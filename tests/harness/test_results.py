@@ -196,3 +196,29 @@ def test_atomic_write_leaves_no_temp_files(tmp_path: Path) -> None:
         write_json_atomic(target, {"a": float("nan")})
     assert json.loads(target.read_text()) == {"a": 2}
     assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
+
+
+def test_hlog_max_keeps_three_decimals_of_a_millisecond(tmp_path: Path) -> None:
+    """Issue 17 item 8: the interval max column is in ms with microsecond resolution (hdrh's own writer
+    floor-divides it to whole milliseconds); the histograms themselves stay in microseconds."""
+    from hdrh.histogram import HdrHistogram
+
+    from perfsuite.harness import write_exports
+    from perfsuite.harness._heartbeat import new_lag_histogram
+
+    hist = new_lag_histogram()
+    for lag_us in (120, 1_234, 5_503):
+        hist.record_value(lag_us)
+    sample = {"index": 0, "started_at": 10.5, "window_ms": 30.0, "submission_ms": 1.0, "ack_ms": 18.0,
+              "max_gap_ms": 10.5, "hdr": {"corrected": hist.encode().decode(), "uncorrected": hist.encode().decode()}}
+    doc = {"recipe": {"name": "r"}, "created_epoch": 10.0, "modes": {"m": {"samples": [sample]}}, "control": {}}
+    paths = write_exports(doc, tmp_path / "r.json")
+    hlog = tmp_path / "r.m.hlog"
+    assert hlog in paths
+    text = hlog.read_text()
+    line = next(ln for ln in text.splitlines() if ln[:1].isdigit())
+    start, length, max_ms, blob = line.split(",")
+    assert float(start) == pytest.approx(0.5) and float(length) == pytest.approx(0.03)
+    assert max_ms == f"{hist.get_max_value() / 1000:.3f}" and max_ms.startswith("5.50")  # not 5.000
+    assert HdrHistogram.decode(blob).get_max_value() == hist.get_max_value()  # the values are microseconds
+    assert "max column in milliseconds, 3 decimals" in text

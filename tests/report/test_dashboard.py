@@ -91,7 +91,7 @@ def test_site_layout_and_relative_links(site: Any) -> None:
     for kind in ("history-max_gap_ms", "history-ack_ms", "history-submission_ms", "strip", "timeline", "lag-cdf"):
         assert f"mailbox-delivery-{kind}.png" in names
     page = (out / "mailbox-delivery.html").read_text()
-    assert "ack/floor" in page and "fsync floor" in page
+    assert "ack/fsync floor" in page and "fsync floor" in page
     assert re.search(r"<code>05da5bd</code></td><td>1\d\d(\.\d)?</td><td>1[34]\d(\.\d)?</td>", page)  # the step
     assert "per-tick gaps (<code>gaps_ms</code>) would give full timelines" in page
 
@@ -119,7 +119,7 @@ def real_site(real_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_dashboard_of_a_real_run_from_the_cli(real_site: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert sorted(p.name for p in real_site.glob("*.html")) == ["fsync-floor.html", "idle-control.html", "index.html"]
     idle = (real_site / "idle-control.html").read_text()
-    assert "noise floor" in idle and "ack/floor" not in idle  # a timer's "ack" is not set against the floor
+    assert "noise floor" in idle and "ack/fsync floor" not in idle  # a timer's "ack" is not set against the floor
     assert (real_site / "idle-control-lag-cdf.png").stat().st_size > 5000
     assert "No step detected over 1 run(s)." in idle
     assert cli.main(["dashboard", str(real_site / "none"), "-o", str(real_site / "x")]) == 2
