@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from perfsuite.cli._common import add_phase_options, fixture_hook, phase_outputs, traced
+from perfsuite.cli._common import add_phase_options, fixture_hook, phase_outputs, traced, wide_console
 from perfsuite.errors import PerfsuiteError
 
 
@@ -56,7 +56,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         sys.path.insert(0, os.getcwd())
     work_root = Path(args.work_dir) if args.work_dir else None
     skipped: list[str] = []
-    err, out = Console(stderr=True), Console()
+    err, out = Console(stderr=True), wide_console()  # the table `report` prints, at the same width
     if args.resume:
         overrides = (args.samples, args.warmup, args.isolation, args.gc, args.order, args.seed)
         if args.recipes or any(v is not None for v in overrides):

@@ -141,10 +141,12 @@ def summary_rows(document: Mapping[str, Any] | Result, floor: Floor | None = Non
 
 
 def floor_caption(floor: Floor | None) -> str | None:
-    """``fsync floor 1.44 ms (median ack of FILE, MODE)`` (or the publication floor's, named so)."""
+    """``fsync floor 1.44 ms (median ack of FILE, MODE)`` (or the publication floor's, named so; its column
+    is ``ack/pub floor``)."""
     if floor is None:
         return None
-    return f"{floor.name} {floor.ack_ms.median:.2f} ms (median ack of {floor.source}, {floor.mode})"
+    column = "ack/fsync floor" if floor.kind == "fsync" else "ack/pub floor"
+    return f"{floor.name} {floor.ack_ms.median:.2f} ms (median ack of {floor.source}, {floor.mode}; column {column})"
 
 
 def floors_caption(document: Mapping[str, Any] | Result, floor: Floor | None) -> str | None:
@@ -163,7 +165,7 @@ def summary_columns(document: Mapping[str, Any] | Result, floor: Floor | None) -
     if shows_floor_ratio(document, floor):
         columns.append("ack/fsync floor")
     if find_publication_floor(_doc(document)) is not None:
-        columns.append("ack/publication floor")
+        columns.append("ack/pub floor")
     return [*columns, "GC", "verdict"]
 
 
@@ -171,14 +173,14 @@ def row_cells(row: SummaryRow, columns: list[str]) -> list[str]:
     """The cells of ``row`` under ``columns`` (as :func:`summary_columns` gives them)."""
     by_column = {"mode": row.mode, "n": str(row.n), "max gap": row.max_gap, "gap range": row.gap_range,
                  "stall": row.stall, "submit": row.submit, "ack": row.ack, "ack/fsync floor": row.ack_floor,
-                 "ack/publication floor": row.ack_publication_floor, "GC": str(row.gc), "verdict": row.verdict}
+                 "ack/pub floor": row.ack_publication_floor, "GC": str(row.gc), "verdict": row.verdict}
     return [by_column[c] for c in columns]
 
 
 def summary_table(document: Mapping[str, Any] | Result, floor: Floor | None = None) -> Any:
     """A rich ``Table``: medians, max-gap range, longest loop callback, ack against the floors, GC samples and
     the M7 verdict per mode. ``floor`` (see :func:`~perfsuite.report.find_floor`) adds the
-    ``ack/fsync floor`` column; a publication-floor mode in the document adds ``ack/publication floor``."""
+    ``ack/fsync floor`` column; a publication-floor mode in the document adds ``ack/pub floor``."""
     from rich import box
     from rich.markup import escape
     from rich.table import Table

@@ -45,11 +45,12 @@ def test_report_prints_the_run_table_with_the_floor_ratio(
     assert cli.main(["report", str(tmp_path / "mailbox-delivery-1.json")]) == 0
     out = capsys.readouterr().out
     assert "mailbox-delivery: process, gc collect-before, heartbeat 5 ms (medians; times in ms)" in out
-    assert "ack/fsync floor" in out and "fsync floor 1." in out and "(median ack of fsync-floor-1.json, raw-os)" in out
+    assert "ack/fsync floor" in out and "fsync floor 1." in out
+    assert "(median ack of fsync-floor-1.json, raw-os; column ack/fsync floor)" in out
     (sync,) = [ln for ln in out.splitlines() if ln.strip().startswith("sync ")]
     assert "missed 6/6, 0 GC" in sync and sync.split()[7].endswith("x")  # ack / floor, e.g. 46.8x
     assert sync.split()[4] == "n/m" and "n/m: not measured" in out  # an older document: no loop stalls
-    assert "ack/publication floor" not in out  # nor a publication floor
+    assert "ack/pub floor" not in out  # nor a publication floor
     assert "idle control" in out and "noise floor" in out
 
 
@@ -64,8 +65,9 @@ def test_report_names_both_floors_stalls_and_references(
     out = capsys.readouterr().out
     header = next(ln for ln in out.splitlines() if ln.strip().startswith("mode "))
     assert header.split()[:7] == ["mode", "n", "max", "gap", "gap", "range", "stall"]
-    assert "ack/fsync floor" in header and "ack/publication floor" in header
-    assert "publication floor 2." in out and "(median ack of mode publication-floor, publication-floor)" in out
+    assert "ack/fsync floor" in header and "ack/pub floor" in header
+    assert "publication floor 2." in out
+    assert "(median ack of mode publication-floor, publication-floor; column ack/pub floor)" in out
     (sync,) = [ln for ln in out.splitlines() if ln.strip().startswith("sync ")]
     (floor,) = [ln for ln in out.splitlines() if ln.strip().startswith("publication-floor ")]
     assert float(sync.split()[4]) > 60 and sync.split()[7].endswith("x") and sync.split()[8].endswith("x")

@@ -72,7 +72,9 @@ def test_the_sequence_is_what_the_recording_layer_saw(tmp_path: Path, small_sess
     b = _ctx(tmp_path, small_session, "b", path="async")
     first, _ = asyncio.run(record_publication(a, "mailbox_delivery", {"path": "async"}))
     second, before = asyncio.run(record_publication(b, "mailbox_delivery", {"path": "async"}))
-    assert [(s.kind, s.length) for s in first] == [(s.kind, s.length) for s in second]
+    assert [s.kind for s in first] == [s.kind for s in second]
+    # the same sizes but for the digits of timestamps (a float's repr varies in length)
+    assert all(abs(a.length - b.length) <= 8 for a, b in zip(first, second))
     assert "HEAD" in before and all(not os.path.isabs(s.path) for s in first)
 
 
