@@ -181,7 +181,12 @@ class _Writer:
         if doc.get("status") != "complete":
             done = f.one("result", ("progress", "done"))
             total = f.one("result", ("progress", "total"))
-            status = f" The run is {doc.get('status')}: {done} of {total} planned entries were measured."
+            if doc.get("status") == "failed":  # issue 14 case 9: say so, and why, never "interrupted"
+                # the error is the document's own text (its digits are not figures): quoted as code
+                why = " (`" + str(doc["error"]).replace("`", "'") + "`)" if doc.get("error") else ""
+                status = f" The run FAILED{why}: only {done} of {total} planned entries were measured."
+            else:
+                status = f" The run is {doc.get('status')}: {done} of {total} planned entries were measured."
         heartbeat = f.one("result", ("recipe", "heartbeat_ms"))
         tail = f.one("result", ("recipe", "window_tail_ms"))
         timed = ", with every loop callback timed" if self.measured_stalls() else ""
