@@ -148,14 +148,15 @@ def ack_before_adoption() -> Iterator[None]:
 @dataclass(frozen=True, slots=True)
 class SeededBug:
     """A named broken engine: ``wrap`` turns the recording file system into the one the engine gets;
-    ``patch`` (optional) is held while the workload runs; ``shows_in`` names the standard workloads
-    expected to expose it."""
+    ``patch`` (optional) is held while the workload runs, and also during recovery when ``in_recovery``
+    (a bug in the open path); ``shows_in`` names the standard workloads expected to expose it."""
 
     name: str
     description: str
     wrap: Callable[[FileSystem], FileSystem]
     shows_in: tuple[str, ...]
     patch: Callable[[], contextlib.AbstractContextManager[None]] | None = None
+    in_recovery: bool = False
 
 
 def _same(fs: FileSystem) -> FileSystem:
