@@ -1,6 +1,7 @@
 """The one ``perfsuite`` command. Argument parsing and printing live here, never in the library.
 
-One module per command group (``_run``, ``_fixtures``, ``_crash``, ``_report``, ``_whatif``, ``_profile``),
+One module per command group (``_run``, ``_fixtures``, ``_crash``, ``_report``, ``_whatif``, ``_profile``,
+``_session``),
 each with ``_cmd_<name>(args) -> int`` functions and a ``register(sub)`` that adds its parsers.
 Library code raises :class:`~perfsuite.errors.PerfsuiteError` for bad input; :func:`main` turns it into
 one line on stderr and exit status 2 (house rule 5).
@@ -25,7 +26,7 @@ resolve_fixture_hook: FixtureResolver = default_resolve_fixture
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from perfsuite.cli import _crash, _fixtures, _profile, _report, _run, _whatif
+    from perfsuite.cli import _crash, _fixtures, _profile, _report, _run, _session, _whatif
 
     parser = argparse.ArgumentParser(
         prog="perfsuite",
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     _report.register(sub)
     _whatif.register(sub)
     _profile.register(sub)
+    _session.register(sub)
     return parser
 
 

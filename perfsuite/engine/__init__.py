@@ -39,6 +39,7 @@ from perfsuite.engine._transcript import (
     TranscriptLog,
     TurnOutcome,
     commit_turn,
+    scan_lines,
 )
 
 __all__ = [
@@ -85,4 +86,5 @@ __all__ = [
     "pid_alive",
     "read_log",
     "repair_session",
+    "scan_lines",
 ]

@@ -335,11 +335,15 @@ class Session:
         gone counts as adopted when HEAD is lost (``_adoption``). (A batch recovered as the pending
         publication keeps both until its retry or abandon discards them, manifest first.)"""
         doomed = [n for n in self.store.list_manifests() if manifest_tag(n) == pub and n not in chain]
-        if not doomed:
-            return
+        removed = 0
         for name in doomed:
-            self.fs.remove(self.store.path(name))
-        self.fs.sync_dir(self.store.path(OBJECTS))
+            try:
+                self.fs.remove(self.store.path(name))
+                removed += 1
+            except OSError as exc:  # damage (a directory where the manifest was): left, and said
+                self.problems.append(f"{self.store.path(name)}: unadopted manifest left in place ({describe(exc)})")
+        if removed:
+            self.fs.sync_dir(self.store.path(OBJECTS))
 
     def _set_aside(self, directory: str, pub: str, why: str) -> None:
         aside = self.store.path("recovery", pub)

@@ -83,7 +83,8 @@ def test_a_lease_torn_by_a_real_crash_does_not_block_open(tmp_path):
     assert Session.open(path).buffers["root"].messages()[-1] == turn(99)
 
 
-@pytest.mark.parametrize("lease", [b"", b"{", b"garbage", b"[1, 2]", b'{"epoch": 9, "token": "t", "pid": 0, "host": "h"}',
+@pytest.mark.parametrize("lease", [b"", b"{", b"garbage", b"[1, 2]",
+                                   b'{"epoch": 9, "token": "t", "pid": 0, "host": "h"}',
                                    b'{"epoch": 9, "token": "t", "pid": -1, "host": "%s"}'])
 def test_a_garbage_lease_names_no_live_owner(tmp_path, lease):
     path, messages = portable(tmp_path, generations=2)
@@ -129,7 +130,7 @@ def test_deleted_head_with_three_generations_recovers_the_newest_and_retire_keep
 
 
 def test_retire_never_deletes_a_generation_newer_than_the_head(tmp_path):
-    path, messages = portable(tmp_path, generations=3)
+    path, _messages = portable(tmp_path, generations=3)
     objects = tmp_path / "s" / "objects"
     newest = max(n for n in os.listdir(objects) if n.startswith("manifest-00000003-"))
     second = max(n for n in os.listdir(objects) if n.startswith("manifest-00000002-"))
@@ -218,7 +219,8 @@ def test_a_corrupt_middle_line_is_quarantined_and_later_messages_stay(tmp_path):
     assert log.messages() == [turn(0), turn(2), turn(3), turn(4)]
     assert len(log.quarantined) == 1 and log.torn == []
     kept = log.quarantined[0].recovery_file
-    assert open(kept, "rb").read() == bad and os.path.dirname(kept).endswith("recovery")
+    with open(kept, "rb") as handle:
+        assert handle.read() == bad and os.path.dirname(kept).endswith("recovery")
     assert any(e["kind"] == "corrupt-line-quarantined" for e in log.events())
     log.append(turn(5))
     log.write(sync=True)
