@@ -13,8 +13,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from perfsuite.engine._damage import describe
 from perfsuite.engine._fs import O_APPEND_CREATE, FileSystem, OsFileSystem
-from perfsuite.engine._transcript import scan_lines
+from perfsuite.engine._transcript import TranscriptError, scan_lines
 
 
 def _line(record: Mapping[str, Any]) -> bytes:
@@ -97,7 +98,11 @@ def read_log(path: str | os.PathLike[str], *, fs: FileSystem | None = None) -> l
     the middle is skipped and the records after it are kept (the E2 rule, :func:`scan_lines`). Logs are
     observational, so nothing is rewritten or quarantined here."""
     fs = fs or OsFileSystem()
-    records, _bad, _tail = scan_lines(fs.read(os.fspath(path)), _record)
+    try:
+        data = fs.read(os.fspath(path))
+    except OSError as exc:  # a directory, a dangling link, unreadable: one line, not a traceback
+        raise TranscriptError(f"{os.fspath(path)}: cannot read the log ({describe(exc)})") from None
+    records, _bad, _tail = scan_lines(data, _record)
     return records
 
 

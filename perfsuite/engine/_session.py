@@ -971,7 +971,10 @@ class Session:
         current = self.head.manifest if self.head else None
         for name in self.store.list_manifests():
             if name.endswith(f"-{batch.id}.json") and name != current:
-                self.fs.remove(self.store.path(name))
+                try:
+                    self.fs.remove(self.store.path(name))
+                except OSError as exc:  # damage: left in place, and said
+                    self.problems.append(f"{self.store.path(name)}: unadopted manifest left ({describe(exc)})")
         remove_staging(self.fs, batch.staging_dir)
 
     def _require_pending(self) -> PendingPublication:

@@ -381,3 +381,31 @@ def test_corrupt_transcript_files_give_one_line_transcript_errors(tmp_path, corr
     with pytest.raises(TranscriptError) as refused:
         TranscriptLog.open(tmp_path / "conversations" / "root")
     one_line(refused.value)
+
+
+def test_repair_of_a_truncated_file_backed_transcript_says_what_is_lost(tmp_path):
+    session = FileSession.open(tmp_path / "s", create=True)
+    for i in range(4):
+        session.add_message("root", turn(i))
+    session.checkpoint()
+    session.append_mail("root", "kept mail")
+    session.close()
+    path = tmp_path / "s" / "conversations" / "root" / "conversation.jsonl"
+    whole = path.read_bytes()
+    path.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(SessionError, match="perfsuite session repair"):
+        FileSession.open(tmp_path / "s")
+    report = FileSession.repair(tmp_path / "s")
+    assert report.profile == "file" and any("are lost" in line for line in report.lines)
+    again = FileSession.open(tmp_path / "s")
+    kept = again.buffers["root"].messages()
+    assert kept and kept == [turn(i) for i in range(len(kept))]  # the intact prefix, nothing invented
+    assert [m.body for m in again.mailbox("root")] == ["kept mail"]  # the rest of the sidecar kept
+    again.close()
+
+
+def test_pid_zero_and_negative_pids_name_no_process():
+    from perfsuite.engine import pid_alive
+
+    assert pid_alive(os.getpid())
+    assert not pid_alive(0) and not pid_alive(-1) and not pid_alive(10**30)
