@@ -35,7 +35,7 @@ from typing import Any
 from perfsuite.engine._buffer import ConversationBuffer
 from perfsuite.engine._clock import Clock
 from perfsuite.engine._damage import DAMAGE, describe
-from perfsuite.engine._fs import O_EXCL_CREATE, FileSystem
+from perfsuite.engine._fs import O_EXCL_CREATE, WINDOWS, FileSystem
 from perfsuite.engine._generations import NotAFile, OwnerConflict, SessionError, read_control
 from perfsuite.engine._objects import digest_bytes
 from perfsuite.engine._pipeline import Batch, Step
@@ -229,12 +229,13 @@ class FileSession(Session):
         """The advisory lock on the session directory first (refuses a second flock-respecting writer,
         whatever happened to ``session.pid``), then the PID lock itself (refuses a live owner that does not
         take the lock; a stale, torn or dangling PID lock names no owner and is removed)."""
-        fd = self.fs.open_dir(self.root)
-        locked = self.fs.lock(fd)
-        if locked is False:
-            self.fs.close(fd)
-            raise OwnerConflict(f"{self.root}: another process holds the session's lock; refusing a second owner")
-        self._dir_fd, self._locked = fd, locked is True
+        if not WINDOWS:  # (no directory descriptors there, and no flock: the token check alone fences)
+            fd = self.fs.open_dir(self.root)
+            locked = self.fs.lock(fd)
+            if locked is False:
+                self.fs.close(fd)
+                raise OwnerConflict(f"{self.root}: another owner holds the session's lock; refusing a second one")
+            self._dir_fd, self._locked = fd, locked is True
         lock = self.path(PID_LOCK)
         token = uuid.uuid4().hex
         for _attempt in range(3):
