@@ -100,8 +100,6 @@ def _crashcheck_corrupt(args: argparse.Namespace, console: Any) -> int:
 
     from perfsuite.crash import CorruptConfig, CorruptResult, run_corrupt_campaign
 
-    if args.jobs is not None and args.jobs < 1:
-        raise PerfsuiteError("--jobs must be at least 1")
     config = CorruptConfig(workloads=tuple(args.workload or ()), seed=args.seed, seeded_bug=args.seeded_bug,
                            jobs=args.jobs or os.cpu_count() or 1, keep_dir=args.keep, max_cases=args.max_cases,
                            targets=tuple(args.target or ()))
@@ -163,7 +161,7 @@ def register(sub: Any) -> None:
                        "workload is deleted, truncated (to 0, to half), overwritten with garbage, has a byte "
                        "flipped, is replaced by a directory or a dangling symlink, then opened, recovered and "
                        "retired in a worker process (--workload, --jobs, --keep, --seed, --seeded-bug apply)")
-    crash.add_argument("--max-cases", type=int, metavar="N",
+    crash.add_argument("--max-cases", type=positive_int, metavar="N",
                        help="with --corrupt: a seeded sample of N cases per workload (default: every case)")
     crash.add_argument("--target", action="append", metavar="GLOB",
                        help="with --corrupt: only damage paths matching GLOB, relative to the workload root "
