@@ -15,6 +15,7 @@ from perfsuite.harness._heartbeat import GapWindow, Heartbeat, LagPercentiles
 from perfsuite.harness._operation import AckCallback, Operation, OperationContext, resolve_operation
 from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe
 from perfsuite.harness._results import (
+    HOST_LABEL_ENV,
     load_results,
     sample_metrics,
     validate_results,
@@ -25,6 +26,7 @@ from perfsuite.harness._runner import RunResult, SampleEvent, new_results_path, 
 from perfsuite.harness._sample import SampleFailed, SampleRecord, SampleSpec, measure_sample
 
 __all__ = [
+    "HOST_LABEL_ENV",
     "AckCallback",
     "AllocationRecord",
     "GapWindow",
