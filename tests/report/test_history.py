@@ -156,3 +156,19 @@ def test_a_step_on_one_machine_only_names_that_machine(tmp_path: Path, docs: Any
     assert "2 machine(s)" in out
     assert cli.main(["history", str(tmp_path), "--machine", "no-such-box"]) == 2
     assert "matches no machine" in capsys.readouterr().err
+
+
+def test_one_odd_run_at_either_end_is_not_a_step() -> None:
+    """PELT's two-run end segments read a single slow last run (or a spike) as a step one run away."""
+    rng = np.random.default_rng(7)
+    for n in (8, 20, 30):
+        flat = 100 * rng.lognormal(0, 0.03, n)
+        tail = flat.copy()
+        tail[-1] *= 1.6  # the newest run jumped: the gate's news, not yet a level
+        assert detect_steps(tail) == []
+        spike = flat.copy()
+        spike[1] *= 3.0  # one bad run early on
+        assert detect_steps(spike) == []
+        late = flat.copy()
+        late[n - 3 :] *= 1.6  # a level of three runs is a step, at its first run
+        assert detect_steps(late) == [n - 3]
