@@ -14,11 +14,12 @@ PELT on the L2 cost (a change in mean) of the series standardised by its noise, 
   and at least :data:`SEGMENT_AGREEMENT` of each segment's runs lie nearer its own median than the
   other's (so one slow run at the end of the history, or a one-run spike, is not read as a step).
 
-Calibration (300 seeded series per figure, lognormal noise, a loop over :func:`detect_steps`): with 5% noise a 30% step in the middle is found at the right run in 97-98% of
-series of 12 to 30 runs (83% of 6, 91% of 8) and some step is reported in 0-2% of step-free series;
-with 10% noise (a 3-sigma step) it is found in 57-74%; a 20% step with 3% noise in 91-100%. A single
-x1.6 run at the end, or a x3 spike in the second run, reads as a step in 0-2% of series (before the
-agreement rule: 92-100%, one run away from where it happened).
+Calibration (300 seeded series per figure, lognormal noise, a loop over :func:`detect_steps`): with 5%
+noise a 30% step in the middle is found at the right run in 97-98% of series of 12 to 30 runs (83% of
+6, 91% of 8) and some step is reported in 0-2% of step-free series; with 10% noise (a 3-sigma step)
+it is found in 57-74%; a 20% step with 3% noise in 91-100%. A single x1.6 run at the end, or a x3
+spike in the second run, reads as a step in 0-2% of series (before the agreement rule: 92-100%, one
+run away from where it happened).
 
 **Short histories** (fewer than :data:`MIN_PELT_RUNS` runs of a series: the baseline plus one run, a
 new machine) give PELT nothing to estimate the run-to-run noise from, and no segment of two runs at

@@ -43,7 +43,7 @@ class Browser:
         self.proc = subprocess.Popen(
             [str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}", "about:blank"],
             pass_fds=(3, 4),
-            preexec_fn=wire,  # noqa: PLW1509 (a test helper; no threads are running)
+            preexec_fn=wire,  # a test helper: no threads run here, so preexec_fn is safe
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

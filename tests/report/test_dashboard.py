@@ -47,7 +47,9 @@ def _reference_doc(i: int, host: str, **kwargs: Any) -> dict[str, Any]:
     """diagnostic-append with a ``rewrite`` mode that misses the target by design (a declared reference)."""
     modes = {
         "delta": {"submission_ms": 0.4, "ack_ms": 3.0, "max_gap_ms": 6.0, "bytes_written": 900},
-        "rewrite": {"submission_ms": 45.0, "ack_ms": 44.0, "max_gap_ms": 48.0, "inline": True, "bytes_written": 5_200_000},
+        "rewrite": {
+            "submission_ms": 45.0, "ack_ms": 44.0, "max_gap_ms": 48.0, "inline": True, "bytes_written": 5_200_000,
+        },
     }
     doc = make_doc("diagnostic-append", modes, seed=70 + i, hostname=host, **kwargs)
     doc["recipe"]["modes"]["rewrite"]["reference"] = REASON
@@ -64,10 +66,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
         modes["async"]["ack_ms"] *= 1.3 if i >= 5 else 1.0
         modes["sync"]["ack_ms"] *= 1.6 if i == 7 else 1.0
         modes["sync"]["submission_ms"] *= 1.6 if i == 7 else 1.0
-        kwargs = {"commit": _commit(i), "date": f"2026-09-{i + 1:02d}T08:00:00+00:00", "epoch": 1_788_000_000.0 + i * 86_400}
+        epoch = 1_788_000_000.0 + i * 86_400
+        kwargs = {"commit": _commit(i), "date": f"2026-09-{i + 1:02d}T08:00:00+00:00", "epoch": epoch}
         doc = make_doc(modes=modes, seed=i, gc="natural", gc_p=0.2, **kwargs)
         write_doc(root / "ci" / f"mailbox-delivery-{i}.json", doc)
-        write_doc(root / "ci" / f"fsync-floor-{i}.json", make_floor_doc(seed=50 + i, **{**kwargs, "epoch": kwargs["epoch"] + 40}))
+        floor = make_floor_doc(seed=50 + i, **{**kwargs, "epoch": epoch + 40})
+        write_doc(root / "ci" / f"fsync-floor-{i}.json", floor)
         write_doc(root / "ci" / f"diagnostic-append-{i}.json", _reference_doc(i, "ci-runner", **kwargs))
     for i in range(2):
         doc = make_doc(seed=20 + i, hostname="other-box", commit=_commit(i), date=f"2026-09-0{i + 1}T09:00:00+00:00")
@@ -161,7 +165,7 @@ def test_recipe_page_leads_with_sync_vs_async_then_history(site: Any) -> None:
     history = page[page.index("<h2>History</h2>"):page.index("<h3>Change points</h3>")]
     points = re.findall(r"<a href='(runs/[^']+)'><circle[^>]*><title>([^<]+)</title>", history)
     assert len(points) >= 8 * 2 * 3  # 8 runs x 2 modes x (max gap, submission, ack) at least
-    for href, title in points:
+    for href, _title in points:
         assert (folder / href).is_file()
     assert any(re.match(rf"async ack_ms: 1\d\d(\.\d+)? ms \(median; .*\) at {_commit(5)[:7]}, 2026-09-06", t)
                for _, t in points)

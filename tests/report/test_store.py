@@ -121,7 +121,7 @@ def test_ingest_is_all_or_nothing(tmp_path: Path, docs: Any) -> None:
     del bad["modes"]["sync"]["verdict"]
     docs.write(tmp_path / "in" / "zz-bad.json", bad)
     store = tmp_path / "s.sqlite3"
-    with pytest.raises(PerfsuiteError, match="zz-bad.json"):
+    with pytest.raises(PerfsuiteError, match=r"zz-bad\.json"):
         ingest([tmp_path / "in"], store)
     assert not store.exists() or open_store(store).runs() == []
 
