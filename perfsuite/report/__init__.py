@@ -38,6 +38,15 @@ from perfsuite.report._history import (
 )
 from perfsuite.report._load import Floor, Result, Stat, find_floor, latest_by_recipe, read_result, read_results
 from perfsuite.report._machine import Machine, machine_fingerprint, machine_of
+from perfsuite.report._results_branch import (
+    DEFAULT_BRANCH,
+    PullReport,
+    PushReport,
+    branch_path,
+    pull_results,
+    push_results,
+    rebuild_store,
+)
 from perfsuite.report._store import (
     DEFAULT_STORE,
     IngestReport,
@@ -54,6 +63,7 @@ from perfsuite.report._table import SummaryRow, summary_rows, summary_table
 
 __all__ = [
     "DEFAULT_ALPHA",
+    "DEFAULT_BRANCH",
     "DEFAULT_FACTOR",
     "DEFAULT_STORE",
     "METRIC_DIRECTIONS",
@@ -69,6 +79,8 @@ __all__ = [
     "MachineSummary",
     "MetricChange",
     "Point",
+    "PullReport",
+    "PushReport",
     "Result",
     "Series",
     "Stat",
@@ -77,6 +89,7 @@ __all__ = [
     "StoredRun",
     "SummaryRow",
     "bars",
+    "branch_path",
     "build_dashboard",
     "compare",
     "compare_markdown",
@@ -96,9 +109,12 @@ __all__ = [
     "machine_of",
     "metric_direction",
     "open_store",
+    "pull_results",
+    "push_results",
     "read_result",
     "read_results",
     "read_source",
+    "rebuild_store",
     "select_runs",
     "summary_rows",
     "summary_table",
