@@ -25,6 +25,7 @@ from perfsuite.report._load import Result
 from perfsuite.report._machine import Machine, machine_of
 from perfsuite.report._pages import recipe_page, step_rows
 from perfsuite.report._site import commit_link, e, page, references, slug, verdict_html
+from perfsuite.report._store import read_source
 
 __all__ = ["Dashboard", "MachineStory", "build_dashboard", "dashboard"]
 
@@ -75,7 +76,7 @@ def _stories(runs: Sequence[Result], hist: History) -> list[MachineStory]:
         for run in grouped[key]:
             by_recipe.setdefault(run.recipe, []).append(run)
         comparisons = {
-            recipe: compare_results([rs[-2]], [rs[-1]], base_name=short(rs[-2]), new_name=short(rs[-1]))
+            recipe: compare_results([rs[-2]], [rs[-1]], base_name=_run_name(rs[-2]), new_name=_run_name(rs[-1]))
             for recipe, rs in sorted(by_recipe.items())
             if len(rs) >= 2
         }
@@ -85,7 +86,7 @@ def _stories(runs: Sequence[Result], hist: History) -> list[MachineStory]:
     return stories
 
 
-def short(result: Result) -> str:
+def _run_name(result: Result) -> str:
     """``<commit> (<date>)`` of a run, for comparison names."""
     return f"{(result.commit or 'unknown')[:7]} ({result.date[:16]})"
 
@@ -229,6 +230,4 @@ def dashboard(
     source: Path | str, out: Path | str, *, machine: str | None = None, commit_url: str | None = None
 ) -> Dashboard:
     """Read results from ``source`` (a directory, a file or a results store) and write the site into ``out``."""
-    from perfsuite.report._store import read_source
-
     return build_dashboard(read_source(source, machine=machine), out, commit_url=commit_url, source=str(source))

@@ -47,6 +47,7 @@ from perfsuite.errors import PerfsuiteError
 from perfsuite.report._compare import LOWER, compare_results, metric_direction
 from perfsuite.report._load import Result
 from perfsuite.report._machine import Machine, machine_of
+from perfsuite.report._store import read_source
 
 __all__ = [
     "HISTORY_METRICS",
@@ -344,8 +345,6 @@ def history(
 ) -> History:
     """Detect steps over every results file under ``source`` (a directory, a file, or a results store),
     per machine (only ``machine``'s runs when given: a key, key prefix or host label)."""
-    from perfsuite.report._store import read_source
-
     return history_results(
         read_source(source, machine=machine),
         metrics=metrics,
