@@ -75,11 +75,13 @@ def _stories(runs: Sequence[Result], hist: History) -> list[MachineStory]:
         by_recipe: dict[str, list[Result]] = {}
         for run in grouped[key]:
             by_recipe.setdefault(run.recipe, []).append(run)
-        comparisons = {
-            recipe: compare_results([rs[-2]], [rs[-1]], base_name=_run_name(rs[-2]), new_name=_run_name(rs[-1]))
-            for recipe, rs in sorted(by_recipe.items())
-            if len(rs) >= 2
-        }
+        comparisons = {}
+        for recipe, rs in sorted(by_recipe.items()):
+            # the gate compares finished runs only: an interrupted run is shown, never judged
+            done = [r for r in rs if r.data.get("status") == "complete"]
+            if len(done) >= 2:
+                comparisons[recipe] = compare_results([done[-2]], [done[-1]], base_name=_run_name(done[-2]),
+                                                      new_name=_run_name(done[-1]))
         series = tuple(s for s in hist.series if s.machine == key)
         stories.append(MachineStory(machines[key], tuple(grouped[key]), dict(sorted(by_recipe.items())),
                                     comparisons, series))
@@ -111,7 +113,8 @@ def _story_line(story: MachineStory) -> str:
     latest = max(story.runs, key=lambda r: (r.date, r.created_epoch or 0.0))
     runs = max(len(rs) for rs in story.by_recipe.values())
     if not story.comparisons:
-        text = f"One run per recipe on this machine (latest {e(latest.date[:16])}): nothing to compare yet."
+        text = (f"Fewer than two finished runs per recipe on this machine (latest {e(latest.date[:16])}): "
+                "nothing to compare yet.")
         return f"<p class='story'>{text} {len(story.steps)} change point(s).</p>"
     cls = "bad" if regressed else "good"
     text = (
@@ -137,8 +140,12 @@ def _machine_section(story: MachineStory, pages: dict[str, str], commit_url: str
         latest = runs[-1]
         reference = references(latest)
         comparison = story.comparisons.get(recipe)
-        previous = commit_link(runs[-2].commit, commit_url) if len(runs) >= 2 else "<span class='dim'>none</span>"
-        chips = _chips(comparison, reference) if comparison else "<span class='dim'>first run</span>"
+        done = [r for r in runs if r.data.get("status") == "complete"]
+        previous = commit_link(done[-2].commit, commit_url) if comparison else "<span class='dim'>none</span>"
+        chips = _chips(comparison, reference) if comparison else "<span class='dim'>fewer than two finished runs</span>"
+        if latest.data.get("status") != "complete" and comparison:
+            pair = f"{commit_link(done[-2].commit, commit_url)}..{commit_link(done[-1].commit, commit_url)}"
+            chips = f"<span class='dim'>latest run {e(latest.data.get('status'))}; finished runs {pair}:</span> {chips}"
         verdicts = "<br>".join(f"{e(mode)}: {verdict_html(latest, mode)}" for mode in latest.modes)
         parts.append(
             f"<tr><td class='text'><a href='{e(pages[recipe])}'><code>{e(recipe)}</code></a></td><td>{len(runs)}</td>"

@@ -229,6 +229,8 @@ class _RunToRun:
     def changed(self, before: Result, after: Result) -> frozenset[tuple[str, str]]:
         """(mode, metric) pairs the comparison of ``before`` -> ``after`` calls changed."""
         key = (id(before), id(after))
+        if not all(r.data.get("status") == "complete" for r in (before, after)):
+            return frozenset()  # the gate judges finished runs only
         if key not in self._cache:
             comparison = compare_results([before], [after], factor=self.factor)
             self._cache[key] = frozenset((c.mode, c.metric) for c in comparison.changes if c.status in _CHANGED)

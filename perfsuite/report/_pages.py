@@ -126,7 +126,7 @@ def step_rows(
 
 def _against_previous(comparison: Comparison | None) -> str:
     if comparison is None:
-        return "<p class='story'>The first run of this recipe on this machine.</p>"
+        return "<p class='story'>Fewer than two finished runs of this recipe on this machine: nothing to compare.</p>"
     counts = {k: sum(1 for c in comparison.changes if c.gating and c.status == k)
               for k in ("regressed", "improved", "unchanged", "inconclusive")}
     extra = f", {counts['inconclusive']} inconclusive" if counts["inconclusive"] else ""
@@ -196,12 +196,15 @@ def recipe_page(
                  f"<p class='note'>No change point over {len(runs)} run(s) (any metric).</p>")
     parts.append("<h2>Latest against previous</h2>")
     if comparison is None:
-        parts.append("<p class='note'>The first run of this recipe on this machine: nothing to compare with.</p>")
+        parts.append("<p class='note'>Fewer than two finished runs of this recipe on this machine: nothing to "
+                     "compare.</p>")
     else:
-        previous = runs[-2]
+        done = [r for r in runs if r.data.get("status") == "complete"]
+        previous, latest_done = done[-2], done[-1]
         parts.append(f"<p class='note'>Commit {commit_link(previous.commit, commit_url)} ({e(previous.date[:16])}) "
-                     f"-&gt; {commit_link(latest.commit, commit_url)} ({e(latest.date[:16])}), the gate's comparison: "
-                     f"Mann-Whitney U p &lt; {comparison.alpha:g} and a ratio beyond {comparison.factor:g}x.</p>")
+                     f"-&gt; {commit_link(latest_done.commit, commit_url)} ({e(latest_done.date[:16])}), the last two "
+                     f"finished runs, by the gate's comparison: Mann-Whitney U p &lt; {comparison.alpha:g} and a ratio "
+                     f"beyond {comparison.factor:g}x.</p>")
         parts.append(comparison_rows(comparison, reference))
     parts.append("<h2>Per-sample timeline (latest run)</h2>")
     if not has_tick_data(latest):

@@ -186,6 +186,19 @@ def test_commit_links_when_a_template_is_given(runs: Path, tmp_path: Path, capsy
     assert "must contain {commit}" in capsys.readouterr().err
 
 
+def test_an_interrupted_latest_run_is_shown_but_not_judged(runs: Path, tmp_path: Path) -> None:
+    docs = read_results(runs / "other")
+    doc = make_doc(seed=33, hostname="other-box", commit=_commit(2), date="2026-09-03T09:00:00+00:00")
+    doc["status"], doc["progress"]["done"] = "interrupted", 3
+    write_doc(tmp_path / "in" / "mailbox-delivery-2.json", doc)
+    site = build_dashboard([*docs, *read_results(tmp_path / "in")], tmp_path / "site")
+    row = re.search(r"<code>mailbox-delivery</code>.*?</tr>", site.index.read_text(), re.S)
+    assert row is not None and "latest run interrupted; finished runs " in row.group(0)
+    assert f"{_commit(0)[:7]}</code>..<code title='{_commit(1)}'>{_commit(1)[:7]}</code>:" in row.group(0)
+    (page,) = site.pages
+    assert "the last two finished runs" in page.read_text()
+
+
 def test_tick_data_gives_gap_timelines(tmp_path: Path, docs: Any) -> None:
     doc = docs.make(seed=3)
     for body in doc["modes"].values():
@@ -213,7 +226,7 @@ def test_dashboard_of_a_real_run_from_the_cli(real_site: Path, capsys: pytest.Ca
     (idle,) = real_site.rglob("idle-control.html")
     text = idle.read_text()
     assert "noise floor" in text and "ack/floor" not in text  # a timer's "ack" is not set against the floor
-    assert "The first run of this recipe on this machine." in text
+    assert "Fewer than two finished runs of this recipe on this machine" in text
     assert "History charts start at 3 runs; this machine has 1 run(s)" in text
     assert cli.main(["dashboard", str(real_site / "none"), "-o", str(real_site / "x")]) == 2
     assert "no such results file or directory" in capsys.readouterr().err
