@@ -83,6 +83,10 @@ def _source(args: argparse.Namespace) -> str:
 
     if args.source and args.store:
         raise PerfsuiteError("give either SOURCE or --store, not both")
+    if args.store:
+        from perfsuite.report import open_store
+
+        open_store(args.store).close()  # one-line errors for a missing file or one that is not a store
     source = args.source or args.store or str(DEFAULT_STORE)
     if not args.source and not args.store and not DEFAULT_STORE.exists():
         raise PerfsuiteError(f"no SOURCE given and no results store at {DEFAULT_STORE} "

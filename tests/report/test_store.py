@@ -137,11 +137,15 @@ def test_unusable_stores_are_one_line_errors(tmp_path: Path, capsys: pytest.Capt
     sqlite3.connect(newer).execute("PRAGMA user_version = 99").connection.close()
     with pytest.raises(PerfsuiteError, match="newer than this perfsuite"):
         open_store(newer)
-    for argv in (["store", "info", "--store", str(text)], ["history", "--store", str(tmp_path / "missing.sqlite3")],
-                 ["store", "ingest", str(tmp_path / "nothing-here"), "--store", str(tmp_path / "x.sqlite3")]):
+    for argv, said in (
+        (["store", "info", "--store", str(text)], "not a results store"),
+        (["history", "--store", str(tmp_path / "missing.sqlite3")], "no such results store"),
+        (["dashboard", "--store", str(text), "-o", str(tmp_path / "site")], "not a results store"),
+        (["store", "ingest", str(tmp_path / "nothing-here"), "--store", str(tmp_path / "x.sqlite3")], "no such"),
+    ):
         assert cli.main(argv) == 2
         err = capsys.readouterr().err
-        assert err.startswith("perfsuite: error:") and err.count("\n") == 1, err
+        assert err.startswith("perfsuite: error:") and err.count("\n") == 1 and said in err, err
 
 
 # -- reading the store: history, compare, two machines --------------------------------------------
