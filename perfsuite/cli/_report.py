@@ -5,7 +5,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from perfsuite.cli._common import add_phase_options, phase_outputs, thresholds, wide_console
+from perfsuite.cli._common import (
+    add_phase_options,
+    finite_float,
+    non_empty,
+    non_negative_float,
+    output_dir,
+    phase_outputs,
+    thresholds,
+    wide_console,
+)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -23,7 +32,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
         out.print(summary_table(r, find_floor(r, pool.values())))
         if r.data.get("status") != "complete":
             progress = r.data["progress"]
-            print(f"  ({r.name}: {r.data.get('status')}, {progress['done']} of {progress['total']} entries measured)")
+            why = f": {r.data['error']}" if r.data.get("error") else ""
+            print(f"  ({r.name}: {r.data.get('status')}, {progress['done']} of {progress['total']} entries "
+                  f"measured{why})")
     if getattr(args, "phase", False):
         phase_outputs(order_results(results), args.phase_dir)
     return 0
@@ -169,26 +180,29 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
 
 def source_options(p: argparse.ArgumentParser) -> None:
     """SOURCE (a directory, a results file or a results store), --store, --machine."""
-    p.add_argument("source", nargs="?", metavar="SOURCE", help="a directory of results files (searched "
-                   "recursively), a results file, or a results store (default: the store at results/perfsuite.sqlite3)")
-    p.add_argument("--store", metavar="PATH", help="read a results store (`perfsuite store ingest`)")
-    p.add_argument("--machine", metavar="M", help="only this machine (key, key prefix or host label)")
+    p.add_argument("source", nargs="?", metavar="SOURCE", type=non_empty, help="a directory of results files "
+                   "(searched recursively), a results file, or a results store (default: results/perfsuite.sqlite3)")
+    p.add_argument("--store", metavar="PATH", type=non_empty, help="read a results store (`perfsuite store ingest`)")
+    p.add_argument("--machine", metavar="M", type=non_empty, help="only this machine (key, key prefix or host label)")
 
 
 def register(sub: Any) -> None:
     """Register report, evidence, compare, history and dashboard (exit 2 on unusable input)."""
     report = sub.add_parser("report", help="the summary table of results files (as `run` prints it)")
-    report.add_argument("results", nargs="+", metavar="RESULT", help="a results file or a directory of them")
+    report.add_argument("results", nargs="+", metavar="RESULT", type=non_empty,
+                        help="a results file or a directory of them")
     add_phase_options(report)
     report.set_defaults(func=_cmd_report)
 
     def thresholds(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--alpha", type=float, help="Mann-Whitney U significance level (default: 0.05)")
-        p.add_argument("--factor", type=float, help="median ratio that counts as a change, either way (default: 1.1)")
+        p.add_argument("--alpha", type=finite_float, help="Mann-Whitney U significance level (default: 0.05)")
+        p.add_argument("--factor", type=finite_float,
+                       help="median ratio that counts as a change, either way (default: 1.1)")
 
     evidence = sub.add_parser("evidence", help="the ADR evidence paragraph (Markdown) of a results file")
-    evidence.add_argument("result", metavar="RESULT", help="a results file")
-    evidence.add_argument("--baseline", metavar="RESULT", help="a results file of the same recipe to compare with")
+    evidence.add_argument("result", metavar="RESULT", type=non_empty, help="a results file")
+    evidence.add_argument("--baseline", metavar="RESULT", type=non_empty,
+                          help="a results file of the same recipe to compare with")
     thresholds(evidence)
     evidence.set_defaults(func=_cmd_evidence)
 
@@ -198,11 +212,14 @@ def register(sub: Any) -> None:
         description="Per recipe, mode and metric: ratio of medians and Mann-Whitney U; a change needs both. "
         "Exit status: 0 no significant regression, 1 significant regression, 2 unusable input.",
     )
-    compare.add_argument("base", metavar="BASE", help="baseline results file or directory (matched by recipe); with "
-                         "--store: a commit, a run id, latest or previous")
-    compare.add_argument("new", metavar="NEW", help="new results file or directory; with --store, as BASE")
-    compare.add_argument("--store", metavar="PATH", help="choose BASE and NEW among the runs of a results store")
-    compare.add_argument("--machine", metavar="M", help="with --store: the machine (key, key prefix or host label)")
+    compare.add_argument("base", metavar="BASE", type=non_empty, help="baseline results file or directory (matched "
+                         "by recipe); with --store: a commit, a run id, latest or previous")
+    compare.add_argument("new", metavar="NEW", type=non_empty, help="new results file or directory; with --store, "
+                         "as BASE")
+    compare.add_argument("--store", metavar="PATH", type=non_empty,
+                         help="choose BASE and NEW among the runs of a results store")
+    compare.add_argument("--machine", metavar="M", type=non_empty,
+                         help="with --store: the machine (key, key prefix or host label)")
     compare.add_argument("--markdown", action="store_true", help="Markdown for a PR comment or job summary")
     compare.add_argument("--all", action="store_true", help="every metric, not only headline and changed ones")
     thresholds(compare)
@@ -210,23 +227,24 @@ def register(sub: Any) -> None:
 
     hist = sub.add_parser("history", help="change points (steps) per machine over runs, with their commit ranges")
     source_options(hist)
-    hist.add_argument("--metric", action="append", help="a metric to follow, repeatable (default: headline ones)")
-    hist.add_argument("--penalty", type=float, help="PELT penalty per ln(runs) (default: 5)")
-    hist.add_argument("--min-change", type=float, help="smallest relative step (default: 0.10)")
+    hist.add_argument("--metric", action="append", type=non_empty,
+                      help="a metric to follow, repeatable (default: headline ones)")
+    hist.add_argument("--penalty", type=non_negative_float, help="PELT penalty per ln(runs) (default: 5)")
+    hist.add_argument("--min-change", type=non_negative_float, help="smallest relative step (default: 0.10)")
     hist.set_defaults(func=_cmd_history)
 
     bars = sub.add_parser("bars", help="the bars of SPEC section 8 as verdicts, from results files",
                           description="Each bar is judged from the newest result of its recipe; bars whose "
                           "recipe is absent are reported as not measured.")
-    bars.add_argument("results", nargs="+", metavar="RESULT", help="results files or directories")
+    bars.add_argument("results", nargs="+", metavar="RESULT", type=non_empty, help="results files or directories")
     bars.add_argument("--strict", action="store_true", help="exit 1 when a measured bar is not met")
     bars.set_defaults(func=_cmd_bars)
 
     dash = sub.add_parser("dashboard", help="a static HTML dashboard: per machine, the latest run against the "
                           "previous, verdicts and change points; one page per recipe")
     source_options(dash)
-    dash.add_argument("-o", "--output", required=True, metavar="OUT", help="where to write the site")
-    dash.add_argument("--commit-url", metavar="TEMPLATE", help="link commits: a URL with {commit}, e.g. "
-                      "https://github.com/OWNER/REPO/commit/{commit}")
+    dash.add_argument("-o", "--output", required=True, metavar="OUT", type=output_dir, help="where to write the site")
+    dash.add_argument("--commit-url", metavar="TEMPLATE", type=non_empty, help="link commits: a URL with {commit}, "
+                      "e.g. https://github.com/OWNER/REPO/commit/{commit}")
     dash.set_defaults(func=_cmd_dashboard)
 

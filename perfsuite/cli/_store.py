@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from perfsuite.cli._common import wide_console
+from perfsuite.cli._common import non_empty, output_dir, wide_console
 
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
@@ -77,18 +77,23 @@ def register(sub: Any) -> None:
     actions = store.add_subparsers(dest="store_command", metavar="ACTION", required=True)
 
     ingest = actions.add_parser("ingest", help="add results documents (a run ingested twice is one run)")
-    ingest.add_argument("directories", nargs="+", metavar="DIR", help="results files or directories (recursive)")
-    ingest.add_argument("--store", metavar="PATH", help="the store file (default: results/perfsuite.sqlite3)")
+    ingest.add_argument("directories", nargs="+", metavar="DIR", type=non_empty,
+                        help="results files or directories (recursive)")
+    ingest.add_argument("--store", metavar="PATH", type=non_empty,
+                        help="the store file (default: results/perfsuite.sqlite3)")
     ingest.set_defaults(func=_cmd_ingest)
 
     info = actions.add_parser("info", help="the machines of a store, with their runs")
-    info.add_argument("--store", metavar="PATH", help="the store file (default: results/perfsuite.sqlite3)")
+    info.add_argument("--store", metavar="PATH", type=non_empty,
+                      help="the store file (default: results/perfsuite.sqlite3)")
     info.set_defaults(func=_cmd_info)
 
     def branch_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--branch", default="perfsuite-results", help="the results branch (default: perfsuite-results)")
-        p.add_argument("--remote", default="origin", help="the git remote holding it (default: origin)")
-        p.add_argument("--repo", default=".", metavar="PATH", help="the git repository to work from (default: .)")
+        p.add_argument("--branch", default="perfsuite-results", type=non_empty,
+                       help="the results branch (default: perfsuite-results)")
+        p.add_argument("--remote", default="origin", type=non_empty, help="the git remote holding it (default: origin)")
+        p.add_argument("--repo", default=".", metavar="PATH", type=non_empty,
+                       help="the git repository to work from (default: .)")
 
     push = actions.add_parser(
         "push", help="append results documents to a git branch (what CI keeps; never the database)",
@@ -96,15 +101,17 @@ def register(sub: Any) -> None:
         "touching the working tree; documents already there are not committed again; synthetic documents are "
         "refused.",
     )
-    push.add_argument("directories", nargs="+", metavar="DIR", help="results files or directories (recursive)")
+    push.add_argument("directories", nargs="+", metavar="DIR", type=non_empty,
+                      help="results files or directories (recursive)")
     branch_options(push)
-    push.add_argument("--message", help="the commit message (default: which commits the documents measure)")
+    push.add_argument("--message", type=non_empty, help="the commit message (default: which commits are measured)")
     push.set_defaults(func=_cmd_push)
 
     pull = actions.add_parser("pull", help="fetch the results branch into a directory and rebuild the store from it")
     branch_options(pull)
-    pull.add_argument("--into", default="results/history", metavar="DIR",
+    pull.add_argument("--into", default="results/history", metavar="DIR", type=output_dir,
                       help="where the documents go (default: results/history)")
-    pull.add_argument("--store", metavar="PATH", help="the store to rebuild (default: results/perfsuite.sqlite3)")
+    pull.add_argument("--store", metavar="PATH", type=non_empty,
+                      help="the store to rebuild (default: results/perfsuite.sqlite3)")
     pull.add_argument("--no-store", action="store_true", help="only fetch the documents")
     pull.set_defaults(func=_cmd_pull)

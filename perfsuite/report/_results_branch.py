@@ -83,8 +83,9 @@ def _git(repo: Path, *args: str, stdin: bytes | None = None, env: Mapping[str, s
     except FileNotFoundError:
         raise PerfsuiteError("git is not installed (needed for the results branch)") from None
     if check and proc.returncode != 0:
-        detail = proc.stderr.decode(errors="replace").strip().splitlines()
-        raise PerfsuiteError(f"git {args[0]} failed: {detail[-1] if detail else f'exit {proc.returncode}'}")
+        lines = [ln.strip() for ln in proc.stderr.decode(errors="replace").splitlines() if ln.strip()]
+        said = [ln for ln in lines if ln.startswith(("fatal:", "error:"))] or lines[-1:]
+        raise PerfsuiteError(f"git {args[0]} in {repo} failed: {said[0] if said else f'exit {proc.returncode}'}")
     return proc
 
 
