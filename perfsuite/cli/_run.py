@@ -60,10 +60,11 @@ def _kept(path: Path) -> tuple[int, int] | None:
 
 def _print_measured(documents: list[tuple[Path, Mapping[str, Any], tuple[Path, ...]]]) -> list[Any]:
     """The summary table of every finished document, then its plain ``results:`` lines (scripts read them)."""
+
     from perfsuite.report import Result, find_floor
 
     measured = [Result(path, document) for path, document, _ in documents]
-    out = wide_console()  # not wrapped at 80 columns in a pipe: the instruction columns make it wider
+    out = wide_console()  # the table `report` prints, at the same width (not wrapped at 80 columns in a pipe)
     for result in measured:
         out.print(_run_table(result.data, find_floor(result, measured, same_run=True)))
     for path, _, exports in documents:
@@ -100,10 +101,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     plans: list[tuple[Any, Path | None, Path | None, dict[str, Any]]] = []
     if args.resume:
-        if args.recipes or args.instructions or any(
-                v is not None for v in (args.samples, args.warmup, args.isolation, args.gc)):
-            raise PerfsuiteError("--resume continues the recorded recipe: give no RECIPE, --samples, --warmup, "
-                                 "--isolation, --gc or --instructions")
+        overrides = (args.samples, args.warmup, args.isolation, args.gc, args.order, args.seed)
+        if args.recipes or args.instructions or any(v is not None for v in overrides):
+            raise PerfsuiteError(
+                "--resume continues the recorded recipe and plan: give no RECIPE, --samples, --warmup, --isolation, "
+                "--gc, --order, --seed or --instructions"
+            )
         path = Path(args.resume)
         _, recipe = check_resumable(path)  # schema, plan, progress, no live writer (issue 14 cases 7, 9)
         for mode in recipe.modes:
@@ -115,8 +118,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         recipes = []
         for ref in (list_recipes(catalogue_only=True) if args.all else args.recipes or DEFAULT_RUN_RECIPES):
             recipe = load_recipe(ref).with_overrides(
-                samples=args.samples, warmup=args.warmup, isolation=args.isolation, gc=args.gc,
-                instructions=True if args.instructions else None,
+                samples=args.samples, warmup=args.warmup, isolation=args.isolation, gc=args.gc, order=args.order,
+                seed=args.seed, instructions=True if args.instructions else None,
             )
             reason = None
             for mode in recipe.modes:  # fail before measuring anything
@@ -223,6 +226,11 @@ def register(sub: Any) -> None:
     run.add_argument("--warmup", type=non_negative_int, help="discarded warm-up samples per mode (recipe default: 1)")
     run.add_argument("--isolation", choices=("process", "inline"), help="fresh process per sample, or one")
     run.add_argument("--gc", choices=("collect-before", "natural"), help="GC policy before each sample")
+    run.add_argument("--order", choices=("random", "fixed"),
+                     help="modes within each round: a seeded random order (recipe default: random; the seed and "
+                     "the plan are recorded) or the recipe's fixed order")
+    run.add_argument("--seed", type=non_negative_int,
+                     help="seed of the random order (default: drawn at start, recorded)")
     run.add_argument("--instructions", action="store_true",
                      help="after the latency samples, count instructions per operation under valgrind (callgrind), "
                      "per mode, total and loop thread (recipe setting: instructions = true)")

@@ -1,4 +1,4 @@
-"""The measuring instruments (SPEC section 3, M1-M8). Imports nothing from :mod:`perfsuite.engine`.
+"""The measuring instruments (SPEC section 3, M1-M9). Imports nothing from :mod:`perfsuite.engine`.
 
 The harness measures *callables*: a recipe mode names an operation ``"module:function"`` (see
 :mod:`perfsuite.harness._operation` for the protocol); fixtures are opaque directories, copied
@@ -26,6 +26,7 @@ from perfsuite.harness._lock import ResultsBusy, ResultsLock
 from perfsuite.harness._operation import AckCallback, Operation, OperationContext, resolve_operation
 from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe
 from perfsuite.harness._results import (
+    HOST_LABEL_ENV,
     ResultsWriter,
     load_results,
     sample_metrics,
@@ -43,8 +44,17 @@ from perfsuite.harness._runner import (
     run_recipe,
 )
 from perfsuite.harness._sample import SampleFailed, SampleRecord, SampleSpec, measure_sample
+from perfsuite.harness._stalls import (
+    InstrumentedLoop,
+    StallEntry,
+    StallMonitor,
+    StallWindow,
+    run_instrumented,
+    stall_monitor_of,
+)
 
 __all__ = [
+    "HOST_LABEL_ENV",
     "AckCallback",
     "AllocationRecord",
     "BuildFailed",
@@ -54,6 +64,7 @@ __all__ = [
     "GcWindow",
     "Heartbeat",
     "InstructionRecord",
+    "InstrumentedLoop",
     "LagPercentiles",
     "ModeSpec",
     "Operation",
@@ -67,6 +78,9 @@ __all__ = [
     "SampleFailed",
     "SampleRecord",
     "SampleSpec",
+    "StallEntry",
+    "StallMonitor",
+    "StallWindow",
     "Valgrind",
     "ValgrindUnavailable",
     "apply_gc_policy",
@@ -85,8 +99,10 @@ __all__ = [
     "plan_order",
     "resolve_operation",
     "resume_run",
+    "run_instrumented",
     "run_recipe",
     "sample_metrics",
+    "stall_monitor_of",
     "validate_results",
     "write_exports",
     "write_json_atomic",

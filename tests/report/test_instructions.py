@@ -12,7 +12,15 @@ from rich.console import Console
 
 from perfsuite.harness import validate_results
 from perfsuite.harness._instructions import instructions_section
-from perfsuite.report import Result, build_dashboard, compare_markdown, compare_results, evidence, summary_table
+from perfsuite.report import (
+    Result,
+    build_dashboard,
+    compare_markdown,
+    compare_results,
+    evidence,
+    summary_rows,
+    summary_table,
+)
 
 from .test_evidence import unsourced
 
@@ -58,7 +66,7 @@ def test_values_and_table_show_instructions(docs: Any) -> None:
     console = Console(width=200, record=True)
     console.print(summary_table(result))
     text = console.export_text()
-    assert "instructions" in text and "loop thread" in text
+    assert "instructions" in text and "loop instr" in text
     assert "8,650,544" in text and "1,767,482" in text  # medians, exact
 
 
@@ -70,8 +78,10 @@ def test_not_measured_is_null_never_zero(docs: Any) -> None:
     assert "instructions.total" not in result.values("sync")  # absent, not 0
     console = Console(width=200, record=True)
     console.print(summary_table(result))
-    assert "not measured" in console.export_text()
-    assert f"Instructions per operation were not measured (`{NOT_FOUND}`)." in evidence(result).markdown
+    assert "loop instr" in console.export_text()
+    sync = next(r for r in summary_rows(result) if r.mode == "sync")
+    assert (sync.instructions, sync.loop_instructions) == ("n/m", "n/m")  # the table's "not measured"
+    assert f"Instructions were not measured (`{NOT_FOUND}`)." in evidence(result).markdown
 
 
 def test_a_one_percent_instruction_regression_fails_without_a_p_value(docs: Any) -> None:
@@ -106,16 +116,20 @@ def test_changes_within_the_tolerance_pass(docs: Any) -> None:
 def test_evidence_numbers_come_from_the_file(docs: Any) -> None:
     doc = with_instructions(docs.make(), BASE)
     text = evidence(Result(None, doc)).markdown
-    assert ("counted the instructions from submission to acknowledgement: 7,386,077-7,386,516 for `sync` "
-            "(all on the loop thread) and 8,645,427-8,654,339 for `async` (1,758,724-1,769,803 on the loop "
-            "thread)") in text
+    assert ("counted the instructions from submission to acknowledgement: 7,386,077-7,386,516 per publication "
+            "for `sync` (all on the loop thread) and 8,645,427-8,654,339 per publication for `async` "
+            "(1,758,724-1,769,803 on the loop thread)") in text
     assert "3 passes per mode" in text
     assert unsourced(text, [doc]) == []
 
 
-def test_dashboard_shows_the_columns(tmp_path: Path, docs: Any) -> None:
-    measured = Result(tmp_path / "a.json", with_instructions(docs.make(), BASE))
-    site = build_dashboard([measured], tmp_path / "site")
-    page = (tmp_path / "site" / "mailbox-delivery.html").read_text(encoding="utf-8")
-    assert "<th class=''>instructions</th>" in page and "8,650,544" in page
-    assert any("instructions" in p.name for p in site.images)  # their history is plotted too
+def test_dashboard_shows_the_columns_and_the_history(tmp_path: Path, docs: Any) -> None:
+    runs = []
+    for i, factor in enumerate((1.0, 1.0, 1.02)):  # three runs: enough for history charts
+        doc = docs.make(seed=i, date=f"2026-11-2{i}T10:00:00+00:00", epoch=1_795_000_000.0 + i * 86400,
+                        commit=f"{i}" * 40)
+        runs.append(Result(tmp_path / f"m{i}.json", with_instructions(doc, scaled(factor))))
+    site = build_dashboard(runs, tmp_path / "site")
+    (page,) = [p.read_text(encoding="utf-8") for p in site.pages if "mailbox-delivery" in p.name]
+    assert ">instructions</th>" in page and ">loop instr</th>" in page and "7,534,207" in page
+    assert "instructions.total" in page and "instructions.loop_thread" in page  # their history charts
