@@ -78,6 +78,13 @@ def traced(command: Command, name: str) -> Command:
     return run
 
 
+def add_recipes_option(parser: argparse.ArgumentParser) -> None:
+    """``--recipes DIR``: where your own recipes live (default: ``./recipes`` when it exists); built-ins follow."""
+    parser.add_argument("--recipes", dest="recipes_dir", metavar="DIR",
+                        help="look recipe names up in DIR first (default: ./recipes when it exists), then among "
+                        "the built-in recipes")
+
+
 def add_phase_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--phase", action="store_true",
                         help="also print each mode's phase breakdown (freeze..finish, GC; main-thread time) and "

@@ -8,20 +8,23 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from perfsuite.cli._common import fixture_hook, wide_console
+from perfsuite._extras import require
+from perfsuite.cli._common import add_recipes_option, fixture_hook, wide_console
 from perfsuite.errors import PerfsuiteError
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
-    from perfsuite.harness import load_recipe, resolve_operation
+    from perfsuite.harness import load_recipe, recipe_dirs, resolve_operation
     from perfsuite.profile import profile_recipe, profiler_command
     from perfsuite.report._phases import phase_table
 
     profiler_command(args.profiler, args.profiler_path)  # a missing profiler fails before any fixture is built
+    if args.phase:
+        require("report", "matplotlib")  # the phase plot
 
     if os.getcwd() not in sys.path:  # operations import like `python -m` would (the worker gets the same)
         sys.path.insert(0, os.getcwd())
-    recipe = load_recipe(args.recipe)
+    recipe = load_recipe(args.recipe, recipe_dirs(args.recipes_dir))
     for mode in recipe.modes:
         if not args.mode or mode.name in args.mode:
             try:
@@ -57,6 +60,7 @@ def register(sub: Any) -> None:
         "are distorted: use `run` for measurements. Exit status 2 on bad input, a missing profiler, a profiler "
         "failure or a profile without samples.")
     p.add_argument("recipe", metavar="RECIPE", help="recipe name or .toml path")
+    add_recipes_option(p)
     p.add_argument("--profiler", required=True, choices=PROFILERS, help="the sampling profiler")
     p.add_argument("--mode", action="append", metavar="MODE", help="profile this mode only (repeatable; default: all)")
     p.add_argument("--repeat", type=int, metavar="N",

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from perfsuite.cli._common import add_phase_options, fixture_hook, phase_outputs, traced
+from perfsuite._extras import require
+from perfsuite.cli._common import add_phase_options, add_recipes_option, fixture_hook, phase_outputs, traced
 from perfsuite.errors import PerfsuiteError
 
 
@@ -45,6 +46,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         load_recipe,
         load_results,
         new_results_path,
+        recipe_dirs,
         resolve_operation,
         resume_run,
         run_recipe,
@@ -52,6 +54,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from perfsuite.harness._recipe import Recipe
     from perfsuite.harness._runner import plan_order
 
+    if args.phase:
+        require("report", "matplotlib")  # the phase plot: say so before measuring, not after
     if os.getcwd() not in sys.path:  # operations import like `python -m` would (workers get the same)
         sys.path.insert(0, os.getcwd())
     work_root = Path(args.work_dir) if args.work_dir else None
@@ -74,8 +78,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         plans = []
         if args.all and args.recipes:
             raise PerfsuiteError("--all runs the whole catalogue: give no RECIPE with it")
-        for ref in (list_recipes(catalogue_only=True) if args.all else args.recipes or DEFAULT_RUN_RECIPES):
-            recipe = load_recipe(ref).with_overrides(
+        dirs = recipe_dirs(args.recipes_dir)
+        for ref in (list_recipes(catalogue_only=True, dirs=dirs) if args.all else args.recipes or DEFAULT_RUN_RECIPES):
+            recipe = load_recipe(ref, dirs).with_overrides(
                 samples=args.samples, warmup=args.warmup, isolation=args.isolation, gc=args.gc
             )
             reason = None
@@ -169,8 +174,9 @@ def register(sub: Any) -> None:
         help=f"recipe name or .toml path (default, the quick set: {' '.join(DEFAULT_RUN_RECIPES)})",
     )
     run.add_argument("--all", action="store_true",
-                     help="run the whole recipe catalogue in recipes/ (recipes with catalogue = false, the "
-                     "peers, run only when named)")
+                     help="run the whole recipe catalogue: the built-in recipes and your own (recipes with "
+                     "catalogue = false, the peers, run only when named)")
+    add_recipes_option(run)
     run.add_argument("--samples", type=int, help="samples per mode (recipe default: 6)")
     run.add_argument("--warmup", type=int, help="discarded warm-up samples per mode (recipe default: 1)")
     run.add_argument("--isolation", choices=("process", "inline"), help="fresh process per sample, or one")

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from perfsuite._extras import require
 from perfsuite.errors import PerfsuiteError
 
 
@@ -15,6 +16,8 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
 
     from perfsuite import whatif
 
+    if args.plot:
+        require("report", "matplotlib")  # the trade-off plot: say so before simulating
     sources = [bool(args.trace), args.storm, args.unattended]
     if sum(sources) != 1:
         raise PerfsuiteError("give exactly one of --trace FILE, --storm or --unattended")

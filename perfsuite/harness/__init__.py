@@ -13,7 +13,7 @@ from perfsuite.harness._alloc import AllocationRecord, measure_allocation
 from perfsuite.harness._gc import GcEvent, GcRecorder, GcWindow, apply_gc_policy
 from perfsuite.harness._heartbeat import GapWindow, Heartbeat, LagPercentiles
 from perfsuite.harness._operation import AckCallback, Operation, OperationContext, resolve_operation
-from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe
+from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe, recipe_dirs
 from perfsuite.harness._results import (
     load_results,
     sample_metrics,
@@ -49,6 +49,7 @@ __all__ = [
     "measure_allocation",
     "measure_sample",
     "new_results_path",
+    "recipe_dirs",
     "resolve_operation",
     "resume_run",
     "run_recipe",

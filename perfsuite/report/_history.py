@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfsuite._extras import require
 from perfsuite.report._compare import LOWER, metric_direction
 from perfsuite.report._load import Result, read_results
 
@@ -148,6 +149,7 @@ def detect_steps(
 ) -> list[int]:
     """Indices where a new level starts in ``values`` (see the module docstring for the method)."""
     import numpy as np
+    require("report", "ruptures", "scipy")
     import ruptures as rpt
     from scipy.stats import median_abs_deviation
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from perfsuite._extras import require
 from perfsuite.report._format import fmt_level, short_commit
 from perfsuite.report._history import Series
 from perfsuite.report._load import Result
@@ -35,6 +36,7 @@ _LABELS = {
 
 
 def _figure(width: float, height: float) -> Any:
+    require("report", "matplotlib")
     from matplotlib.figure import Figure
 
     return Figure(figsize=(width, height), dpi=100, layout="constrained")
