@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from perfsuite import __version__
 from perfsuite.cli._common import Command, FixtureResolver, default_resolve_fixture
+from perfsuite.cli._console import configure
 from perfsuite.cli._run import DEFAULT_RUN_RECIPES
 from perfsuite.errors import PerfsuiteError
 
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
         "measures it under heartbeat-gap recipes.",
     )
     parser.add_argument("--version", action="version", version=f"perfsuite {__version__}")
+    add_verbosity(parser, 0)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     _run.register(sub)
@@ -41,12 +43,24 @@ def build_parser() -> argparse.ArgumentParser:
     _report.register(sub)
     _whatif.register(sub)
     _profile.register(sub)
+    for command in sub.choices.values():  # -q / -v also after the command name
+        add_verbosity(command, argparse.SUPPRESS)
     return parser
+
+
+def add_verbosity(parser: argparse.ArgumentParser, default: object) -> None:
+    """Global ``-q`` (verdicts and errors only) and ``-v`` (more detail): one console for every command."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("-q", "--quiet", dest="verbosity", action="store_const", const=-1, default=default,
+                       help="print verdicts and errors only")
+    group.add_argument("-v", "--verbose", dest="verbosity", action="store_const", const=1, default=default,
+                       help="print more detail (e.g. every export path)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    configure(getattr(args, "verbosity", 0) or 0)
     func: Command | None = getattr(args, "func", None)
     if func is None:
         parser.print_help()

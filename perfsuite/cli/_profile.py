@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite._extras import require
-from perfsuite.cli._common import add_recipes_option, fixture_hook, wide_console
+from perfsuite.cli._common import add_recipes_option, fixture_hook
+from perfsuite.cli._console import console
 from perfsuite.errors import PerfsuiteError
 
 
@@ -36,15 +37,17 @@ def _cmd_profile(args: argparse.Namespace) -> int:
         recipe, args.profiler, modes=args.mode, output_dir=args.output_dir, repeat=args.repeat,
         native=args.native, rate=args.rate, fixture=fixture, fixture_info=info,
         work_root=Path(args.work_dir) if args.work_dir else None, profiler_path=args.profiler_path,
-        phase=args.phase, on_event=lambda message: print(f"perfsuite: profiling {message}", file=sys.stderr),
+        phase=args.phase, on_event=lambda message: None if console().quiet else print(f"perfsuite: profiling {message}",
+                                                                       file=sys.stderr),
     )
+    out = console()
     for mode in run.modes:
-        print(mode.summary)
+        out.line(mode.summary)
     if run.phases_png is not None:
-        wide_console().print(phase_table(run.breakdown()))
-    print(f"profile: {run.record}")  # plain lines, never wrapped: scripts read them
+        out.table(phase_table(run.breakdown()))
+    out.verdict(f"profile: {run.record}")  # plain lines, never wrapped: scripts read them
     for path in run.artifacts()[1:]:
-        print(f"  {path}")
+        out.line(f"  {path}")
     return 0
 
 

@@ -11,7 +11,16 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite._extras import require
-from perfsuite.cli._common import add_phase_options, add_recipes_option, fixture_hook, phase_outputs, traced
+from perfsuite.cli._common import (
+    add_phase_options,
+    add_recipes_option,
+    export_summary,
+    fixture_hook,
+    phase_outputs,
+    traced,
+    verdict_lines,
+)
+from perfsuite.cli._console import console
 from perfsuite.errors import PerfsuiteError
 
 
@@ -37,7 +46,6 @@ def _run_table(doc: Mapping[str, Any], floor: Any = None) -> Any:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from perfsuite.harness import (
@@ -60,7 +68,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         sys.path.insert(0, os.getcwd())
     work_root = Path(args.work_dir) if args.work_dir else None
     skipped: list[str] = []
-    err, out = Console(stderr=True), Console()
+    out = console()
     if args.resume:
         if args.recipes or any(v is not None for v in (args.samples, args.warmup, args.isolation, args.gc)):
             raise PerfsuiteError(
@@ -107,7 +115,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         TextColumn("{task.fields[gap]}"),
     )
     run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"  # one invocation, many documents
-    with Progress(*columns, console=err) as progress:
+    with Progress(*columns, console=out.rich(stderr=True), disable=out.quiet) as progress:
         for recipe, path, fixture, info, done in plans:
             task = progress.add_task(recipe.name, total=len(plan_order(recipe)), completed=done, gap="")
 
@@ -147,13 +155,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     measured = [Result(path, document) for document, (path, _) in zip(documents, paths)]
     for result in measured:
-        out.print(_run_table(result.data, find_floor(result, measured, same_run=True)))
-    for path, exports in paths:  # plain lines, never wrapped: scripts read them
-        print(f"results: {path}")
+        floor = find_floor(result, measured, same_run=True)
+        out.table(_run_table(result.data, floor))
+        if out.quiet:  # -q: the verdicts instead of the table
+            for line in verdict_lines(result, floor):
+                out.verdict(line)
+    for path, exports in paths:  # one plain line per results document, never wrapped: scripts read them
+        out.line(f"results: {path}" + (f" (+ {export_summary(exports)})" if exports else ""))
         for extra in exports:
-            print(f"  {extra}")
+            out.detail(f"  {extra}")
     for line in skipped:  # one line per recipe that could not run here, with the reason
-        print(line)
+        out.verdict(line)
     if getattr(args, "phase", False):
         phase_outputs(measured, args.phase_dir)
     return 0
