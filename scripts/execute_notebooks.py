@@ -63,7 +63,7 @@ def execute(path: Path) -> int:
         try:
             client = NotebookClient(nb, timeout=600, kernel_name="python3",
                                     resources={"metadata": {"path": str(path.parent)}})
-            client.extra_arguments = ["--InlineBackend.rc={'figure.dpi': %d}" % DPI]
+            client.extra_arguments = [f"--InlineBackend.rc={{'figure.dpi': {DPI}}}"]
             client.execute()
         finally:
             for k, v in saved.items():

@@ -81,6 +81,11 @@ def test_the_wheel_ships_the_recipes_and_fixture_specs(installed: Path, tmp_path
     assert where[1].endswith("perfsuite/_data/recipes") and where[2].endswith("perfsuite/_data/fixtures")
     shipped = {p.name for p in Path(where[1]).glob("*.toml")}
     assert shipped == {p.name for p in (ROOT / "recipes").glob("*.toml")}
+    probe = ("from importlib import metadata, resources; "
+             "print(sorted(e.value for e in metadata.entry_points(group='pytest11') if e.name == 'perfsuite')); "
+             "print(resources.files('perfsuite.cli').joinpath('output.schema.json').is_file())")
+    plugin, schema = _run([str(installed / "python"), "-c", probe], cwd=tmp_path, env=env).stdout.split("\n")[:2]
+    assert plugin == "['perfsuite.pytest_plugin']" and schema == "True"  # the pytest plugin and --format's schema
     fixtures = _run([str(installed / "perfsuite"), "fixtures", "list"], cwd=tmp_path, env=env).stdout
     for spec in (ROOT / "fixtures").glob("*.toml"):
         assert spec.stem in fixtures

@@ -22,7 +22,6 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Iterable
 from typing import IO, Any
 
 __all__ = ["DEFAULT_WIDTH", "NAME_COLUMNS", "Console", "abbreviate", "configure", "console", "console_width"]
@@ -250,9 +249,3 @@ def console() -> Console:
     """The console of this invocation (a default one when :func:`configure` was not called)."""
     return _current or Console()
 
-
-def lines(items: Iterable[str]) -> None:
-    """Print ordinary lines on :func:`console`."""
-    out = console()
-    for item in items:
-        out.line(item)
