@@ -140,6 +140,7 @@ class Console:
 
             text = "shortened: " + "; ".join(f"{short} = {full}" for short, full in legend)
             self._write(textwrap.fill(text, width=self.width, subsequent_indent="  ", break_on_hyphens=False))
+        self._write("")  # a blank line between one table and what follows
 
     def render(self, renderable: Any) -> None:
         """Print any rich renderable at the console's width, without trailing padding (hidden by ``-q``)."""
