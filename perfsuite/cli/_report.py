@@ -6,7 +6,16 @@ import argparse
 import textwrap
 from typing import Any
 
-from perfsuite.cli._common import add_phase_options, phase_outputs, thresholds, verdict_lines
+from perfsuite.cli._common import (
+    add_phase_options,
+    finite_float,
+    non_empty,
+    non_negative_float,
+    output_dir,
+    phase_outputs,
+    thresholds,
+    verdict_lines,
+)
 from perfsuite.cli._console import console
 from perfsuite.cli._formats import (
     add_format_option,
@@ -46,8 +55,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
                 out.verdict(line)
         if r.data.get("status") != "complete":
             progress = r.data["progress"]
+            why = f": {r.data['error']}" if r.data.get("error") else ""
             out.verdict(f"  ({r.name}: {r.data.get('status')}, {progress['done']} of {progress['total']} entries "
-                        "measured)")
+                        f"measured{why})")
     if getattr(args, "phase", False):
         phase_outputs(ordered, args.phase_dir)
     return 0
@@ -188,18 +198,21 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     """Register report, evidence, compare, history and dashboard (exit 2 on unusable input)."""
     report = sub.add_parser("report", help="the summary table of results files (as `run` prints it)")
-    report.add_argument("results", nargs="+", metavar="RESULT", help="a results file or a directory of them")
+    report.add_argument("results", nargs="+", metavar="RESULT", type=non_empty,
+                        help="a results file or a directory of them")
     add_phase_options(report)
     add_format_option(report)
     report.set_defaults(func=_cmd_report)
 
     def thresholds(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--alpha", type=float, help="Mann-Whitney U significance level (default: 0.05)")
-        p.add_argument("--factor", type=float, help="median ratio that counts as a change, either way (default: 1.1)")
+        p.add_argument("--alpha", type=finite_float, help="Mann-Whitney U significance level (default: 0.05)")
+        p.add_argument("--factor", type=finite_float,
+                       help="median ratio that counts as a change, either way (default: 1.1)")
 
     evidence = sub.add_parser("evidence", help="the ADR evidence paragraph (Markdown) of a results file")
-    evidence.add_argument("result", metavar="RESULT", help="a results file")
-    evidence.add_argument("--baseline", metavar="RESULT", help="a results file of the same recipe to compare with")
+    evidence.add_argument("result", metavar="RESULT", type=non_empty, help="a results file")
+    evidence.add_argument("--baseline", metavar="RESULT", type=non_empty,
+                          help="a results file of the same recipe to compare with")
     thresholds(evidence)
     evidence.set_defaults(func=_cmd_evidence)
 
@@ -209,31 +222,35 @@ def register(sub: Any) -> None:
         description="Per recipe, mode and metric: ratio of medians and Mann-Whitney U; a change needs both. "
         "Exit status: 0 no significant regression, 1 significant regression, 2 unusable input.",
     )
-    compare.add_argument("base", metavar="BASE", help="baseline results file or directory (matched by recipe)")
-    compare.add_argument("new", metavar="NEW", help="new results file or directory")
+    compare.add_argument("base", metavar="BASE", type=non_empty,
+                         help="baseline results file or directory (matched by recipe)")
+    compare.add_argument("new", metavar="NEW", type=non_empty, help="new results file or directory")
     add_format_option(compare)
     compare.add_argument("--all", action="store_true", help="every metric, not only headline and changed ones")
     thresholds(compare)
     compare.set_defaults(func=_cmd_compare)
 
     hist = sub.add_parser("history", help="change points (steps) over a directory of runs, with their commits")
-    hist.add_argument("directory", metavar="DIR", help="a directory of results files (searched recursively)")
-    hist.add_argument("--metric", action="append", help="a metric to follow, repeatable (default: headline ones)")
-    hist.add_argument("--penalty", type=float, help="PELT penalty per ln(runs) (default: 5)")
-    hist.add_argument("--min-change", type=float, help="smallest relative step (default: 0.10)")
+    hist.add_argument("directory", metavar="DIR", type=non_empty,
+                      help="a directory of results files (searched recursively)")
+    hist.add_argument("--metric", action="append", type=non_empty,
+                      help="a metric to follow, repeatable (default: headline ones)")
+    hist.add_argument("--penalty", type=non_negative_float, help="PELT penalty per ln(runs) (default: 5)")
+    hist.add_argument("--min-change", type=non_negative_float, help="smallest relative step (default: 0.10)")
     add_format_option(hist)
     hist.set_defaults(func=_cmd_history)
 
     bars = sub.add_parser("bars", help="the bars of SPEC section 8 as verdicts, from results files",
                           description="Each bar is judged from the newest result of its recipe; bars whose "
                           "recipe is absent are reported as not measured.")
-    bars.add_argument("results", nargs="+", metavar="RESULT", help="results files or directories")
+    bars.add_argument("results", nargs="+", metavar="RESULT", type=non_empty, help="results files or directories")
     bars.add_argument("--strict", action="store_true", help="exit 1 when a measured bar is not met")
     add_format_option(bars)
     bars.set_defaults(func=_cmd_bars)
 
     dash = sub.add_parser("dashboard", help="a static HTML dashboard (index + one page per recipe)")
-    dash.add_argument("directory", metavar="DIR", help="a directory of results files (searched recursively)")
-    dash.add_argument("-o", "--output", required=True, metavar="OUT", help="where to write the site")
+    dash.add_argument("directory", metavar="DIR", type=non_empty,
+                      help="a directory of results files (searched recursively)")
+    dash.add_argument("-o", "--output", required=True, metavar="OUT", type=output_dir, help="where to write the site")
     dash.set_defaults(func=_cmd_dashboard)
 

@@ -12,16 +12,26 @@ privately for every sample. Typical use::
 from perfsuite.harness._alloc import AllocationRecord, measure_allocation
 from perfsuite.harness._gc import GcEvent, GcRecorder, GcWindow, apply_gc_policy
 from perfsuite.harness._heartbeat import GapWindow, Heartbeat, LagPercentiles
+from perfsuite.harness._lock import ResultsBusy, ResultsLock
 from perfsuite.harness._operation import AckCallback, Operation, OperationContext, resolve_operation
 from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe, recipe_dirs
 from perfsuite.harness._results import (
+    ResultsWriter,
     load_results,
     sample_metrics,
     validate_results,
     write_exports,
     write_json_atomic,
 )
-from perfsuite.harness._runner import RunResult, SampleEvent, new_results_path, resume_run, run_recipe
+from perfsuite.harness._runner import (
+    RunResult,
+    SampleEvent,
+    check_resumable,
+    new_results_path,
+    plan_order,
+    resume_run,
+    run_recipe,
+)
 from perfsuite.harness._sample import SampleFailed, SampleRecord, SampleSpec, measure_sample
 
 __all__ = [
@@ -37,18 +47,23 @@ __all__ = [
     "Operation",
     "OperationContext",
     "Recipe",
+    "ResultsBusy",
+    "ResultsLock",
+    "ResultsWriter",
     "RunResult",
     "SampleEvent",
     "SampleFailed",
     "SampleRecord",
     "SampleSpec",
     "apply_gc_policy",
+    "check_resumable",
     "list_recipes",
     "load_recipe",
     "load_results",
     "measure_allocation",
     "measure_sample",
     "new_results_path",
+    "plan_order",
     "recipe_dirs",
     "resolve_operation",
     "resume_run",

@@ -18,7 +18,7 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from perfsuite.errors import PerfsuiteError
 
 __all__ = [
     "SCHEMA_VERSION",
+    "ResultsWriter",
     "bootstrap_median_ci",
     "collect_environment",
     "describe_fixture",
@@ -86,12 +87,37 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def current_umask() -> int:
+    """The process umask, read without changing it where Linux says it (``/proc/self/status``)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: the classic set-and-restore
+    os.umask(mask)
+    return mask
+
+
+#: how a results document reaches the disk, ``(path, document) -> None``: :func:`write_json_atomic`, or a
+#: fault-injecting stand-in in the tests (issue 14 case 6: ENOSPC while writing results)
+ResultsWriter = Callable[[Path, Any], None]
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Temp file in the same directory, write, fsync, ``os.replace``, fsync the directory."""
+    """Temp file in the same directory, write, fsync, ``os.replace``, fsync the directory.
+
+    The file gets the permissions a plain ``open(path, "w")`` would (``0666 & ~umask``, 0644 usually),
+    like the exports beside it; ``mkstemp`` alone would leave it private (0600; issue 14 case 9).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(data, fh, indent=1, allow_nan=False)
             fh.write("\n")
@@ -474,6 +500,8 @@ def export_pyperf(document: Mapping[str, Any], path: Path) -> Path | None:
     model = (env.get("cpu") or {}).get("model")
     if model:
         common["cpu_model_name"] = model
+    if document.get("run_id"):  # which run wrote this export (issue 14 case 7: never another run's)
+        common["perfsuite_run_id"] = str(document["run_id"])
     benchmarks = []
     for mode, samples in _series(document):
         if not samples:
