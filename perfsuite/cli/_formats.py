@@ -181,10 +181,11 @@ def history_json(hist: Any) -> dict[str, Any]:
         "series": len(hist.series),
         "penalty_per_log_n": hist.penalty_per_log_n,
         "min_change": hist.min_change,
+        "machines": [{"key": m.key, "label": m.label} for m in getattr(hist, "machines", ())],
         "steps": [{
-            "recipe": st.recipe, "mode": st.mode, "metric": st.metric, "commit": st.commit,
-            "previous_commit": st.previous_commit, "date": st.date, "before": st.before, "after": st.after,
-            "ratio": st.ratio, "kind": st.kind,
+            "machine": getattr(st, "machine", None), "recipe": st.recipe, "mode": st.mode, "metric": st.metric,
+            "commit": st.commit, "previous_commit": st.previous_commit, "date": st.date, "before": st.before,
+            "after": st.after, "ratio": st.ratio, "kind": st.kind, "method": getattr(st, "method", None),
         } for st in hist.steps],
     }
 

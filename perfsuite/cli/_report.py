@@ -74,7 +74,10 @@ def _cmd_evidence(args: argparse.Namespace) -> int:
 def _cmd_compare(args: argparse.Namespace) -> int:
     from perfsuite.report import compare, compare_markdown, compare_table
 
-    comparison = compare(args.base, args.new, **thresholds(args))
+    if args.store:
+        comparison = _store_comparison(args)
+    else:
+        comparison = compare(args.base, args.new, **thresholds(args))
     if args.format == "json":
         emit_json("compare", compare_json(comparison))
     elif args.format == "markdown":
@@ -91,40 +94,90 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return comparison.exit_status
 
 
+def _store_comparison(args: argparse.Namespace) -> Any:
+    """``compare --store S BASE NEW``: runs of one machine chosen by commit, run id, latest or previous."""
+    from perfsuite.errors import PerfsuiteError
+    from perfsuite.report import compare_results, machine_of, open_store, select_runs
+
+    with open_store(args.store) as db:
+        machines = db.machines()
+        if args.machine:
+            machine = db.machine(args.machine)
+        elif len(machines) == 1:
+            machine = machines[0].machine
+        else:
+            names = ", ".join(m.machine.key for m in machines)
+            raise PerfsuiteError(f"{args.store} holds several machines; choose one with --machine ({names})")
+        results = db.results(machine)
+    base, new = select_runs(results, args.base), select_runs(results, args.new)
+    recipes = {r.recipe for r in base} & {r.recipe for r in new}
+    base, new = [r for r in base if r.recipe in recipes], [r for r in new if r.recipe in recipes]
+    if not recipes:
+        raise PerfsuiteError(f"{args.base} and {args.new} share no recipe on {machine.key}")
+    label = machine_of(base[0]).host
+    return compare_results(base, new, **thresholds(args), base_name=f"{args.base} on {label}",
+                           new_name=f"{args.new} on {label}")
+
+
+def _source(args: argparse.Namespace) -> str:
+    """The results to read: SOURCE (directory, file or store), else --store, else the default store."""
+    from perfsuite.errors import PerfsuiteError
+    from perfsuite.report import DEFAULT_STORE
+
+    if args.source and args.store:
+        raise PerfsuiteError("give either SOURCE or --store, not both")
+    if args.store:
+        from perfsuite.report import open_store
+
+        open_store(args.store).close()  # one-line errors for a missing file or one that is not a store
+    source = args.source or args.store or str(DEFAULT_STORE)
+    if not args.source and not args.store and not DEFAULT_STORE.exists():
+        raise PerfsuiteError(f"no SOURCE given and no results store at {DEFAULT_STORE} "
+                             "(give a results directory, or run `perfsuite store ingest DIR` first)")
+    return str(source)
+
+
 def _cmd_history(args: argparse.Namespace) -> int:
     from rich import box
     from rich.table import Table
 
-    from perfsuite.report import history
+    from perfsuite.report import MIN_PELT_RUNS, history
     from perfsuite.report._format import fmt_level, short_commit
 
     options = {"penalty_per_log_n": args.penalty, "min_change": args.min_change}
-    hist = history(args.directory, metrics=args.metric, **{k: v for k, v in options.items() if v is not None})
+    hist = history(_source(args), metrics=args.metric, machine=args.machine,
+                   **{k: v for k, v in options.items() if v is not None})
     if args.format == "json":
         emit_json("history", history_json(hist))
         return 0
+    hosts = {m.key: m.host for m in hist.machines}
     table = Table(
-        title=f"perfsuite history: {len(hist.steps)} step(s) over {hist.runs} run(s)",
-        caption=f"{len(hist.series)} series; ruptures PELT (l2) on noise-standardised medians, penalty "
-        f"{hist.penalty_per_log_n:g} ln(n), steps of at least {hist.min_change:.0%}",
+        title=f"perfsuite history: {len(hist.steps)} step(s) over {hist.runs} run(s) on "
+        f"{len(hist.machines)} machine(s)",
+        caption="\n".join([*(f"machine {m.key}: {m.label}" for m in hist.machines),
+                           f"{len(hist.series)} series; ruptures PELT (l2) on noise-standardised medians from "
+                           f"{MIN_PELT_RUNS} runs, penalty {hist.penalty_per_log_n:g} ln(n); below that, the gate's "
+                           f"test run against run; steps of at least {hist.min_change:.0%}"]),
         box=box.SIMPLE_HEAD,
         title_justify="left",
         caption_justify="left",
     )
-    for column in ("recipe", "mode", "metric", "step at", "previous", "date", "before", "after", "change", "kind"):
+    columns = ("machine", "recipe", "mode", "metric", "commits", "date", "before", "after", "change", "kind", "by")
+    for column in columns:
         table.add_column(column, justify="right" if column in ("before", "after", "change") else "left")
     for st in hist.steps:
         table.add_row(
+            hosts.get(st.machine, st.machine),
             st.recipe,
             st.mode,
             st.metric,
-            short_commit(st.commit),
-            short_commit(st.previous_commit),
+            f"{short_commit(st.previous_commit)}..{short_commit(st.commit)}",
             st.date[:10],
             fmt_level(st.before),
             fmt_level(st.after),
             f"{st.ratio:.2f}x",
             st.kind,
+            st.method,
         )
     if args.format == "markdown":
         print(markdown_table(table), end="")
@@ -134,7 +187,8 @@ def _cmd_history(args: argparse.Namespace) -> int:
     if out.quiet:  # the steps are the verdicts
         out.verdict(str(table.title))
         for st in hist.steps:
-            out.verdict(f"  {st.kind}: {st.recipe}/{st.mode} {st.metric} {st.ratio:.2f}x at {short_commit(st.commit)}")
+            out.verdict(f"  {st.kind}: {hosts.get(st.machine, st.machine)} {st.recipe}/{st.mode} {st.metric} "
+                        f"{st.ratio:.2f}x in {short_commit(st.previous_commit)}..{short_commit(st.commit)}")
     return 0
 
 
@@ -190,9 +244,18 @@ def _cmd_bars(args: argparse.Namespace) -> int:
 def _cmd_dashboard(args: argparse.Namespace) -> int:
     from perfsuite.report import dashboard
 
-    site = dashboard(args.directory, args.output)
-    console().verdict(f"dashboard: {site.index} ({len(site.pages)} recipe page(s), {len(site.images)} figures)")
+    site = dashboard(_source(args), args.output, machine=args.machine, commit_url=args.commit_url)
+    console().verdict(f"dashboard: {site.index} ({len(site.pages)} recipe page(s), {len(site.documents)} results "
+                      "documents)")
     return 0
+
+
+def source_options(p: argparse.ArgumentParser) -> None:
+    """SOURCE (a directory, a results file or a results store), --store, --machine."""
+    p.add_argument("source", nargs="?", metavar="SOURCE", type=non_empty, help="a directory of results files "
+                   "(searched recursively), a results file, or a results store (default: results/perfsuite.sqlite3)")
+    p.add_argument("--store", metavar="PATH", type=non_empty, help="read a results store (`perfsuite store ingest`)")
+    p.add_argument("--machine", metavar="M", type=non_empty, help="only this machine (key, key prefix or host label)")
 
 
 def register(sub: Any) -> None:
@@ -222,17 +285,21 @@ def register(sub: Any) -> None:
         description="Per recipe, mode and metric: ratio of medians and Mann-Whitney U; a change needs both. "
         "Exit status: 0 no significant regression, 1 significant regression, 2 unusable input.",
     )
-    compare.add_argument("base", metavar="BASE", type=non_empty,
-                         help="baseline results file or directory (matched by recipe)")
-    compare.add_argument("new", metavar="NEW", type=non_empty, help="new results file or directory")
+    compare.add_argument("base", metavar="BASE", type=non_empty, help="baseline results file or directory (matched "
+                         "by recipe); with --store: a commit, a run id, latest or previous")
+    compare.add_argument("new", metavar="NEW", type=non_empty, help="new results file or directory; with --store, "
+                         "as BASE")
+    compare.add_argument("--store", metavar="PATH", type=non_empty,
+                         help="choose BASE and NEW among the runs of a results store")
+    compare.add_argument("--machine", metavar="M", type=non_empty,
+                         help="with --store: the machine (key, key prefix or host label)")
     add_format_option(compare)
     compare.add_argument("--all", action="store_true", help="every metric, not only headline and changed ones")
     thresholds(compare)
     compare.set_defaults(func=_cmd_compare)
 
-    hist = sub.add_parser("history", help="change points (steps) over a directory of runs, with their commits")
-    hist.add_argument("directory", metavar="DIR", type=non_empty,
-                      help="a directory of results files (searched recursively)")
+    hist = sub.add_parser("history", help="change points (steps) per machine over runs, with their commit ranges")
+    source_options(hist)
     hist.add_argument("--metric", action="append", type=non_empty,
                       help="a metric to follow, repeatable (default: headline ones)")
     hist.add_argument("--penalty", type=non_negative_float, help="PELT penalty per ln(runs) (default: 5)")
@@ -248,9 +315,11 @@ def register(sub: Any) -> None:
     add_format_option(bars)
     bars.set_defaults(func=_cmd_bars)
 
-    dash = sub.add_parser("dashboard", help="a static HTML dashboard (index + one page per recipe)")
-    dash.add_argument("directory", metavar="DIR", type=non_empty,
-                      help="a directory of results files (searched recursively)")
+    dash = sub.add_parser("dashboard", help="a static HTML dashboard: per machine, the latest run against the "
+                          "previous, verdicts and change points; one page per recipe")
+    source_options(dash)
     dash.add_argument("-o", "--output", required=True, metavar="OUT", type=output_dir, help="where to write the site")
+    dash.add_argument("--commit-url", metavar="TEMPLATE", type=non_empty, help="link commits: a URL with {commit}, "
+                      "e.g. https://github.com/OWNER/REPO/commit/{commit}")
     dash.set_defaults(func=_cmd_dashboard)
 

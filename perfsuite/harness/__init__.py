@@ -16,6 +16,7 @@ from perfsuite.harness._lock import ResultsBusy, ResultsLock
 from perfsuite.harness._operation import AckCallback, Operation, OperationContext, resolve_operation
 from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe, recipe_dirs
 from perfsuite.harness._results import (
+    HOST_LABEL_ENV,
     ResultsWriter,
     load_results,
     sample_metrics,
@@ -35,6 +36,7 @@ from perfsuite.harness._runner import (
 from perfsuite.harness._sample import SampleFailed, SampleRecord, SampleSpec, measure_sample
 
 __all__ = [
+    "HOST_LABEL_ENV",
     "AckCallback",
     "AllocationRecord",
     "GapWindow",

@@ -47,6 +47,9 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 1
+#: when set, recorded as ``environment.host_label``: the machine's name in history and the results store
+#: (CI runners get a new host name per job, so a workflow names its runner class here)
+HOST_LABEL_ENV = "PERFSUITE_HOST_LABEL"
 #: M8: seeded bootstrap of the median, so a summary is reproducible from the same samples
 BOOTSTRAP_SEED = 20261020
 BOOTSTRAP_RESAMPLES = 2000
@@ -214,7 +217,7 @@ def git_state() -> dict[str, Any] | None:
 
 
 def collect_environment(work_dir: Path) -> dict[str, Any]:
-    """M8: Python, OS, CPU, core count, work-dir filesystem and directory-fsync probe, git, host, date."""
+    """M8: Python, OS, CPU, cores, work-dir filesystem and dir-fsync probe, git, host (and its label), date."""
     try:
         affinity: int | None = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -224,7 +227,8 @@ def collect_environment(work_dir: Path) -> dict[str, Any]:
     except (AttributeError, OSError):
         load = None
     fs = filesystem_of(work_dir)
-    return {
+    label = os.environ.get(HOST_LABEL_ENV, "").strip()
+    env: dict[str, Any] = {
         "python": {
             "version": platform.python_version(),
             "implementation": platform.python_implementation(),
@@ -246,6 +250,9 @@ def collect_environment(work_dir: Path) -> dict[str, Any]:
         "date": now_iso(),
         "load_avg": load,
     }
+    if label:
+        env["host_label"] = label
+    return env
 
 
 # -- fixture description (M6, M8) ----------------------------------------------------------------
