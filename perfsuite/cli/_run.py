@@ -68,7 +68,7 @@ def _print_measured(documents: list[tuple[Path, Mapping[str, Any], tuple[Path, .
     from perfsuite.report import Result, find_floor
 
     measured = [Result(path, document) for path, document, _ in documents]
-    out = console()
+    out = console()  # the table `report` prints, at the same width
     for result in measured:
         floor = find_floor(result, measured, same_run=True)
         out.table(_run_table(result.data, floor))
@@ -111,9 +111,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     err = out.rich(stderr=True)
     plans: list[tuple[Any, Path | None, Path | None, dict[str, Any]]] = []
     if args.resume:
-        if args.recipes or any(v is not None for v in (args.samples, args.warmup, args.isolation, args.gc)):
+        overrides = (args.samples, args.warmup, args.isolation, args.gc, args.order, args.seed)
+        if args.recipes or any(v is not None for v in overrides):
             raise PerfsuiteError(
-                "--resume continues the recorded recipe: give no RECIPE, --samples, --warmup, --isolation or --gc"
+                "--resume continues the recorded recipe and plan: give no RECIPE, --samples, --warmup, --isolation, "
+                "--gc, --order or --seed"
             )
         path = Path(args.resume)
         _, recipe = check_resumable(path)  # schema, plan, progress, no live writer (issue 14 cases 7, 9)
@@ -127,7 +129,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         dirs = recipe_dirs(args.recipes_dir)
         for ref in (list_recipes(catalogue_only=True, dirs=dirs) if args.all else args.recipes or DEFAULT_RUN_RECIPES):
             recipe = load_recipe(ref, dirs).with_overrides(
-                samples=args.samples, warmup=args.warmup, isolation=args.isolation, gc=args.gc
+                samples=args.samples, warmup=args.warmup, isolation=args.isolation, gc=args.gc, order=args.order,
+                seed=args.seed,
             )
             reason = None
             for mode in recipe.modes:  # fail before measuring anything
@@ -231,6 +234,11 @@ def register(sub: Any) -> None:
     run.add_argument("--warmup", type=non_negative_int, help="discarded warm-up samples per mode (recipe default: 1)")
     run.add_argument("--isolation", choices=("process", "inline"), help="fresh process per sample, or one")
     run.add_argument("--gc", choices=("collect-before", "natural"), help="GC policy before each sample")
+    run.add_argument("--order", choices=("random", "fixed"),
+                     help="modes within each round: a seeded random order (recipe default: random; the seed and "
+                     "the plan are recorded) or the recipe's fixed order")
+    run.add_argument("--seed", type=non_negative_int,
+                     help="seed of the random order (default: drawn at start, recorded)")
     run.add_argument("--output-dir", default="results/local", type=output_dir,
                      help="where results go (default: results/local)")
     run.add_argument("--resume", metavar="FILE", type=non_empty, help="continue an interrupted results file")

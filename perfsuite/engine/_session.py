@@ -532,7 +532,8 @@ class Session:
         if self._offload is None:
             self._offload = make_offload(self.settings.offload)
             if isinstance(self._offload, ProcessOffload):
-                self._offload.warm_up()  # start the worker now, not inside the first publication
+                # start the worker and run the real stage/hash once now, not inside the first publication
+                self._offload.warm_up(self.store, self.settings.chunk_size if self.settings.chunk_size > 0 else 65536)
         return self._offload
 
     def drain(self, token: Token | None = None, *, limit_s: float | None = None) -> float:

@@ -1,4 +1,4 @@
-"""The measuring instruments (SPEC section 3, M1-M8). Imports nothing from :mod:`perfsuite.engine`.
+"""The measuring instruments (SPEC section 3, M1-M9). Imports nothing from :mod:`perfsuite.engine`.
 
 The harness measures *callables*: a recipe mode names an operation ``"module:function"`` (see
 :mod:`perfsuite.harness._operation` for the protocol); fixtures are opaque directories, copied
@@ -34,6 +34,14 @@ from perfsuite.harness._runner import (
     run_recipe,
 )
 from perfsuite.harness._sample import SampleFailed, SampleRecord, SampleSpec, measure_sample
+from perfsuite.harness._stalls import (
+    InstrumentedLoop,
+    StallEntry,
+    StallMonitor,
+    StallWindow,
+    run_instrumented,
+    stall_monitor_of,
+)
 
 __all__ = [
     "HOST_LABEL_ENV",
@@ -44,6 +52,7 @@ __all__ = [
     "GcRecorder",
     "GcWindow",
     "Heartbeat",
+    "InstrumentedLoop",
     "LagPercentiles",
     "ModeSpec",
     "Operation",
@@ -57,6 +66,9 @@ __all__ = [
     "SampleFailed",
     "SampleRecord",
     "SampleSpec",
+    "StallEntry",
+    "StallMonitor",
+    "StallWindow",
     "apply_gc_policy",
     "check_resumable",
     "list_recipes",
@@ -69,8 +81,10 @@ __all__ = [
     "recipe_dirs",
     "resolve_operation",
     "resume_run",
+    "run_instrumented",
     "run_recipe",
     "sample_metrics",
+    "stall_monitor_of",
     "validate_results",
     "write_exports",
     "write_json_atomic",
