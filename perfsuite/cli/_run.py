@@ -15,7 +15,6 @@ from perfsuite.cli._common import (
     add_phase_options,
     add_recipes_option,
     describe_error,
-    export_summary,
     fixture_hook,
     non_empty,
     non_negative_int,
@@ -76,7 +75,7 @@ def _print_measured(documents: list[tuple[Path, Mapping[str, Any], tuple[Path, .
             for line in verdict_lines(result, floor):
                 out.verdict(line)
     for path, _, exports in documents:
-        out.line(f"results: {path}" + (f" (+ {export_summary(exports)})" if exports else ""))
+        out.line(f"results: {path}")  # exactly this: scripts read it (its exports: -v)
         for extra in exports:
             out.detail(f"  {extra}")
     return measured
