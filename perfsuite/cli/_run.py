@@ -10,8 +10,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from perfsuite._extras import require
 from perfsuite.cli._common import (
     add_phase_options,
+    add_recipes_option,
     describe_error,
     fixture_hook,
     non_empty,
@@ -21,8 +23,9 @@ from perfsuite.cli._common import (
     phase_outputs,
     positive_int,
     traced,
-    wide_console,
+    verdict_lines,
 )
+from perfsuite.cli._console import console
 from perfsuite.errors import PerfsuiteError, Terminated
 
 
@@ -59,23 +62,26 @@ def _kept(path: Path) -> tuple[int, int] | None:
 
 
 def _print_measured(documents: list[tuple[Path, Mapping[str, Any], tuple[Path, ...]]]) -> list[Any]:
-    """The summary table of every finished document, then its plain ``results:`` lines (scripts read them)."""
-
+    """The summary table of every finished document (``-q``: its verdict lines), then one plain ``results:``
+    line per document (scripts read them; ``-v`` adds every export path)."""
     from perfsuite.report import Result, find_floor
 
     measured = [Result(path, document) for path, document, _ in documents]
-    out = wide_console()  # the table `report` prints, at the same width
+    out = console()  # the table `report` prints, at the same width
     for result in measured:
-        out.print(_run_table(result.data, find_floor(result, measured, same_run=True)))
+        floor = find_floor(result, measured, same_run=True)
+        out.table(_run_table(result.data, floor))
+        if out.quiet:
+            for line in verdict_lines(result, floor):
+                out.verdict(line)
     for path, _, exports in documents:
-        print(f"results: {path}")
+        out.line(f"results: {path}")  # exactly this: scripts read it (its exports: -v)
         for extra in exports:
-            print(f"  {extra}")
+            out.detail(f"  {extra}")
     return measured
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     import perfsuite.cli
@@ -86,18 +92,22 @@ def _cmd_run(args: argparse.Namespace) -> int:
         load_recipe,
         new_results_path,
         plan_order,
+        recipe_dirs,
         resolve_operation,
         resume_run,
         run_recipe,
     )
 
+    if args.phase:
+        require("report", "matplotlib")  # the phase plot: say so before measuring, not after
     if os.getcwd() not in sys.path:  # operations import like `python -m` would (workers get the same)
         sys.path.insert(0, os.getcwd())
     work_root = Path(args.work_dir) if args.work_dir else None
     if work_root is not None:  # before any fixture is built or sample measured (issue 14 case 6)
         work_root.mkdir(parents=True, exist_ok=True)
     skipped: list[str] = []
-    err = Console(stderr=True)
+    out = console()
+    err = out.rich(stderr=True)
     plans: list[tuple[Any, Path | None, Path | None, dict[str, Any]]] = []
     if args.resume:
         overrides = (args.samples, args.warmup, args.isolation, args.gc, args.order, args.seed)
@@ -115,8 +125,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if args.all and args.recipes:
             raise PerfsuiteError("--all runs the whole catalogue: give no RECIPE with it")
         recipes = []
-        for ref in (list_recipes(catalogue_only=True) if args.all else args.recipes or DEFAULT_RUN_RECIPES):
-            recipe = load_recipe(ref).with_overrides(
+        dirs = recipe_dirs(args.recipes_dir)
+        for ref in (list_recipes(catalogue_only=True, dirs=dirs) if args.all else args.recipes or DEFAULT_RUN_RECIPES):
+            recipe = load_recipe(ref, dirs).with_overrides(
                 samples=args.samples, warmup=args.warmup, isolation=args.isolation, gc=args.gc, order=args.order,
                 seed=args.seed,
             )
@@ -149,7 +160,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     )
     run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"  # one invocation, many documents
     # the bar is for a terminal; in a pipe or a log it would only add lines to stderr (one-line errors)
-    with Progress(*columns, console=err, disable=not err.is_terminal) as progress:
+    with Progress(*columns, console=err, disable=out.quiet or not err.is_terminal) as progress:
         for recipe, reserved, fixture, info in plans:
             # a name nobody else can take, reserved when its run starts (issue 14 case 7)
             path = reserved or new_results_path(args.output_dir, recipe.name)
@@ -192,7 +203,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             finished.append((result.path, result.document, tuple(result.exports)))
     measured = _print_measured(finished)
     for line in skipped:  # one line per recipe that could not run here, with the reason
-        print(line)
+        out.verdict(line)
     if getattr(args, "phase", False):
         phase_outputs(measured, args.phase_dir)
     return 0
@@ -215,8 +226,9 @@ def register(sub: Any) -> None:
         help=f"recipe name or .toml path (default, the quick set: {' '.join(DEFAULT_RUN_RECIPES)})",
     )
     run.add_argument("--all", action="store_true",
-                     help="run the whole recipe catalogue in recipes/ (recipes with catalogue = false, the "
-                     "peers, run only when named)")
+                     help="run the whole recipe catalogue: the built-in recipes and your own (recipes with "
+                     "catalogue = false, the peers, run only when named)")
+    add_recipes_option(run)
     run.add_argument("--samples", type=positive_int, help="samples per mode (recipe default: 6)")
     run.add_argument("--warmup", type=non_negative_int, help="discarded warm-up samples per mode (recipe default: 1)")
     run.add_argument("--isolation", choices=("process", "inline"), help="fresh process per sample, or one")

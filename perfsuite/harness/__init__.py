@@ -14,7 +14,7 @@ from perfsuite.harness._gc import GcEvent, GcRecorder, GcWindow, apply_gc_policy
 from perfsuite.harness._heartbeat import GapWindow, Heartbeat, LagPercentiles
 from perfsuite.harness._lock import ResultsBusy, ResultsLock
 from perfsuite.harness._operation import AckCallback, Operation, OperationContext, resolve_operation
-from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe
+from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe, recipe_dirs
 from perfsuite.harness._results import (
     HOST_LABEL_ENV,
     ResultsWriter,
@@ -78,6 +78,7 @@ __all__ = [
     "measure_sample",
     "new_results_path",
     "plan_order",
+    "recipe_dirs",
     "resolve_operation",
     "resume_run",
     "run_instrumented",

@@ -22,6 +22,7 @@ from fnmatch import fnmatchcase
 from functools import cache
 from pathlib import Path
 
+from perfsuite._extras import require
 from perfsuite.errors import PerfsuiteError
 from perfsuite.report._format import fmt_bytes, fmt_ms
 from perfsuite.report._load import Result, Stat, latest_by_recipe, read_results
@@ -99,6 +100,7 @@ def metric_direction(metric: str) -> str | None:
 @cache
 def _min_p(n_base: int, n_new: int) -> float:
     """The smallest two-sided p-value Mann-Whitney U can give for these sample sizes (fully separated)."""
+    require("report", "scipy")
     from scipy.stats import mannwhitneyu
 
     return float(mannwhitneyu(range(n_base), range(n_base, n_base + n_new), alternative="two-sided").pvalue)
@@ -175,6 +177,7 @@ def _change(
     reference: str | None = None,
 ) -> MetricChange:
     import numpy as np
+    require("report", "scipy")
     from scipy.stats import mannwhitneyu
 
     b, n = np.asarray(base, dtype=float), np.asarray(new, dtype=float)
