@@ -17,6 +17,8 @@ from perfsuite.engine._fs import (
 )
 from perfsuite.engine._generations import (
     FORMAT,
+    FORMAT_VERSION,
+    FormatTooNew,
     HeadRef,
     Manifest,
     NotAFile,
@@ -45,6 +47,7 @@ from perfsuite.engine._transcript import (
 
 __all__ = [
     "FORMAT",
+    "FORMAT_VERSION",
     "PHASES",
     "TEMP_MARK",
     "Clock",
@@ -56,6 +59,7 @@ __all__ = [
     "FaultyFileSystem",
     "FileSession",
     "FileSystem",
+    "FormatTooNew",
     "FsOp",
     "FsyncFailed",
     "FullRewriteLog",
