@@ -16,6 +16,17 @@ from perfsuite.engine._fs import (
     OsFileSystem,
 )
 from perfsuite.engine._generations import FORMAT, HeadRef, Manifest, OwnerConflict, SessionError, StaleHead
+from perfsuite.engine._latency import (
+    LATENCY_OPS,
+    DelayModel,
+    Distribution,
+    FixedDelay,
+    LatencyFileSystem,
+    LatencyStats,
+    LogNormalDelay,
+    QuantileDelay,
+    UniformDelay,
+)
 from perfsuite.engine._pipeline import PHASES, PublicationReport, SaveFailed
 from perfsuite.engine._recording import FsOp, RecordingFileSystem
 from perfsuite.engine._session import SaveAbandoned, Session, SessionSettings
@@ -31,27 +42,35 @@ from perfsuite.engine._transcript import (
 
 __all__ = [
     "FORMAT",
+    "LATENCY_OPS",
     "PHASES",
     "TEMP_MARK",
     "Clock",
     "ConversationBuffer",
+    "DelayModel",
     "DelegatingFileSystem",
     "DiagnosticLog",
     "DirectoryFsyncUnsupported",
+    "Distribution",
     "Fault",
     "FaultyFileSystem",
     "FileSession",
     "FileSystem",
+    "FixedDelay",
     "FsOp",
     "FsyncFailed",
     "FullRewriteLog",
     "HeadRef",
+    "LatencyFileSystem",
+    "LatencyStats",
+    "LogNormalDelay",
     "MailRecord",
     "Manifest",
     "Message",
     "OsFileSystem",
     "OwnerConflict",
     "PublicationReport",
+    "QuantileDelay",
     "RecordingFileSystem",
     "SaveAbandoned",
     "SaveFailed",
@@ -64,6 +83,7 @@ __all__ = [
     "TranscriptError",
     "TranscriptLog",
     "TurnOutcome",
+    "UniformDelay",
     "VirtualClock",
     "commit_turn",
     "read_log",

@@ -10,7 +10,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
-from perfsuite.engine._fs import OsFileSystem
 from perfsuite.engine._generations import GenerationStore
 from perfsuite.engine._pipeline import Batch
 
@@ -58,12 +57,13 @@ class ThreadOffload(Offload):
 
 
 def _portable(args: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Arguments a worker process can take: the real I/O layer (a recording or fault-injecting layer
-    cannot observe another process) and batches with their bytes materialised."""
+    """Arguments a worker process can take: the worker's I/O layer (``fs.for_worker()``: the real one,
+    plus any simulated device latency; a recording or fault-injecting layer cannot observe another
+    process) and batches with their bytes materialised."""
     converted: list[Any] = []
     for arg in args:
         if isinstance(arg, GenerationStore):
-            arg = GenerationStore(arg.root, OsFileSystem())
+            arg = GenerationStore(arg.root, arg.fs.for_worker())
         elif isinstance(arg, Batch):
             arg = arg.for_offload()
         converted.append(arg)
