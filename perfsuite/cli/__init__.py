@@ -25,7 +25,7 @@ resolve_fixture_hook: FixtureResolver = default_resolve_fixture
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from perfsuite.cli import _crash, _fixtures, _profile, _report, _run, _whatif
+    from perfsuite.cli import _crash, _fixtures, _profile, _report, _run, _sweep, _whatif
 
     parser = argparse.ArgumentParser(
         prog="perfsuite",
@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     _run.register(sub)
+    _sweep.register(sub)
     _fixtures.register(sub)
     _crash.register(sub)
     _report.register(sub)

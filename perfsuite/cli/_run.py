@@ -14,6 +14,23 @@ from perfsuite.cli._common import add_phase_options, fixture_hook, phase_outputs
 from perfsuite.errors import PerfsuiteError
 
 
+def add_condition_options(parser: argparse.ArgumentParser) -> None:
+    """M10 run conditions: simulated storage latency, a live heap, the engine's gc.freeze() setting."""
+    parser.add_argument("--storage", metavar="PROFILE",
+                        help="simulate a storage device's latency (built-in: nvme, sata-ssd, hdd, nfs, ebs-gp3): "
+                        "every fsync, directory fsync, rename and create pays a delay drawn from the profile's "
+                        "sourced distribution; never presented as a device measurement")
+    parser.add_argument("--storage-file", metavar="FILE.toml",
+                        help="your own storage profile (same format as the built-in ones; every distribution "
+                        "needs its source)")
+    parser.add_argument("--heap", metavar="N",
+                        help="keep N live objects shaped like loaded session state through every sample "
+                        "(e.g. 1e6), with natural GC unless --gc says otherwise")
+    parser.add_argument("--gc-freeze", action="store_true", default=None,
+                        help="open sessions with SessionSettings(freeze_loaded=True): gc.freeze() after open, "
+                        "the mitigation for full collections over a large live heap")
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from perfsuite.engine import demo
 
@@ -58,9 +75,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     skipped: list[str] = []
     err, out = Console(stderr=True), Console()
     if args.resume:
-        if args.recipes or any(v is not None for v in (args.samples, args.warmup, args.isolation, args.gc)):
+        given = (args.samples, args.warmup, args.isolation, args.gc, args.storage, args.storage_file, args.heap,
+                 args.gc_freeze or None)
+        if args.recipes or any(v is not None for v in given):
             raise PerfsuiteError(
-                "--resume continues the recorded recipe: give no RECIPE, --samples, --warmup, --isolation or --gc"
+                "--resume continues the recorded recipe: give no RECIPE, --samples, --warmup, --isolation, --gc "
+                "or run conditions (--storage, --storage-file, --heap, --gc-freeze)"
             )
         path = Path(args.resume)
         doc = load_results(path)
@@ -71,13 +91,21 @@ def _cmd_run(args: argparse.Namespace) -> int:
             (recipe, path, *fixture_hook()(recipe.fixture, args.session), doc["progress"]["done"])
         ]
     else:
+        from perfsuite.workloads.conditions import apply_conditions, parse_heaps
+
+        heap = None
+        if args.heap is not None:
+            heaps = parse_heaps(args.heap)
+            if len(heaps) != 1:
+                raise PerfsuiteError("--heap: `run` takes one size (a grid of sizes is `perfsuite sweep`)")
+            heap = heaps[0]
         plans = []
         if args.all and args.recipes:
             raise PerfsuiteError("--all runs the whole catalogue: give no RECIPE with it")
         for ref in (list_recipes(catalogue_only=True) if args.all else args.recipes or DEFAULT_RUN_RECIPES):
-            recipe = load_recipe(ref).with_overrides(
-                samples=args.samples, warmup=args.warmup, isolation=args.isolation, gc=args.gc
-            )
+            recipe = apply_conditions(
+                load_recipe(ref).with_overrides(samples=args.samples, warmup=args.warmup, isolation=args.isolation),
+                storage=args.storage, storage_file=args.storage_file, heap=heap, freeze=args.gc_freeze, gc=args.gc)
             reason = None
             for mode in recipe.modes:  # fail before measuring anything
                 try:
@@ -179,6 +207,7 @@ def register(sub: Any) -> None:
     run.add_argument("--resume", metavar="FILE", help="continue an interrupted results file")
     run.add_argument("--session", metavar="PATH", help="a session directory to use as the fixture")
     run.add_argument("--work-dir", metavar="DIR", help="where private fixture copies live (default: temp dir)")
+    add_condition_options(run)
     add_phase_options(run)
     run.add_argument("--record-trace", metavar="FILE",
                      help="record every sample's engine events as a what-if trace (adds a write per event)")

@@ -11,6 +11,7 @@ privately for every sample. Typical use::
 
 from perfsuite.harness._alloc import AllocationRecord, measure_allocation
 from perfsuite.harness._gc import GcEvent, GcRecorder, GcWindow, apply_gc_policy
+from perfsuite.harness._heap import LiveHeap, build_heap, probe_full_collection
 from perfsuite.harness._heartbeat import GapWindow, Heartbeat, LagPercentiles
 from perfsuite.harness._operation import AckCallback, Operation, OperationContext, resolve_operation
 from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe
@@ -21,10 +22,18 @@ from perfsuite.harness._results import (
     write_exports,
     write_json_atomic,
 )
-from perfsuite.harness._runner import RunResult, SampleEvent, new_results_path, resume_run, run_recipe
-from perfsuite.harness._sample import SampleFailed, SampleRecord, SampleSpec, measure_sample
+from perfsuite.harness._runner import (
+    RunResult,
+    SampleEvent,
+    check_conditions,
+    new_results_path,
+    resume_run,
+    run_recipe,
+)
+from perfsuite.harness._sample import HEAP_SEED, SampleFailed, SampleRecord, SampleSpec, measure_sample
 
 __all__ = [
+    "HEAP_SEED",
     "AckCallback",
     "AllocationRecord",
     "GapWindow",
@@ -33,6 +42,7 @@ __all__ = [
     "GcWindow",
     "Heartbeat",
     "LagPercentiles",
+    "LiveHeap",
     "ModeSpec",
     "Operation",
     "OperationContext",
@@ -43,12 +53,15 @@ __all__ = [
     "SampleRecord",
     "SampleSpec",
     "apply_gc_policy",
+    "build_heap",
+    "check_conditions",
     "list_recipes",
     "load_recipe",
     "load_results",
     "measure_allocation",
     "measure_sample",
     "new_results_path",
+    "probe_full_collection",
     "resolve_operation",
     "resume_run",
     "run_recipe",

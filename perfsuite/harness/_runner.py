@@ -49,7 +49,15 @@ from perfsuite.harness._results import (
 )
 from perfsuite.harness._sample import SampleSpec, measure_sample
 
-__all__ = ["RunResult", "SampleEvent", "new_results_path", "plan_order", "resume_run", "run_recipe"]
+__all__ = [
+    "RunResult",
+    "SampleEvent",
+    "check_conditions",
+    "new_results_path",
+    "plan_order",
+    "resume_run",
+    "run_recipe",
+]
 
 #: control window length before any sample has been measured (ms, tail included)
 DEFAULT_CONTROL_WINDOW_MS = 50.0
@@ -96,6 +104,19 @@ class RunResult:
 
 
 OnSample = Callable[[SampleEvent], None]
+
+
+def check_conditions(recipe: Recipe, factories: Mapping[str, OperationFactory]) -> None:
+    """M10: a recipe that sets a run condition (``storage``) runs only operations that declare they apply
+    it (``factory.conditions``), so a result never claims simulated latency an operation ignored."""
+    if recipe.storage is None:
+        return
+    for name, factory in factories.items():
+        if "storage" not in getattr(factory, "conditions", ()):
+            operation = recipe.mode(name).operation
+            raise PerfsuiteError(
+                f"{recipe.name}: modes.{name}: operation {operation} does not apply storage profiles "
+                "(it declares no 'storage' condition), so simulated storage latency would not be applied")
 
 
 def plan_order(recipe: Recipe) -> list[dict[str, Any]]:
@@ -177,6 +198,7 @@ class _Run:
         self.work_dir = work_dir
         self.on_sample = on_sample
         self.factories: dict[str, OperationFactory] = {m.name: resolve_operation(m.operation) for m in recipe.modes}
+        check_conditions(recipe, self.factories)
 
     # -- plan bookkeeping -----------------------------------------------------------------------
 
@@ -197,6 +219,8 @@ class _Run:
         else:
             m = r.mode(entry["mode"])
             operation, mode, params = m.operation, m.name, dict(m.params)
+            if r.storage is not None:  # M10: the operation applies the profile (check_conditions)
+                params.setdefault("storage", r.storage)
             fixture = str(self.fixture) if self.fixture else None
         return SampleSpec(
             recipe=r.name,
@@ -213,6 +237,7 @@ class _Run:
             ack_timeout_s=r.ack_timeout_s,
             settle_ms=r.settle_ms,
             sync_after_copy=r.sync_after_copy,
+            heap=r.heap if entry["kind"] == "sample" else 0,
         )
 
     def factory(self, spec: SampleSpec) -> OperationFactory:
@@ -364,9 +389,11 @@ def run_recipe(
     work_root: Path | None = None,
     on_sample: OnSample | None = None,
     run_id: str | None = None,
+    annotations: Mapping[str, Any] | None = None,
 ) -> RunResult:
     """M4: run ``recipe`` and write its results file (plus exports) under ``output_dir`` (or ``output``).
-    ``run_id`` ties together the documents of one invocation (e.g. to find its fsync floor).
+    ``run_id`` ties together the documents of one invocation (e.g. to find its fsync floor);
+    ``annotations`` are extra top-level keys of the document (e.g. ``sweep``: its id and setting).
 
     ``fixture`` is an opaque directory copied privately for every sample (``None`` for fixture-less
     recipes); ``fixture_info`` is whatever its resolver knows (name, digest...). ``work_root`` is where
@@ -388,6 +415,10 @@ def run_recipe(
         run.doc = _new_document(recipe, fixture_doc, collect_environment(work_dir))
         if run_id is not None:
             run.doc["run_id"] = run_id
+        for key, value in (annotations or {}).items():
+            if key in run.doc:
+                raise PerfsuiteError(f"annotation {key!r} would overwrite a results field")
+            run.doc[key] = value
         write_json_atomic(path, run.doc)
         return _drive(run, rewarm=False)
     finally:

@@ -21,6 +21,7 @@ from typing import Any
 
 from perfsuite.errors import PerfsuiteError
 from perfsuite.report._compare import DEFAULT_ALPHA, DEFAULT_FACTOR, Comparison, compare_results
+from perfsuite.report._conditions import conditions_of
 from perfsuite.report._format import fmt_bytes, fmt_ms, fmt_number, plural, short_commit
 from perfsuite.report._load import Floor, Result, find_floor, read_result, read_siblings
 from perfsuite.report._table import NO_ACK_RATIO_RECIPES
@@ -90,6 +91,40 @@ def _day(result: Result) -> str:
 
 
 # -- the sentences --------------------------------------------------------------------------------
+
+
+def _conditions(result: Result) -> str:
+    """M10, always the first sentence when a condition was in force: simulated storage, heap, freeze."""
+    c = conditions_of(result)
+    parts = []
+    if c.storage is not None:
+        source = f"`{c.storage_source}`" if c.storage_source else "source not recorded"
+        parts.append(
+            f"Simulated storage latency: `{c.storage}` ({source}): every fsync, directory fsync, rename and "
+            "exclusive create paid a delay drawn from that profile on the thread that issued it, so these are "
+            "not device measurements")
+    if c.heap:
+        parts.append(f"each sample held `{c.heap}` live objects shaped like loaded session state, with natural GC")
+    if c.freeze:
+        parts.append("sessions opened with `freeze_loaded` (`gc.freeze()` after open)")
+    if not parts:
+        return ""
+    text = "; ".join(parts)
+    return text[0].upper() + text[1:] + "."
+
+
+def _heap(result: Result) -> str:
+    """The cost a full collection had after each window (the heap probe), per mode."""
+    parts = []
+    for mode in result.modes:
+        probes = [float(s["heap"]["full_gc_ms"]) for s in result.samples(mode)
+                  if isinstance(s.get("heap"), dict) and isinstance(s["heap"].get("full_gc_ms"), int | float)]
+        if probes:
+            parts.append(f"{_range(probes)} ms for {_mode_name(mode)}")
+    if not parts:
+        return ""
+    return ("A full collection timed just after each window, with the live heap still held, took "
+            + _join(parts) + ".")
 
 
 def _setup(result: Result) -> str:
@@ -346,6 +381,9 @@ def _limitations(result: Result, floor: Floor | None) -> list[str]:
     dir_fsync = doc["environment"]["work_dir"].get("dir_fsync")
     if dir_fsync != "ok":
         out.append("directory fsync does not work on this filesystem, so renames were not made durable there")
+    if conditions_of(result).storage is not None:
+        out.append("storage latency was simulated from a published profile on top of this machine's own device, "
+                   "which adds its latency wherever it is slower than the profile's draw")
     if result.dirty:
         out.append("the measured tree had uncommitted changes")
     return out
@@ -360,12 +398,13 @@ def evidence(
     factor: float = DEFAULT_FACTOR,
 ) -> Evidence:
     """The evidence paragraph of ``result`` (``floor``: from :func:`find_floor`; ``baseline``: before/after)."""
-    sentences = [_setup(result)]
+    sentences = [_conditions(result), _setup(result)]
     for mode in result.modes:
         sentences.append(_mode_sentence(result, mode))
     for mode in result.modes:
         sentences += _details(result, mode)
-    sentences += [_allocation(result), _gc(result), _verdict(result), _control(result), _floor(result, floor)]
+    sentences += [_allocation(result), _gc(result), _heap(result), _verdict(result), _control(result),
+                  _floor(result, floor)]
     comparison = None
     if baseline is not None:
         if baseline.recipe != result.recipe:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from perfsuite.report._conditions import conditions_of
 from perfsuite.report._load import Floor, Result
 
 __all__ = [
@@ -82,9 +83,12 @@ def shows_floor_ratio(document: Mapping[str, Any] | Result, floor: Floor | None)
 
 
 def table_title(document: Mapping[str, Any] | Result) -> str:
-    """``recipe: isolation, gc policy, heartbeat (medians; times in ms)``."""
-    r = _doc(document)["recipe"]
-    return f"{r['name']}: {r['isolation']}, gc {r['gc']}, heartbeat {r['heartbeat_ms']:g} ms (medians; times in ms)"
+    """``recipe: isolation, gc policy, heartbeat (medians; times in ms)``, then one line per M10 condition
+    (``simulated storage latency: PROFILE (source); not a device measurement``, heap, gc.freeze())."""
+    doc = _doc(document)
+    r = doc["recipe"]
+    title = f"{r['name']}: {r['isolation']}, gc {r['gc']}, heartbeat {r['heartbeat_ms']:g} ms (medians; times in ms)"
+    return "\n".join([title, *conditions_of(doc).lines])
 
 
 def summary_rows(document: Mapping[str, Any] | Result, floor: Floor | None = None) -> list[SummaryRow]:
