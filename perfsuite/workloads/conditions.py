@@ -9,6 +9,7 @@ it, one results document per setting, all carrying the same ``sweep`` annotation
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -140,7 +141,8 @@ def plan_sweep(
     sweep_id: str | None = None,
 ) -> SweepPlan:
     """The grid storage x heap x freeze (storage outermost, in the given order; heaps as given; freeze off
-    before on). Every setting runs with natural GC (M10), so settings differ only in their conditions.
+    before on). Every setting runs with natural GC (M10), so settings differ only in their conditions,
+    and without the allocation pass (M3: allocation does not depend on these conditions).
     ``storage_files`` maps a name used in ``storages`` to a user's profile file."""
     if freeze not in FREEZE_CHOICES:
         raise PerfsuiteError(f"--freeze: expected one of {', '.join(FREEZE_CHOICES)}, got {freeze!r}")
@@ -149,6 +151,7 @@ def plan_sweep(
     if len(set(storages)) != len(storages) or len(set(heaps)) != len(heaps):
         raise PerfsuiteError("a sweep's --storage and --heap values must not repeat")
     freezes = {"off": (False,), "on": (True,), "both": (False, True)}[freeze]
+    recipe = dataclasses.replace(recipe, allocation=False)  # the sweep measures latency: no M3 pass per setting
     files = dict(storage_files or {})
     profiles: dict[str | None, StorageProfile | None] = {}
     for name in storages:  # resolve every profile before anything runs: a bad name fails at once
