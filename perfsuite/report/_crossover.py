@@ -289,6 +289,19 @@ def _miss(sweep: Sweep, mode: str) -> str:
             f"{fmt_ms(cell.gap_max or 0.0)} ms, {gc}")
 
 
+def _storage_crossover(sweep: Sweep) -> str:
+    """Along storage alone (no extra heap, no freeze): the first profile where each mode misses."""
+    base = [r for r in sweep.rows if r.heap == 0 and not r.freeze and r.storage]
+    if len({r.storage for r in base}) < 2:
+        return ""
+    parts = []
+    for mode in sweep.modes:
+        row = next((r for r in base if mode in r.cells and r.cells[mode].met is False), None)
+        parts.append(f"`{mode}` first missed at `{row.storage}`" if row else f"`{mode}` missed at none")
+    order = ", ".join(f"`{r.storage}`" for r in base)
+    return f"Along storage alone (heap `0`, freeze off; profiles in the order {order}), " + "; ".join(parts) + "."
+
+
 def _probes(sweep: Sweep) -> str:
     parts = []
     for heap in sorted({r.heap for r in sweep.rows if r.heap}):
@@ -322,6 +335,9 @@ def sweep_evidence(sweep: Sweep) -> str:
         f"then heap, then freeze), {per_mode}, garbage collection left to run naturally.")
     sentences.append(f"Against the {fmt_number(sweep.target_ms)} ms target on the maximum heartbeat gap, "
                      + "; ".join(_miss(sweep, m) for m in sweep.modes) + ".")
+    along = _storage_crossover(sweep)
+    if along:
+        sentences.append(along)
     probes = _probes(sweep)
     if probes:
         sentences.append(probes)

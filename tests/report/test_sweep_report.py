@@ -111,6 +111,8 @@ def test_the_paragraph_names_the_first_miss_per_mode_and_gc(sweep_dir: Path) -> 
     assert "2 of them with a collection in the window (2 inside the largest gap)" in text
     assert "`async` met it at every setting (worst maximum gap 11.750 ms, at setting `3`" in text
     assert "loop stalls (M9) were not measured" in text
+    assert ("Along storage alone (heap `0`, freeze off; profiles in the order `nvme`, `sata-ssd`, `hdd`), "
+            "`sync` first missed at `sata-ssd`; `async` missed at none.") in text
     assert "41.500-43.500 ms with heap `100000` and freeze off" in text
     assert "0.250-2.250 ms with heap `100000` and freeze on" in text
     sources = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*.json"))]
