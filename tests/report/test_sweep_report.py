@@ -175,3 +175,20 @@ def test_evidence_on_a_directory_without_a_sweep_is_one_line(tmp_path: Path, doc
     assert cli.main(["evidence", str(tmp_path / "d")]) == 2
     err = capsys.readouterr().err
     assert "without sweep documents" in err and len(err.strip().splitlines()) == 1
+
+
+def test_compare_leaves_the_storage_counters_out_and_notes_other_conditions(sweep_dir: Path) -> None:
+    from perfsuite.report import compare_results
+
+    base = Result(None, json.loads((sweep_dir / "mailbox-delivery-00.json").read_text()))
+    new_doc = json.loads((sweep_dir / "mailbox-delivery-03.json").read_text())
+    for mode in ("sync", "async"):
+        for i, sample in enumerate(new_doc["modes"][mode]["samples"]):
+            sample["metrics"]["storage.injected_ms"] = 40.0 + i
+    for mode in ("sync", "async"):
+        for sample in base.data["modes"][mode]["samples"]:
+            sample["metrics"]["storage.injected_ms"] = 1.0
+    comparison = compare_results([base], [Result(None, new_doc)])
+    assert not any(c.metric.startswith("metrics.storage.") for c in comparison.changes)
+    assert any("measured under different conditions (simulated storage latency: nvme" in n and
+               "simulated storage latency: hdd" in n for n in comparison.notes)
