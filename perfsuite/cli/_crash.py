@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Any
 
+from perfsuite.cli._common import non_negative_int, output_dir, positive_int
 from perfsuite.errors import PerfsuiteError
 
 
@@ -97,15 +98,16 @@ def register(sub: Any) -> None:
     crash.add_argument("--workload", action="append", choices=list(WORKLOADS),
                        help="a workload to run, repeatable (default: every standard workload)")
     crash.add_argument("--model", action="append", choices=list(MODELS), help="crash model, repeatable (default: both)")
-    crash.add_argument("--max-states", type=int,
+    crash.add_argument("--max-states", type=positive_int,
                        help="unique crash states per workload and model (default: each workload's cap, 5000 "
                        "unless the workload sets a smaller one)")
-    crash.add_argument("--seed", type=int, default=0, help="seed of the sampled subsets (default: 0)")
+    crash.add_argument("--seed", type=non_negative_int, default=0, help="seed of the sampled subsets (default: 0)")
     crash.add_argument("--seeded-bug", choices=list(SEEDED_BUGS), help="run against a deliberately broken engine")
-    crash.add_argument("--jobs", type=int, help="recovery worker processes (default: CPU count)")
-    crash.add_argument("--keep", metavar="DIR", help="where violating states are kept (default: a temp dir)")
-    crash.add_argument("--show", type=int, default=10, help="violations printed in full (default: 10)")
-    crash.add_argument("--kill", type=int, metavar="N",
+    crash.add_argument("--jobs", type=positive_int, help="recovery worker processes (default: CPU count)")
+    crash.add_argument("--keep", metavar="DIR", type=output_dir,
+                       help="where violating states are kept (default: a temp dir)")
+    crash.add_argument("--show", type=non_negative_int, default=10, help="violations printed in full (default: 10)")
+    crash.add_argument("--kill", type=positive_int, metavar="N",
                        help="instead: the kill campaign, N SIGKILLs of a child running a mixed session workload "
                        "on the real file system, recovery checked after each (200 is the acceptance run); "
                        "--seed seeds the kill points, --keep keeps the sessions")

@@ -10,7 +10,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from perfsuite.cli._common import fixture_hook, wide_console
+from perfsuite.cli._common import (
+    fixture_hook,
+    non_empty,
+    non_negative_int,
+    output_dir,
+    output_file,
+    positive_int,
+    wide_console,
+)
 from perfsuite.errors import PerfsuiteError
 
 
@@ -80,7 +88,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
           file=sys.stderr)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("{task.fields[gap]}"))
-    with Progress(*columns, console=err) as progress:
+    # the bar is for a terminal; in a pipe or a log it would only add lines to stderr
+    with Progress(*columns, console=err, disable=not err.is_terminal) as progress:
 
         def on_setting(setting: Any, total: int) -> Any:
             label = f"[{setting.index + 1}/{total}] {setting.label}"
@@ -113,7 +122,7 @@ def register(sub: Any) -> None:
         description="Runs RECIPE once per setting of the grid (one results document each, grouped by a sweep "
         "id), then prints and plots the sync/async max gap, loop stall and acknowledgement per setting against "
         "the target. Storage latency is simulated from sourced profiles; GC is natural at every setting.")
-    sweep.add_argument("recipe", nargs="?", metavar="RECIPE", help="recipe name or .toml path")
+    sweep.add_argument("recipe", nargs="?", metavar="RECIPE", type=non_empty, help="recipe name or .toml path")
     sweep.add_argument("--storage", metavar="A,B,C",
                        help="storage profiles in grid order (built-in: nvme, sata-ssd, hdd, nfs, ebs-gp3; 'none' "
                        "for the machine as it is; default: none)")
@@ -123,13 +132,17 @@ def register(sub: Any) -> None:
                        help="live-heap sizes in objects, e.g. 0,1e5,1e6 (default: 0)")
     sweep.add_argument("--freeze", choices=("off", "on", "both"), default="off",
                        help="the engine's freeze_loaded setting (gc.freeze() after open): off, on, or both")
-    sweep.add_argument("--samples", type=int, help="samples per mode and setting (recipe default: 6)")
-    sweep.add_argument("--warmup", type=int, help="warm-up samples per mode and setting (recipe default: 1)")
+    sweep.add_argument("--samples", type=positive_int, help="samples per mode and setting (recipe default: 6)")
+    sweep.add_argument("--warmup", type=non_negative_int,
+                       help="warm-up samples per mode and setting (recipe default: 1)")
     sweep.add_argument("--isolation", choices=("process", "inline"), help="fresh process per sample, or one")
-    sweep.add_argument("--output-dir", default="results/local", help="where the sweep's directory goes")
-    sweep.add_argument("--session", metavar="PATH", help="a session directory to use as the fixture")
-    sweep.add_argument("--work-dir", metavar="DIR", help="where private fixture copies live (default: temp dir)")
-    sweep.add_argument("--plot", metavar="OUT.png", help="where the plot goes (default: <sweep dir>/<id>.png)")
-    sweep.add_argument("--report", nargs="+", metavar="DIR",
+    sweep.add_argument("--output-dir", default="results/local", type=output_dir,
+                       help="where the sweep's directory goes")
+    sweep.add_argument("--session", metavar="PATH", type=non_empty, help="a session directory to use as the fixture")
+    sweep.add_argument("--work-dir", metavar="DIR", type=output_dir,
+                       help="where private fixture copies live (default: temp dir)")
+    sweep.add_argument("--plot", metavar="OUT.png", type=output_file,
+                       help="where the plot goes (default: <sweep dir>/<id>.png)")
+    sweep.add_argument("--report", nargs="+", metavar="DIR", type=non_empty,
                        help="print the tables and plot of sweeps already measured (directories or files)")
     sweep.set_defaults(func=_cmd_sweep)

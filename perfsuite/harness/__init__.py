@@ -13,9 +13,12 @@ from perfsuite.harness._alloc import AllocationRecord, measure_allocation
 from perfsuite.harness._gc import GcEvent, GcRecorder, GcWindow, apply_gc_policy
 from perfsuite.harness._heap import LiveHeap, build_heap, probe_full_collection
 from perfsuite.harness._heartbeat import GapWindow, Heartbeat, LagPercentiles
+from perfsuite.harness._lock import ResultsBusy, ResultsLock
 from perfsuite.harness._operation import AckCallback, Operation, OperationContext, resolve_operation
 from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe
 from perfsuite.harness._results import (
+    HOST_LABEL_ENV,
+    ResultsWriter,
     load_results,
     sample_metrics,
     validate_results,
@@ -26,7 +29,9 @@ from perfsuite.harness._runner import (
     RunResult,
     SampleEvent,
     check_conditions,
+    check_resumable,
     new_results_path,
+    plan_order,
     resume_run,
     run_recipe,
 )
@@ -34,6 +39,7 @@ from perfsuite.harness._sample import HEAP_SEED, SampleFailed, SampleRecord, Sam
 
 __all__ = [
     "HEAP_SEED",
+    "HOST_LABEL_ENV",
     "AckCallback",
     "AllocationRecord",
     "GapWindow",
@@ -47,6 +53,9 @@ __all__ = [
     "Operation",
     "OperationContext",
     "Recipe",
+    "ResultsBusy",
+    "ResultsLock",
+    "ResultsWriter",
     "RunResult",
     "SampleEvent",
     "SampleFailed",
@@ -55,12 +64,14 @@ __all__ = [
     "apply_gc_policy",
     "build_heap",
     "check_conditions",
+    "check_resumable",
     "list_recipes",
     "load_recipe",
     "load_results",
     "measure_allocation",
     "measure_sample",
     "new_results_path",
+    "plan_order",
     "probe_full_collection",
     "resolve_operation",
     "resume_run",

@@ -6,8 +6,9 @@ command line (``perfsuite report|evidence|compare|history|dashboard``) does. Typ
     from perfsuite.report import compare, evidence_for, history, dashboard
     gate = compare("results/baseline", "results/local")      # gate.exit_status, gate.regressions
     print(evidence_for("results/local/mailbox-delivery-20261120T100000.json").markdown)
-    steps = history("results/history").steps
-    dashboard("results/history", "site")                      # site/index.html
+    steps = history("results/history").steps                  # a directory, or a results store
+    ingest(["results/history"], "results/perfsuite.sqlite3")  # the store: every sample, keyed by machine
+    dashboard("results/perfsuite.sqlite3", "site")            # site/index.html
 """
 
 from perfsuite.report._bars import Bar, bars
@@ -36,14 +37,48 @@ from perfsuite.report._crossover import (
 )
 from perfsuite.report._dashboard import Dashboard, build_dashboard, dashboard
 from perfsuite.report._evidence import Evidence, evidence, evidence_for
-from perfsuite.report._history import History, Point, Series, Step, detect_steps, history, history_results
+from perfsuite.report._history import (
+    MIN_PELT_RUNS,
+    History,
+    Point,
+    Series,
+    Step,
+    detect_steps,
+    history,
+    history_results,
+)
 from perfsuite.report._load import Floor, Result, Stat, find_floor, latest_by_recipe, read_result, read_results
+from perfsuite.report._machine import Machine, machine_fingerprint, machine_of
+from perfsuite.report._results_branch import (
+    DEFAULT_BRANCH,
+    PullReport,
+    PushReport,
+    branch_path,
+    pull_results,
+    push_results,
+    rebuild_store,
+)
+from perfsuite.report._store import (
+    DEFAULT_STORE,
+    IngestReport,
+    MachineSummary,
+    Store,
+    StoredRun,
+    ingest,
+    is_store,
+    open_store,
+    read_source,
+    select_runs,
+)
 from perfsuite.report._table import SummaryRow, summary_rows, summary_table
 
 __all__ = [
     "DEFAULT_ALPHA",
+    "DEFAULT_BRANCH",
     "DEFAULT_FACTOR",
+    "DEFAULT_STORE",
     "METRIC_DIRECTIONS",
+    "MIN_PELT_RUNS",
     "Bar",
     "Comparison",
     "Conditions",
@@ -51,17 +86,25 @@ __all__ = [
     "Evidence",
     "Floor",
     "History",
+    "IngestReport",
+    "Machine",
+    "MachineSummary",
     "MetricChange",
     "ModeCell",
     "Point",
+    "PullReport",
+    "PushReport",
     "Result",
     "Series",
     "Stat",
     "Step",
+    "Store",
+    "StoredRun",
     "SummaryRow",
     "Sweep",
     "SweepRow",
     "bars",
+    "branch_path",
     "build_dashboard",
     "compare",
     "compare_markdown",
@@ -75,11 +118,21 @@ __all__ = [
     "find_floor",
     "history",
     "history_results",
+    "ingest",
+    "is_store",
     "latest_by_recipe",
+    "machine_fingerprint",
+    "machine_of",
     "metric_direction",
+    "open_store",
+    "pull_results",
+    "push_results",
     "read_result",
     "read_results",
+    "read_source",
     "read_sweeps",
+    "rebuild_store",
+    "select_runs",
     "stall_ms",
     "summary_rows",
     "summary_table",
