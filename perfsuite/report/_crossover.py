@@ -233,13 +233,14 @@ def sweep_figure(sweep: Sweep) -> Any:
         if any(v == v for v in stalls):  # NaN != NaN: plot only what was measured
             ax_gap.plot(xs, stalls, "s--", color=color, alpha=0.7, label=f"{mode}: longest loop stall")
         ax_ack.plot(xs, series("ack_median"), "o-", color=color, label=f"{mode}: acknowledgement (median)")
-    from matplotlib.ticker import ScalarFormatter
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
 
     for ax in (ax_gap, ax_ack):
         ax.axhline(sweep.target_ms, color="#d62728", linestyle="--", linewidth=1,
                    label=f"{sweep.target_ms:g} ms target")
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter(NullFormatter())
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7, loc="upper left")
     ax_gap.set_ylabel("ms (loop)")
