@@ -73,6 +73,16 @@ CASES: list[tuple[str, list[str]]] = [
     ("crashcheck-seed-word", ["crashcheck", "--seed", "x"]),
     ("crashcheck-keep-file", ["crashcheck", "--keep", FILE]),
     ("crashcheck-workload-bogus", ["crashcheck", "--workload", "bogus"]),
+    ("crashcheck-corrupt-max-cases-0", ["crashcheck", "--corrupt", "--max-cases", "0"]),
+    ("crashcheck-corrupt-and-kill", ["crashcheck", "--corrupt", "--kill", "3"]),
+    ("crashcheck-corrupt-not-a-session", ["crashcheck", "--corrupt", "--workload", "transcript"]),
+    # session repair (issue 14)
+    ("session-no-action", ["session"]),
+    ("session-repair-missing", ["session", "repair", MISSING]),
+    ("session-repair-file", ["session", "repair", FILE]),
+    ("session-repair-empty-dir", ["session", "repair", EMPTY]),
+    ("session-repair-garbage", ["session", "repair", GARBAGE]),
+    ("session-repair-generation-of-nothing", ["session", "repair", EMPTY, "--generation", "7"]),
     # report, evidence, compare, history, bars, dashboard (SPEC section 5)
     ("report-nothing", ["report"]),
     ("report-missing", ["report", MISSING]),
@@ -207,6 +217,7 @@ REAL = (
     "compare-missing", "history-penalty-nan", "bars-garbage", "dashboard-output-sysfs", "whatif-speed-0",
     "store-info-not-sqlite", "store-ingest-store-sysfs", "sweep-samples-0", "run-storage-unknown",
     "whatif-validate-seconds-0", "whatif-debounce-empty", "whatif-csv-sysfs", "profile-repeat-0", "unknown-command",
+    "session-repair-file",
 )
 
 

@@ -21,6 +21,7 @@ from perfsuite.cli._common import (
     phase_outputs,
     positive_int,
     traced,
+    wide_console,
 )
 from perfsuite.errors import PerfsuiteError, Terminated
 
@@ -76,12 +77,11 @@ def _kept(path: Path) -> tuple[int, int] | None:
 
 def _print_measured(documents: list[tuple[Path, Mapping[str, Any], tuple[Path, ...]]]) -> list[Any]:
     """The summary table of every finished document, then its plain ``results:`` lines (scripts read them)."""
-    from rich.console import Console
 
     from perfsuite.report import Result, find_floor
 
     measured = [Result(path, document) for path, document, _ in documents]
-    out = Console()
+    out = wide_console()  # the table `report` prints, at the same width
     for result in measured:
         out.print(_run_table(result.data, find_floor(result, measured, same_run=True)))
     for path, _, exports in documents:
@@ -117,12 +117,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     plans: list[tuple[Any, Path | None, Path | None, dict[str, Any]]] = []
     if args.resume:
-        given = (args.samples, args.warmup, args.isolation, args.gc, args.storage, args.storage_file, args.heap,
-                 args.gc_freeze or None)
-        if args.recipes or any(v is not None for v in given):
+        overrides = (args.samples, args.warmup, args.isolation, args.gc, args.order, args.seed, args.storage,
+                     args.storage_file, args.heap, args.gc_freeze or None)
+        if args.recipes or any(v is not None for v in overrides):
             raise PerfsuiteError(
-                "--resume continues the recorded recipe: give no RECIPE, --samples, --warmup, --isolation, --gc "
-                "or run conditions (--storage, --storage-file, --heap, --gc-freeze)"
+                "--resume continues the recorded recipe and plan: give no RECIPE, --samples, --warmup, --isolation, "
+                "--gc, --order, --seed or run conditions (--storage, --storage-file, --heap, --gc-freeze)"
             )
         path = Path(args.resume)
         _, recipe = check_resumable(path)  # schema, plan, progress, no live writer (issue 14 cases 7, 9)
@@ -143,7 +143,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         recipes = []
         for ref in (list_recipes(catalogue_only=True) if args.all else args.recipes or DEFAULT_RUN_RECIPES):
             recipe = apply_conditions(
-                load_recipe(ref).with_overrides(samples=args.samples, warmup=args.warmup, isolation=args.isolation),
+                load_recipe(ref).with_overrides(samples=args.samples, warmup=args.warmup, isolation=args.isolation,
+                                                order=args.order, seed=args.seed),
                 storage=args.storage, storage_file=args.storage_file, heap=heap, freeze=args.gc_freeze, gc=args.gc)
             reason = None
             for mode in recipe.modes:  # fail before measuring anything
@@ -246,6 +247,11 @@ def register(sub: Any) -> None:
     run.add_argument("--warmup", type=non_negative_int, help="discarded warm-up samples per mode (recipe default: 1)")
     run.add_argument("--isolation", choices=("process", "inline"), help="fresh process per sample, or one")
     run.add_argument("--gc", choices=("collect-before", "natural"), help="GC policy before each sample")
+    run.add_argument("--order", choices=("random", "fixed"),
+                     help="modes within each round: a seeded random order (recipe default: random; the seed and "
+                     "the plan are recorded) or the recipe's fixed order")
+    run.add_argument("--seed", type=non_negative_int,
+                     help="seed of the random order (default: drawn at start, recorded)")
     run.add_argument("--output-dir", default="results/local", type=output_dir,
                      help="where results go (default: results/local)")
     run.add_argument("--resume", metavar="FILE", type=non_empty, help="continue an interrupted results file")

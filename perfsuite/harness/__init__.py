@@ -1,4 +1,4 @@
-"""The measuring instruments (SPEC section 3, M1-M8). Imports nothing from :mod:`perfsuite.engine`.
+"""The measuring instruments (SPEC section 3, M1-M9). Imports nothing from :mod:`perfsuite.engine`.
 
 The harness measures *callables*: a recipe mode names an operation ``"module:function"`` (see
 :mod:`perfsuite.harness._operation` for the protocol); fixtures are opaque directories, copied
@@ -36,6 +36,14 @@ from perfsuite.harness._runner import (
     run_recipe,
 )
 from perfsuite.harness._sample import HEAP_SEED, SampleFailed, SampleRecord, SampleSpec, measure_sample
+from perfsuite.harness._stalls import (
+    InstrumentedLoop,
+    StallEntry,
+    StallMonitor,
+    StallWindow,
+    run_instrumented,
+    stall_monitor_of,
+)
 
 __all__ = [
     "HEAP_SEED",
@@ -47,6 +55,7 @@ __all__ = [
     "GcRecorder",
     "GcWindow",
     "Heartbeat",
+    "InstrumentedLoop",
     "LagPercentiles",
     "LiveHeap",
     "ModeSpec",
@@ -61,6 +70,9 @@ __all__ = [
     "SampleFailed",
     "SampleRecord",
     "SampleSpec",
+    "StallEntry",
+    "StallMonitor",
+    "StallWindow",
     "apply_gc_policy",
     "build_heap",
     "check_conditions",
@@ -75,8 +87,10 @@ __all__ = [
     "probe_full_collection",
     "resolve_operation",
     "resume_run",
+    "run_instrumented",
     "run_recipe",
     "sample_metrics",
+    "stall_monitor_of",
     "validate_results",
     "write_exports",
     "write_json_atomic",

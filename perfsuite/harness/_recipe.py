@@ -24,6 +24,7 @@ from perfsuite.harness._operation import check_operation_spec
 
 __all__ = [
     "ISOLATIONS",
+    "ORDERS",
     "ModeSpec",
     "Recipe",
     "find_recipe",
@@ -34,17 +35,24 @@ __all__ = [
 ]
 
 ISOLATIONS: tuple[str, ...] = ("process", "inline")
+#: M4: modes in a seeded random order per round (recorded), or today's fixed recipe order
+ORDERS: tuple[str, ...] = ("random", "fixed")
 _MODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 _RESERVED_MODES = frozenset({"control"})
 
 
 @dataclass(frozen=True, slots=True)
 class ModeSpec:
-    """One mode of a recipe: the operation to measure and its free parameters."""
+    """One mode of a recipe: the operation to measure and its free parameters.
+
+    ``reference`` (``reference = "why"`` in the mode's table) declares a by-design reference, such as the
+    rejected design a recipe compares against: it gets no verdict and is shown as "reference: why".
+    """
 
     name: str
     operation: str
     params: Mapping[str, Any] = field(default_factory=dict)
+    reference: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +76,8 @@ class Recipe:
     settle_ms: float = 20.0
     control_windows: int = 6
     sync_after_copy: bool = True
+    order: str = "random"  # M4: "random" (seeded, per round) or "fixed" (recipe order every round)
+    seed: int | None = None  # the order's seed; None: drawn when the run starts, then recorded
     catalogue: bool = True  # false: run only when named (e.g. peers: not in `run --all`)
     # M10 run conditions. ``storage``: a storage profile (a name, or a table: opaque here) passed to every
     # mode's operation as ``params["storage"]``; every mode's operation must declare it applies it.
@@ -89,7 +99,10 @@ class Recipe:
         for f in dataclasses.fields(self):
             if f.name != "modes":
                 data[f.name] = getattr(self, f.name)
-        data["modes"] = {m.name: {"operation": m.operation, **dict(m.params)} for m in self.modes}
+        data["modes"] = {
+            m.name: {"operation": m.operation, **dict(m.params), **({"reference": m.reference} if m.reference else {})}
+            for m in self.modes
+        }
         return data
 
     @classmethod
@@ -107,6 +120,8 @@ class Recipe:
         warmup: int | None = None,
         isolation: str | None = None,
         gc: str | None = None,
+        order: str | None = None,
+        seed: int | None = None,
         storage: Any = None,
         heap: int | None = None,
         mode_params: Mapping[str, Any] | None = None,
@@ -132,6 +147,10 @@ class Recipe:
             changes["isolation"] = check.choice("--isolation", isolation, ISOLATIONS)
         if gc is not None:
             changes["gc"] = check.choice("--gc", gc, GC_POLICIES)
+        if order is not None:
+            changes["order"] = check.choice("--order", order, ORDERS)
+        if seed is not None:
+            changes["seed"] = check.non_negative_int("--seed", seed)
         return dataclasses.replace(self, **changes)
 
 
@@ -215,6 +234,8 @@ _SCALARS: dict[str, tuple[str, Any]] = {
     "settle_ms": ("non_negative_number", 20.0),
     "sync_after_copy": ("boolean", True),
     "catalogue": ("boolean", True),
+    "order": ("order", "random"),
+    "seed": ("non_negative_int", None),
     "storage": ("storage", None),
     "heap": ("non_negative_int", 0),
 }
@@ -241,6 +262,8 @@ def parse_recipe(data: Mapping[str, Any], label: str, *, default_name: str) -> R
             values[key] = check.choice(key, raw, GC_POLICIES)
         elif kind == "isolation":
             values[key] = check.choice(key, raw, ISOLATIONS)
+        elif kind == "order":
+            values[key] = check.choice(key, raw, ORDERS)
         else:
             values[key] = getattr(check, kind)(key, raw)
     control = data.get("control_windows", values["samples"])
@@ -269,8 +292,11 @@ def _parse_modes(raw: object, check: _Checker) -> tuple[ModeSpec, ...]:
         problem = check_operation_spec(table["operation"])
         if problem:
             raise PerfsuiteError(f"{check.label}: {key}.operation: {problem}")
-        params = {k: v for k, v in table.items() if k != "operation"}
-        modes.append(ModeSpec(name=name, operation=table["operation"], params=params))
+        reference = table.get("reference")
+        if reference is not None:
+            reference = check.string(f"{key}.reference", reference)  # why this mode is a by-design reference
+        params = {k: v for k, v in table.items() if k not in ("operation", "reference")}
+        modes.append(ModeSpec(name=name, operation=table["operation"], params=params, reference=reference))
     return tuple(modes)
 
 

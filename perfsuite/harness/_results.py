@@ -348,6 +348,10 @@ def sample_metrics(sample: Mapping[str, Any]) -> dict[str, float]:
             value = (sample.get(group) or {}).get(p)
             if isinstance(value, int | float):
                 out[f"{group}.{p}"] = float(value)
+    stalls = sample.get("stalls") or {}  # M9; absent in older documents and null when not measured
+    for key in ("longest_ms", "busy_ms", "callbacks"):
+        if isinstance(stalls.get(key), int | float):
+            out[f"stalls.{key}"] = float(stalls[key])
     gc_rec = sample.get("gc") or {}
     if isinstance(gc_rec.get("collections"), int):
         out["gc.collections"] = float(gc_rec["collections"])
@@ -372,19 +376,27 @@ def summarize_samples(samples: Iterable[Mapping[str, Any]]) -> dict[str, dict[st
     return {key: summarize(values) for key, values in columns.items()}
 
 
-def verdict(samples: Sequence[Mapping[str, Any]], target_ms: float = DEFAULT_TARGET_MS) -> dict[str, Any]:
-    """M7: "met" only if every sample's max gap is <= target, GC samples included; else who missed."""
+def verdict(
+    samples: Sequence[Mapping[str, Any]], target_ms: float = DEFAULT_TARGET_MS, reference: str | None = None
+) -> dict[str, Any]:
+    """M7: "met" only if every sample's max gap is <= target, GC samples included; else who missed.
+
+    A by-design ``reference`` mode (the rejected design a recipe compares against) gets no verdict:
+    ``met`` is ``None`` and ``reference`` says why; the counts are kept for whoever wants them."""
     missed = [s for s in samples if float(s["max_gap_ms"]) > target_ms]
     with_gc = [s for s in missed if int((s.get("gc") or {}).get("collections", 0)) > 0]
-    return {
+    out: dict[str, Any] = {
         "metric": "max_gap_ms",
         "target_ms": target_ms,
         "samples": len(samples),
-        "met": (not missed) if samples else None,
+        "met": (not missed) if samples and reference is None else None,
         "missed": len(missed),
         "missed_with_gc": len(with_gc),
         "worst_ms": max((float(s["max_gap_ms"]) for s in samples), default=None),
     }
+    if reference is not None:
+        out["reference"] = reference
+    return out
 
 
 # -- schema ---------------------------------------------------------------------------------------
@@ -432,6 +444,8 @@ _PYPERF_METRICS = (
     "submission_ms",
     "ack_ms",
     "max_gap_ms",
+    "stalls.longest_ms",
+    "stalls.busy_ms",
     "lag_us.p99",
     "lag_us.max",
     "lag_us_uncorrected.p99",
@@ -548,7 +562,11 @@ def export_pyperf(document: Mapping[str, Any], path: Path) -> Path | None:
 
 def export_hlogs(document: Mapping[str, Any], stem: Path) -> list[Path]:
     """M8: the lag HDR histograms, one interval per sample: ``<stem>.<mode>.hlog`` (CO-corrected),
-    ``<stem>.<mode>.uncorrected.hlog``, and ``<stem>.control[.uncorrected].hlog``. Values in us."""
+    ``<stem>.<mode>.uncorrected.hlog``, and ``<stem>.control[.uncorrected].hlog``.
+
+    Units: the histograms hold integer **microseconds**; the ``Interval_Max`` column is in
+    **milliseconds with three decimals** (microsecond resolution). The interval line is written here
+    because hdrh's ``output_interval_histogram`` floor-divides the max (it printed 5.503 ms as 5.000)."""
     from hdrh.histogram import HdrHistogram
     from hdrh.log import HistogramLogWriter
 
@@ -564,7 +582,7 @@ def export_hlogs(document: Mapping[str, Any], stem: Path) -> list[Path]:
                 writer.output_log_format_version()
                 writer.output_comment(
                     f"[perfsuite {document.get('recipe', {}).get('name')} {mode}: heartbeat lag in "
-                    f"microseconds, {variant}; one interval per sample; max column in ms]"
+                    f"microseconds, {variant}; one interval per sample; max column in milliseconds, 3 decimals]"
                 )
                 writer.output_base_time(int(created * 1000))
                 writer.output_legend()
@@ -575,7 +593,9 @@ def export_hlogs(document: Mapping[str, Any], stem: Path) -> list[Path]:
                     hist = HdrHistogram.decode(blob)
                     start = max(float(sample.get("started_at", created)) - created, 1e-6)
                     length = float(sample.get("window_ms", 0.0)) / 1e3
-                    writer.output_interval_histogram(hist, start, start + length, max_value_unit_ratio=1000.0)
+                    # hdrh's writer would print max // 1000: whole milliseconds. Same line format, exact max.
+                    payload = hist.encode().decode("ascii")
+                    fh.write(f"{start:f},{length:f},{hist.get_max_value() / 1000:.3f},{payload}\n")
             written.append(path)
     return written
 

@@ -32,6 +32,7 @@ from perfsuite.harness._operation import (
     create_operation,
     resolve_operation,
 )
+from perfsuite.harness._stalls import StallWindow, stall_monitor_of
 
 __all__ = ["HEAP_SEED", "SampleFailed", "SampleRecord", "SampleSpec", "measure_sample", "prepare_workdir"]
 
@@ -85,11 +86,13 @@ class SampleSpec:
 
 def split_metrics(
     raw: Mapping[str, object] | None,
-) -> tuple[dict[str, float], float | None, dict[str, float | bool], dict[str, str]]:
-    """M5: split ``metrics()`` into phases, drain time, numeric metrics and string labels."""
+) -> tuple[dict[str, float], float | None, dict[str, float | bool | None], dict[str, str]]:
+    """M5: split ``metrics()`` into phases, drain time, numeric metrics and string labels.
+
+    A metric reported as ``None`` is kept as null: the operation says it could not measure it (never 0)."""
     phases: dict[str, float] = {}
     drain: float | None = None
-    numbers: dict[str, float | bool] = {}
+    numbers: dict[str, float | bool | None] = {}
     labels: dict[str, str] = {}
     for key, value in (raw or {}).items():
         key = str(key)
@@ -99,7 +102,7 @@ def split_metrics(
             }
         elif key == "drain_ms":
             drain = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-        elif isinstance(value, bool | int | float):
+        elif value is None or isinstance(value, bool | int | float):
             numbers[key] = value
         elif isinstance(value, str):
             labels[key] = value
@@ -126,8 +129,9 @@ class SampleRecord:
     gc: GcWindow
     phases_ms: Mapping[str, float] = field(default_factory=dict)
     drain_ms: float | None = None
-    metrics: Mapping[str, float | bool] = field(default_factory=dict)
+    metrics: Mapping[str, float | bool | None] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
+    stalls: StallWindow | None = None  # M9; None when the loop was not the harness's (not measured)
     frozen_objects: int = 0  # gc.get_freeze_count() after wait_idle, before the settle (engine's gc.freeze())
     heap: Mapping[str, Any] | None = None  # M10 heap profile: counts, phase, full_gc_ms
 
@@ -157,6 +161,7 @@ class SampleRecord:
             "drain_ms": self.drain_ms,
             "metrics": dict(self.metrics),
             "labels": dict(self.labels),
+            "stalls": self.stalls.to_dict() if self.stalls is not None else None,
             "hdr": {"corrected": hb.hdr_corrected, "uncorrected": hb.hdr_uncorrected},
             **({"heap": dict(self.heap)} if self.heap is not None else {}),
         }
@@ -244,6 +249,30 @@ class _Ack:
     def _wake(self) -> None:
         if not self.future.done():
             self.future.set_result(None)
+
+
+class _Submit:
+    """The loop callback that calls ``submit(ack)``, timed on ``perf_counter_ns`` (the window's start and the
+    submission time, M5). ``__wrapped__`` names the operation's own ``submit`` for the stall record (M9)."""
+
+    __slots__ = ("__wrapped__", "ack", "done", "end_ns", "exc", "start_ns")
+
+    def __init__(self, submit: Any, ack: _Ack, loop: asyncio.AbstractEventLoop) -> None:
+        self.__wrapped__ = submit
+        self.ack = ack
+        self.done: asyncio.Future[None] = loop.create_future()
+        self.start_ns = self.end_ns = 0
+        self.exc: Exception | None = None
+
+    def __call__(self) -> None:
+        self.start_ns = time.perf_counter_ns()
+        try:
+            self.__wrapped__(self.ack)
+        except Exception as exc:
+            self.exc = exc
+        self.end_ns = time.perf_counter_ns()
+        if not self.done.done():
+            self.done.set_result(None)
 
 
 async def wait_ack(spec: SampleSpec, ack: _Ack, start_ns: int | None = None) -> None:
@@ -362,25 +391,34 @@ async def _measure(
     frozen = gc.get_freeze_count()
     # M2 policy, then a settle of at least two periods so the window's first gap is an ordinary one
     await apply_gc_policy(spec.gc, max(spec.settle_ms, 2 * spec.heartbeat_ms) / 1e3)
-    submit = op.submit
+    loop = asyncio.get_running_loop()
     tail_ns = round(spec.tail_ms * 1e6)
+    monitor = stall_monitor_of(loop)  # M9: None on a loop the harness does not own
+    submitter = _Submit(op.submit, ack, loop)
     started_at = time.time()
-    # M1/M5: the window starts just before submission; submission time = the call to its return
-    start_ns = time.perf_counter_ns()
+    if monitor is not None:
+        monitor.arm()
     try:
-        submit(ack)
-    except Exception as exc:
-        raise _fail(spec, "submit()", exc) from exc
-    submitted_ns = time.perf_counter_ns()
-    check_submit(spec, start_ns, submitted_ns)
-    await wait_ack(spec, ack, start_ns)
-    # M1: the window ends at acknowledgement + tail; the gap straddling its end is closed by a tick
-    end_ns = ack.ns + tail_ns
-    remaining = end_ns - time.perf_counter_ns()
-    if remaining > 0:
-        await asyncio.sleep(remaining / 1e9)
-    await heartbeat.wait_past(end_ns, timeout_s=max(1.0, 100 * spec.heartbeat_ms / 1e3))
-    window = heartbeat.window(start_ns, end_ns)
+        # M1/M5: the window starts just before submission; submission time = the call to its return.
+        # submit runs in its own loop callback so a synchronous hold is timed under the operation's name (M9).
+        loop.call_soon(submitter)
+        await submitter.done
+        if submitter.exc is not None:
+            raise _fail(spec, "submit()", submitter.exc) from submitter.exc
+        start_ns, submitted_ns = submitter.start_ns, submitter.end_ns
+        check_submit(spec, start_ns, submitted_ns)
+        await wait_ack(spec, ack, start_ns)
+        # M1: the window ends at acknowledgement + tail; the gap straddling its end is closed by a tick
+        end_ns = ack.ns + tail_ns
+        remaining = end_ns - time.perf_counter_ns()
+        if remaining > 0:
+            await asyncio.sleep(remaining / 1e9)
+        await heartbeat.wait_past(end_ns, timeout_s=max(1.0, 100 * spec.heartbeat_ms / 1e3))
+        window = heartbeat.window(start_ns, end_ns)
+        stalls = monitor.window(start_ns, end_ns) if monitor is not None else None
+    finally:
+        if monitor is not None:
+            monitor.disarm()
     gcw = recorder.window(start_ns, end_ns, (window.max_gap_start_ns, window.max_gap_end_ns))
     check_acks(spec, ack)  # a second ack inside the window fails here; a later one at teardown
     try:
@@ -408,6 +446,7 @@ async def _measure(
         drain_ms=drain,
         metrics=numbers,
         labels=labels,
+        stalls=stalls,
         frozen_objects=frozen,
         heap=heap_record,
     )

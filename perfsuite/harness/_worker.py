@@ -42,7 +42,12 @@ def main() -> int:
         for entry in reversed(request.get("sys_path", [])):
             if entry not in sys.path:
                 sys.path.insert(0, entry)
-        record = asyncio.run(_serve(request["kind"], request["spec"]))
+        if request["kind"] == "allocation":  # M3: a plain loop, nothing of the harness's allocating
+            record = asyncio.run(_serve(request["kind"], request["spec"]))
+        else:
+            from perfsuite.harness._stalls import run_instrumented
+
+            record = run_instrumented(_serve(request["kind"], request["spec"]))  # M9: the harness's own loop
     except PerfsuiteError as exc:
         reply_to.write(json.dumps({"error": str(exc)}) + "\n")
         reply_to.flush()

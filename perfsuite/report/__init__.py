@@ -37,6 +37,7 @@ from perfsuite.report._crossover import (
 )
 from perfsuite.report._dashboard import Dashboard, build_dashboard, dashboard
 from perfsuite.report._evidence import Evidence, evidence, evidence_for
+from perfsuite.report._figures import Figure
 from perfsuite.report._history import (
     MIN_PELT_RUNS,
     History,
@@ -47,8 +48,18 @@ from perfsuite.report._history import (
     history,
     history_results,
 )
-from perfsuite.report._load import Floor, Result, Stat, find_floor, latest_by_recipe, read_result, read_results
+from perfsuite.report._load import (
+    Floor,
+    Result,
+    Stat,
+    find_floor,
+    find_publication_floor,
+    latest_by_recipe,
+    read_result,
+    read_results,
+)
 from perfsuite.report._machine import Machine, machine_fingerprint, machine_of
+from perfsuite.report._references import ReferenceMode, reference_modes, references_markdown
 from perfsuite.report._results_branch import (
     DEFAULT_BRANCH,
     PullReport,
@@ -84,6 +95,7 @@ __all__ = [
     "Conditions",
     "Dashboard",
     "Evidence",
+    "Figure",
     "Floor",
     "History",
     "IngestReport",
@@ -94,6 +106,7 @@ __all__ = [
     "Point",
     "PullReport",
     "PushReport",
+    "ReferenceMode",
     "Result",
     "Series",
     "Stat",
@@ -116,6 +129,7 @@ __all__ = [
     "evidence",
     "evidence_for",
     "find_floor",
+    "find_publication_floor",
     "history",
     "history_results",
     "ingest",
@@ -132,6 +146,8 @@ __all__ = [
     "read_source",
     "read_sweeps",
     "rebuild_store",
+    "reference_modes",
+    "references_markdown",
     "select_runs",
     "stall_ms",
     "summary_rows",

@@ -70,16 +70,17 @@ METRIC_DIRECTIONS: tuple[tuple[str, str], ...] = (
     ("metrics.publications*", LOWER),
 )
 #: metrics whose significant regression fails the gate (``fnmatch`` patterns; a direction is needed too)
-GATING_METRICS = ("max_gap_ms", "submission_ms", "ack_ms", "drain_ms", "metrics.*", "allocation.*")
+GATING_METRICS = ("max_gap_ms", "stalls.longest_ms", "submission_ms", "ack_ms", "drain_ms", "metrics.*", "allocation.*")
 #: metrics left out of comparisons: ``window_ms`` is the acknowledgement plus a constant tail
 EXCLUDED_METRICS = frozenset({"window_ms"})
 #: left out too: the simulated-storage counters describe the M10 condition, not the system under test
 EXCLUDED_PATTERNS = ("metrics.storage.*",)
 #: what the idle control is compared on (its submission and acknowledgement are a timer's)
-CONTROL_METRICS = ("max_gap_ms", "lag_us.*", "lag_us_uncorrected.*", "gc.*")
+CONTROL_METRICS = ("max_gap_ms", "stalls.*", "lag_us.*", "lag_us_uncorrected.*", "gc.*")
 #: shown in the terminal and Markdown tables even when unchanged (the rest only when changed, or ``--all``)
 HEADLINE_METRICS = (
     "max_gap_ms",
+    "stalls.longest_ms",  # M9: loop stalls, the heartbeat's companion, gated like the max gap
     "submission_ms",
     "ack_ms",
     "drain_ms",
@@ -127,6 +128,12 @@ class MetricChange:
     status: str
     gating: bool
     underpowered: bool
+    reference: str | None = None  # a by-design reference mode: compared, shown as such, never gating
+
+    @property
+    def mode_label(self) -> str:
+        """The mode, or ``mode (reference: why)`` for a by-design reference mode."""
+        return f"{self.mode} (reference: {self.reference})" if self.reference else self.mode
 
     @property
     def label(self) -> str:
@@ -171,7 +178,8 @@ class Comparison:
 
 
 def _change(
-    recipe: str, mode: str, metric: str, base: Sequence[float], new: Sequence[float], alpha: float, factor: float
+    recipe: str, mode: str, metric: str, base: Sequence[float], new: Sequence[float], alpha: float, factor: float,
+    reference: str | None = None,
 ) -> MetricChange:
     import numpy as np
     from scipy.stats import mannwhitneyu
@@ -208,8 +216,10 @@ def _change(
         ratio=ratio,
         p_value=p,
         status=status,
-        gating=direction is not None and mode != "control" and any(fnmatchcase(metric, p) for p in GATING_METRICS),
+        gating=direction is not None and mode != "control" and reference is None
+        and any(fnmatchcase(metric, p) for p in GATING_METRICS),
         underpowered=underpowered,
+        reference=reference,
     )
 
 
@@ -257,11 +267,12 @@ def compare_results(
                     continue
                 if mode == "control" and not any(fnmatchcase(metric, p) for p in CONTROL_METRICS):
                     continue
-                if metric not in vb or metric not in vn:
-                    side = base_name if metric in vb else new_name
-                    notes.append(f"{b.recipe}/{mode}: metric {metric} only in {side}")
+                if metric not in vb or metric not in vn:  # absent (an older document) or null: not measured
+                    side = new_name if metric in vb else base_name
+                    notes.append(f"{b.recipe}/{mode}: {metric} not measured in {side}")
                     continue
-                changes.append(_change(b.recipe, mode, metric, vb[metric], vn[metric], alpha, factor))
+                changes.append(_change(b.recipe, mode, metric, vb[metric], vn[metric], alpha, factor,
+                                       n.reference(mode) or b.reference(mode)))
     if any(c.underpowered and c.gating for c in changes):
         sizes = sorted({(c.base.n, c.new.n) for c in changes if c.underpowered and c.gating})
         notes.append(
@@ -322,7 +333,7 @@ def _rows(changes: Iterable[MetricChange]) -> list[list[str]]:
     return [
         [
             c.recipe,
-            c.mode,
+            c.mode_label,
             c.metric,
             _value(c.metric, c.base.median),
             _value(c.metric, c.new.median),

@@ -78,7 +78,7 @@ MIN_PELT_RUNS = 6
 #: comparison statuses that make a step in a short history
 _CHANGED = frozenset({"regressed", "improved", "changed"})
 #: metrics followed by default (plus every ``metrics.*`` and ``allocation.*`` the runs report)
-HISTORY_METRICS = ("max_gap_ms", "submission_ms", "ack_ms", "drain_ms", "lag_us.p99")
+HISTORY_METRICS = ("max_gap_ms", "stalls.longest_ms", "submission_ms", "ack_ms", "drain_ms", "lag_us.p99")
 
 
 @dataclass(frozen=True, slots=True)

@@ -175,15 +175,16 @@ def busy(ctx: OperationContext) -> Operation:
 
 
 class _Yielding(Operation):
-    def __init__(self, ms: float, slice_ms: float) -> None:
+    def __init__(self, ms: float, slice_ms: float, count: int | None = None) -> None:
         self.ms = ms
         self.slice_ms = slice_ms
+        self.count = count
         self.task: asyncio.Task[None] | None = None
         self.slices = 0
 
     async def _run(self, ack: AckCallback) -> None:
         end = time.perf_counter_ns() + int(self.ms * 1e6)
-        while time.perf_counter_ns() < end:
+        while (self.slices < self.count) if self.count is not None else (time.perf_counter_ns() < end):
             _spin(self.slice_ms)
             self.slices += 1
             await asyncio.sleep(0)
@@ -197,8 +198,11 @@ class _Yielding(Operation):
 
 
 def yielding(ctx: OperationContext) -> Operation:
-    """Keeps the CPU busy for ``params["ms"]`` but yields to the loop every ``slice_ms`` (default 1 ms)."""
-    return _Yielding(_number(ctx, "ms", 50.0), _number(ctx, "slice_ms", 1.0))
+    """Keeps the CPU busy for ``params["ms"]`` but yields to the loop every ``slice_ms`` (default 1 ms);
+    with ``slices``, exactly that many slices whatever the clock says (deterministic for tests)."""
+    count = ctx.params.get("slices")
+    slices = None if count is None else int(_number(ctx, "slices", 0))
+    return _Yielding(_number(ctx, "ms", 50.0), _number(ctx, "slice_ms", 1.0), slices)
 
 
 class _GcCollect(Operation):

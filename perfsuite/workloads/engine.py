@@ -131,6 +131,7 @@ class SessionOperation(Operation):
             self.session.offload()  # a long-lived session's worker is already running: start it in setup
         self.reports_before = 0
         self.bytes_before = 0
+        self.ops_before = 0
         self.objects_before: set[str] = set()
         self.extra: dict[str, Any] = {}
 
@@ -139,6 +140,7 @@ class SessionOperation(Operation):
         self.reports_before = len(self.session.reports)
         self.layers.mark()
         self.bytes_before = self.fs.bytes_written
+        self.ops_before = self.fs.mark()
         self.objects_before = set(self.session.store.known_objects)
 
     async def wait_idle(self) -> None:
@@ -168,9 +170,12 @@ class SessionOperation(Operation):
                     main[name] = main.get(name, 0.0) + value
                 main["freeze"] = main.get("freeze", 0.0) + job.publication.batch.freeze_ms
         stored = sum(self._object_size(d) for d in set(self.session.store.known_objects) - self.objects_before)
+        ops = self.fs.since(self.ops_before)  # a process offload's worker relays its operations here (E4)
         out: dict[str, Any] = {
             "phases_ms": phases,
             "bytes_written": self.fs.bytes_written - self.bytes_before,
+            "fsyncs": sum(op.kind == "fsync" for op in ops),
+            "dir_fsyncs": sum(op.kind == "fsync_dir" for op in ops),
             "publications": len(reports),
             "generations": sum(r.outcome == "adopted" for r in reports),
             "new_chunks": sum(r.new_chunks for r in reports),
@@ -471,6 +476,13 @@ class _TranscriptBarrier(Operation):
         self.latencies: list[int] = []
         self.barriers: list[int] = []
         self.rewrites: dict[int, float] = {}
+        self.sizes: dict[int, int] = {}
+        self.final_bytes: int | None = None
+
+    @staticmethod
+    def _size(log: TranscriptLog) -> int:
+        """Bytes of the transcript's files (the log's directory holds only its own files here)."""
+        return sum(entry.stat().st_size for entry in os.scandir(log.logdir) if entry.is_file())
 
     def submit(self, ack: AckCallback) -> None:
         asyncio.get_running_loop().create_task(self._run(ack))
@@ -491,10 +503,12 @@ class _TranscriptBarrier(Operation):
                     log.write(sync=True)
                     self.barriers.append(time.perf_counter_ns() - start)
                 if self.kind == "rewrite" and i + 1 in self.rewrite_at:
+                    self.sizes[i + 1] = self._size(log)  # what the atomic rewrite rewrites
                     start = time.perf_counter_ns()
                     log.edit(i // 2, Message("user", "edited", 0.0))
                     self.rewrites[i + 1] = (time.perf_counter_ns() - start) / 1e6
                 await asyncio.sleep(0)
+            self.final_bytes = self._size(log)
             log.close()
         except Exception as exc:
             ack(exc)
@@ -516,6 +530,9 @@ class _TranscriptBarrier(Operation):
             out["barrier_p50_us"] = float(np.percentile(np.array(self.barriers) / 1e3, 50))
         for n, ms in self.rewrites.items():
             out[f"rewrite_ms_at_{n}"] = ms
+        for n, size in self.sizes.items():
+            out[f"rewrite_bytes_at_{n}"] = size  # results/README.md quotes these sizes (issue 17 item 8)
+        out["transcript_bytes"] = self.final_bytes
         out.update(self.layers.metrics())
         return out
 

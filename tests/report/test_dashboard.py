@@ -225,7 +225,7 @@ def test_dashboard_of_a_real_run_from_the_cli(real_site: Path, capsys: pytest.Ca
     assert pages == ["fsync-floor.html", "idle-control.html", "index.html"]
     (idle,) = real_site.rglob("idle-control.html")
     text = idle.read_text()
-    assert "noise floor" in text and "ack/floor" not in text  # a timer's "ack" is not set against the floor
+    assert "noise floor" in text and "ack/fsync floor" not in text  # a timer's "ack" is not set against the floor
     assert "Fewer than two finished runs of this recipe on this machine" in text
     assert "History charts start at 3 runs; this machine has 1 run(s)" in text
     assert cli.main(["dashboard", str(real_site / "none"), "-o", str(real_site / "x")]) == 2
