@@ -21,7 +21,7 @@ from typing import Any
 from perfsuite.errors import PerfsuiteError
 from perfsuite.report._conditions import conditions_of, stall_ms
 from perfsuite.report._format import fmt_ms, fmt_number, plural
-from perfsuite.report._load import Result
+from perfsuite.report._load import Result, mode_reference
 
 __all__ = [
     "ModeCell",
@@ -49,6 +49,7 @@ class ModeCell:
     missed_with_gc: int
     gc_samples: int
     full_gc_ms: tuple[float, ...]  # the heap probe of each sample (empty without a heap)
+    reference: str | None = None  # a by-design reference mode (e.g. a floor): no verdict
 
     @classmethod
     def of(cls, result: Result, mode: str) -> ModeCell:
@@ -70,6 +71,7 @@ class ModeCell:
             missed_with_gc=int(verdict.get("missed_with_gc", 0)),
             gc_samples=sum(1 for s in samples if s["gc"]["collections"]),
             full_gc_ms=probes,
+            reference=mode_reference(result.data, mode),
         )
 
 
@@ -161,6 +163,8 @@ def _cell_gap(cell: ModeCell | None) -> str:
 
 
 def _cell_verdict(cell: ModeCell | None) -> str:
+    if cell is not None and cell.reference:
+        return "reference"
     if cell is None or cell.met is None:
         return ""
     if cell.met:
@@ -270,6 +274,8 @@ def _where(row: SweepRow) -> str:
 
 
 def _miss(sweep: Sweep, mode: str) -> str:
+    if any(mode in r.cells and r.cells[mode].reference for r in sweep.rows):
+        return f"`{mode}` is a by-design reference (no verdict)"
     row = sweep.first_miss(mode)
     if row is None:
         measured = [(r, r.cells[mode]) for r in sweep.rows if mode in r.cells and r.cells[mode].gap_max is not None]
@@ -297,6 +303,8 @@ def _storage_crossover(sweep: Sweep) -> str:
         return ""
     parts = []
     for mode in sweep.modes:
+        if any(mode in r.cells and r.cells[mode].reference for r in base):
+            continue
         row = next((r for r in base if mode in r.cells and r.cells[mode].met is False), None)
         parts.append(f"`{mode}` first missed at `{row.storage}`" if row else f"`{mode}` missed at none")
     order = ", ".join(f"`{r.storage}`" for r in base)

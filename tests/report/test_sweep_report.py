@@ -192,3 +192,19 @@ def test_compare_leaves_the_storage_counters_out_and_notes_other_conditions(swee
     assert not any(c.metric.startswith("metrics.storage.") for c in comparison.changes)
     assert any("measured under different conditions (simulated storage latency: nvme" in n and
                "simulated storage latency: hdd" in n for n in comparison.notes)
+
+
+def test_a_reference_mode_gets_no_verdict_in_the_sweep(tmp_path: Path, docs: Any) -> None:
+    doc = sweep_doc(docs, 0, "nvme", 0, False, {"sync": [30.5, 31.5], "async": [5.5, 6.5]}, of=1)
+    doc["modes"]["sync"]["verdict"] = verdict(doc["modes"]["sync"]["samples"], 20.0, reference="raw os calls")
+    docs.write(tmp_path / "r" / "a.json", doc)
+    (sweep,) = read_sweeps(read_results(tmp_path / "r"))
+    text = sweep_evidence(sweep)
+    assert "`sync` is a by-design reference (no verdict)" in text and "`sync` first missed" not in text
+    from rich.console import Console
+
+    console = Console(width=300, record=True)
+    from perfsuite.report import sweep_table
+
+    console.print(sweep_table(sweep))
+    assert "reference" in console.export_text()
