@@ -190,11 +190,11 @@ def sweep_table(sweep: Sweep) -> Any:
     table.add_column("#", justify="right")
     for column in ("storage", "heap", "freeze"):
         table.add_column(column, justify="left" if column == "storage" else "right")
-    for mode in sweep.modes:
-        table.add_column(f"{mode} gap med/max", justify="right")
-        table.add_column(f"{mode} stall", justify="right")
-        table.add_column(f"{mode} ack", justify="right")
-        table.add_column(f"{mode} verdict", justify="left")
+    for mode in sweep.modes:  # two-line headers (mode, then what) keep three modes within a terminal
+        table.add_column(f"{mode}\ngap med/max", justify="right", overflow="fold")
+        table.add_column(f"{mode}\nstall", justify="right", overflow="fold")
+        table.add_column(f"{mode}\nack", justify="right", overflow="fold")
+        table.add_column(f"{mode}\nverdict", justify="left", overflow="fold")
     for row in sweep.rows:
         cells = [str(row.index), row.storage or "-", f"{row.heap:,}", "on" if row.freeze else "off"]
         for mode in sweep.modes:
