@@ -38,8 +38,9 @@ from perfsuite.engine._latency import (
     UniformDelay,
 )
 from perfsuite.engine._pipeline import PHASES, PublicationReport, SaveFailed
+from perfsuite.engine._profiles import repair_session
 from perfsuite.engine._recording import FsOp, RecordingFileSystem
-from perfsuite.engine._repair import RepairReport, repair_session
+from perfsuite.engine._repair import RepairReport
 from perfsuite.engine._session import SaveAbandoned, Session, SessionSettings
 from perfsuite.engine._sidecar import MailRecord
 from perfsuite.engine._transcript import (
