@@ -109,3 +109,63 @@ def test_a_format1_session_written_by_the_old_engine_opens_with_everything(tmp_p
             assert _digest(session, conversation) == digest
         assert [r.id for r in session.mailbox("root")] == expected["mail"]
         assert session.sidecar.control["goal"] == expected["control_goal"]
+
+
+def test_the_next_commit_migrates_a_format1_session_and_keeps_its_loose_chunks(tmp_path):
+    """Migration is an ordinary commit (crash-safe by HEAD's atomic replace): the new pack's manifest
+    locates unchanged chunks where format 1 stored them, so nothing is copied; retirement keeps them."""
+    root, expected = _format1_copy(tmp_path)
+    with Session.open(root, settings=SessionSettings(asynchronous=False, chunk_size=512, keep_generations=1)) as s:
+        s.add_message("root", Message("assistant", "after the upgrade", 100.0))
+        s.checkpoint()
+        with open(os.path.join(root, "HEAD"), "rb") as handle:
+            head = json.load(handle)
+        assert head["format"] == FORMAT and head["manifest"].endswith(".pack")
+        entry = s.manifest.artifacts["conversations/a1.jsonl"]
+        assert entry.chunks and all(not c.pack for c in entry.chunks)  # still the loose format-1 chunks
+        while s.retire()[1]:
+            pass
+    with Session.open(root, settings=SYNC) as again:
+        assert again.problems == []
+        assert _digest(again, "a1") == expected["transcripts"]["a1"]
+        assert again.conversation("root").messages()[-1] == Message("assistant", "after the upgrade", 100.0)
+        assert [r.id for r in again.mailbox("root")] == expected["mail"]
+
+
+def test_head_naming_a_pack_a_crash_lost_recovers_its_parent(tmp_path):
+    """Format 2 makes the pack's name and HEAD's durable under one directory fsync, so a crash before it
+    may keep HEAD and lose the pack (nothing was acknowledged): open recovers HEAD's parent and rewrites
+    HEAD; a first generation lost that way leaves an empty session and no HEAD."""
+    root = str(tmp_path / "s")
+    with Session.open(root, create=True, settings=SYNC) as session:
+        session.add_message("root", Message("user", "kept", 1.0))
+        session.checkpoint()
+        kept = session.head
+        session.add_message("root", Message("user", "lost with its pack", 2.0))
+        session.checkpoint()
+        lost = session.head.manifest
+    os.remove(os.path.join(root, lost))
+    with Session.open(root, settings=SYNC) as reopened:
+        assert reopened.head.manifest == kept.manifest
+        assert [m.content for m in reopened.conversation("root").messages()] == ["kept"]
+        assert any(lost in p and "\n" not in p for p in reopened.problems)
+    with open(os.path.join(root, "HEAD"), "rb") as handle:
+        assert json.load(handle)["manifest"] == kept.manifest
+    os.remove(os.path.join(root, kept.manifest))
+    with Session.open(root, settings=SYNC) as empty:
+        assert empty.head is None and empty.conversation("root").messages() == []
+    assert not os.path.exists(os.path.join(root, "HEAD"))
+
+
+def test_a_pack_that_is_there_but_damaged_is_refused_not_fallen_back_from(tmp_path):
+    root = str(tmp_path / "s")
+    with Session.open(root, create=True, settings=SYNC) as session:
+        for text in ("one", "two"):
+            session.add_message("root", Message("user", text, 1.0))
+            session.checkpoint()
+        newest = session.head.manifest
+    path = os.path.join(root, newest)
+    with open(path, "r+b") as handle:
+        handle.truncate(os.path.getsize(path) - 5)
+    with pytest.raises(SessionError, match="perfsuite session repair"):
+        Session.open(root)
