@@ -1,19 +1,17 @@
 """E3 portable profile: immutable generations of content-addressed chunks behind one HEAD.
 
-Layout of a portable session directory (format 2, issue 21)::
+Layout of a portable session directory::
 
     LEASE                     owner lease (O_EXCL), names the owner's epoch and token
-    HEAD                      {"format", "seq", "manifest", "digest", "epoch", "parent"}: replacing it is the
-                              only commit point; "manifest" names a pack (format 1: objects/manifest-*.json)
-    pack-<seq>-e<epoch>-<publication>.pack   one per generation: its new chunks, its manifest, a trailer
-    objects/<sha256>          loose chunks of format 1, still read (and referenced) after migration
-    staging/<publication>/    batch.json: the recovery record of a publication not yet adopted
-    logs/                     diagnostic logs (E8): observational, never published
+    HEAD                      {"seq", "manifest", "digest", "epoch"}: replacing it is the only commit point
+    objects/<sha256>          chunks, immutable, named by digest
+    objects/manifest-<seq>-e<epoch>.json   manifests, written after their chunks, never modified
 
-Packs live beside HEAD so one directory fsync makes a generation's pack and HEAD's rename durable
-together: a publication costs the pack's fsync, HEAD's temp-file fsync, the rename and the session
-directory's fsync. A crash before that fsync may keep HEAD and lose the pack: open then recovers HEAD's
-parent (the publication was never acknowledged); a pack that is present but does not verify is damage.
+Manifests share the chunks' directory so one directory fsync makes a generation's new names durable
+before HEAD is replaced: a publication costs one fsync per new chunk, one for the manifest, one for
+that directory, and the HEAD replace (temp fsync, rename, directory fsync).
+    staging/<publication>/    staged bytes of a publication not yet adopted (recovery bytes)
+    logs/                     diagnostic logs (E8): observational, never published
 """
 
 from __future__ import annotations

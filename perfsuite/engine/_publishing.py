@@ -193,7 +193,7 @@ class Publishing:
             return
         self.head = publication.head
         self.manifest = publication.selection.manifest or self.manifest
-        # known_objects names loose format-1 chunks only: a pack's chunk is found through the manifests
+        self.store.known_objects.update(c.digest for c, _ in publication.selection.fresh)
         self._install(batch, publication.hashed.memos)
 
     def _install(self, batch: Batch, memos: Mapping[str, HashMemo | None]) -> None:

@@ -141,7 +141,7 @@ class SessionOperation(Operation):
         self.layers.mark()
         self.bytes_before = self.fs.bytes_written
         self.ops_before = self.fs.mark()
-        self.objects_before = self._stored_files()
+        self.objects_before = set(self.session.store.known_objects)
 
     async def wait_idle(self) -> None:
         """No pending job, preparation, notification or debounce; then mark (outside the window)."""
@@ -169,7 +169,7 @@ class SessionOperation(Operation):
                 for name, value in job.trace.main_ms.items():
                     main[name] = main.get(name, 0.0) + value
                 main["freeze"] = main.get("freeze", 0.0) + job.publication.batch.freeze_ms
-        stored = sum(os.path.getsize(p) for p in self._stored_files() - self.objects_before if os.path.isfile(p))
+        stored = sum(self._object_size(d) for d in set(self.session.store.known_objects) - self.objects_before)
         ops = self.fs.since(self.ops_before)  # a process offload's worker relays its operations here (E4)
         out: dict[str, Any] = {
             "phases_ms": phases,
@@ -190,12 +190,6 @@ class SessionOperation(Operation):
         out.update(self.layers.metrics(measured=self.session.settings.offload != "process"))
         out.update(self.extra)
         return out
-
-    def _stored_files(self) -> set[str]:
-        """Files holding generations: format-2 packs beside HEAD and loose format-1 chunks."""
-        store = self.session.store
-        packs = {store.path(n) for n in os.listdir(store.root) if n.startswith("pack-") and n.endswith(".pack")}
-        return packs | {store.object_path(d) for d in store.known_objects}
 
     def _object_size(self, digest: str) -> int:
         try:
@@ -363,10 +357,8 @@ class _Checkpoint(SessionOperation):
         if self.count > 1:
             out["bytes_written_per_checkpoint"] = out["bytes_written"] / self.count
             out["bytes_stored_per_checkpoint"] = out["bytes_stored"] / self.count
-        root = self.session.store.root
-        out["objects_dir_bytes"] = sum(  # every generation's stored bytes: loose chunks and packs (format 2)
-            entry.stat().st_size for entry in os.scandir(self.session.store.path("objects")) if entry.is_file()) + sum(
-            entry.stat().st_size for entry in os.scandir(root) if entry.is_file() and entry.name.startswith("pack-"))
+        out["objects_dir_bytes"] = sum(
+            entry.stat().st_size for entry in os.scandir(self.session.store.path("objects")) if entry.is_file())
         return out
 
 
