@@ -36,7 +36,6 @@ from perfsuite.crash._bugs import seeded_bug
 from perfsuite.crash._check import default_scratch, make_executor
 from perfsuite.crash._corrupt_check import OWNERSHIP, Case, CaseOutcome, Expect, run_cases
 from perfsuite.crash._damage import KINDS, NONE, applicable, apply
-from perfsuite.crash._layout import chunk_location, manifest_of
 from perfsuite.crash._model import CrashCheckError, FsState, materialize, snapshot
 from perfsuite.crash._replay import build_timeline
 from perfsuite.crash._session_invariants import SESSION
@@ -164,9 +163,9 @@ def expectations(trace: Trace, profile: str, state: FsState, at: int) -> Expect:
     if profile == "portable" and files.get(f"{SESSION}/HEAD"):
         head = json.loads(files[f"{SESSION}/HEAD"] or b"{}")
         manifest = f"{SESSION}/{head['manifest']}"
-        record = json.loads(manifest_of(manifest, files[manifest] or b"{}"))
-        chunks = sorted({chunk_location(f"{SESSION}/", item)[0] for entry in record["artifacts"].values()
-                         for item in entry["chunks"]} - {manifest})
+        record = json.loads(files[manifest] or b"{}")
+        chunks = sorted({f"{SESSION}/objects/{d}" for entry in record["artifacts"].values()
+                         for d, _n in entry["chunks"]})
         generation = (int(head["seq"]), manifest, tuple(chunks))
     prefix = f"{SESSION}/conversations/"
     transcripts = {p[len(prefix) :].split("/")[0]: d for p, d in state.files
@@ -183,7 +182,7 @@ def _targets(base: str, state: FsState, profile: str) -> list[tuple[str, bytes |
     if base == "pending":
         staged = {p.split("/")[2] for p, _d in entries if p.startswith(f"{SESSION}/staging/") and p.count("/") >= 2}
         return [(p, d) for p, d in entries if p.startswith(f"{SESSION}/staging/") or ".HEAD.tmp-" in p
-                or any(p.endswith(f"-{tag}.json") or p.endswith(f"-{tag}.pack") for tag in staged)]
+                or any(p.endswith(f"-{tag}.json") for tag in staged)]
     if base == "recovered":
         return [(p, d) for p, d in entries if "/recovery" in p or p.endswith("/events.jsonl")]
     return entries

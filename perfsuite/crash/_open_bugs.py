@@ -121,7 +121,7 @@ def _old_open_newest_intact(self: Any) -> tuple[Any, Any, dict[str, bytes], list
         except SessionError as exc:
             problems.append(str(exc))
             continue
-        data = self.manifest_bytes(name)
+        data = self.fs.read(self.path(name))
         return g.HeadRef(manifest.seq, name, digest_bytes(data), manifest.epoch, manifest.parent), manifest, \
             contents, problems
     if problems:

@@ -80,9 +80,7 @@ class SessionDriver:
         if self.portable:
             if s.head is None or s.manifest is None:
                 return []
-            packs = s.manifest.packs() - {s.head.manifest}
             return [self.rel(s.store.path("HEAD")), self.rel(s.store.path(s.head.manifest)),
-                    *sorted(self.rel(s.store.path(p)) for p in packs),
                     *sorted(self.rel(s.store.object_path(d)) for d in s.manifest.digests())]
         files = [self.rel(os.path.join(s.root, "sidecar.json"))]
         for log in getattr(s, "logs", {}).values():
@@ -312,9 +310,9 @@ def run_session_file(env: WorkloadEnv) -> None:
 
 
 def run_session_fault(env: WorkloadEnv) -> None:
-    """Faults declared on the workload: the pack fsync of the mail publication fails with EIO (a pending
-    publication; ``retry_pending`` acknowledges it once, in a new pack); the pack fsync of a root
-    checkpoint fails (pending; abandoned, then checkpointed again). Format 2 has no staged fsync."""
+    """Faults declared on the workload: the manifest fsync of the mail publication fails with EIO (a
+    pending publication; ``retry_pending`` acknowledges it once, in a new manifest); a staged chunk's
+    fsync of a root checkpoint fails (pending; abandoned, then checkpointed again)."""
     session = open_portable(env)
     d = SessionDriver(env, session)
     d.turn("turn 1", ROOT, "first question", "first answer")
@@ -482,10 +480,6 @@ def recover_file(root: str, fs: FileSystem) -> Mapping[str, Any]:
     return _recover(session)
 
 
-# Format 2 (issue 21): a generation's one fsync is its pack's, so both faults hit pack fsyncs: the third
-# (append_mail's, pending then retried) and the checkpoint's after it (pending then abandoned).
-FAULT_CHECKPOINT_NTH = 2
-
 register_workload(Workload(
     "session", "portable session: turns, mail, background deliveries (job), delivery, registry saves, control, "
     "spawn/settle, discard, retirement, shutdown",
@@ -496,11 +490,11 @@ register_workload(Workload(
     run_session_file, recover_file, session_invariants("file"), setup=setup_file,
 ))
 register_workload(Workload(
-    "session-fault", "portable session: EIO on a pack fsync of a mail publication (pending, retried) and of a "
-    "checkpoint (pending, abandoned)",
+    "session-fault", "portable session: EIO on a manifest fsync (pending, retried) and on a staged chunk fsync "
+    "(pending, abandoned)",
     run_session_fault, recover_portable, session_invariants("portable"), setup=setup_portable, max_states=1500,
-    faults=(Fault("fsync", nth=3, path="pack-*", error=errno.EIO),
-            Fault("fsync", nth=FAULT_CHECKPOINT_NTH, path="pack-*-checkpoint-*", error=errno.EIO)),
+    faults=(Fault("fsync", nth=3, path="manifest-*.json", error=errno.EIO),
+            Fault("fsync", nth=3, path="conversations__root.jsonl.*", error=errno.EIO)),
 ))
 register_workload(Workload(
     "session-file-fault", "file-backed session: EIO on a root transcript fsync (pending, retried into a new file)",

@@ -36,6 +36,7 @@ from typing import Protocol
 from perfsuite.engine._damage import DAMAGE, describe
 from perfsuite.engine._fs import FileSystem
 from perfsuite.engine._layout import HEAD, HeadRef, Manifest, SessionError, manifest_epoch, manifest_seq, manifest_tag
+from perfsuite.engine._objects import digest_bytes
 
 
 class GenerationStore(Protocol):
@@ -47,7 +48,6 @@ class GenerationStore(Protocol):
     def path(self, *parts: str) -> str: ...
     def list_manifests(self) -> list[str]: ...
     def read_manifest(self, name: str, digest: str | None = None) -> Manifest: ...
-    def manifest_digest(self, name: str) -> str: ...
     def load_verified(self, name: str, digest: str | None) -> tuple[Manifest, dict[str, bytes]]: ...
     def staged_publications(self) -> set[str]: ...
 
@@ -123,7 +123,7 @@ def choose(store: GenerationStore, *, only: str | None = None) -> Choice:
         except SessionError as exc:
             (damaged if candidate.strong or only is not None else skipped).append(str(exc))
             continue
-        digest = store.manifest_digest(candidate.name)  # a pack's manifest, not the whole pack
+        digest = digest_bytes(store.fs.read(store.path(candidate.name)))
         head = HeadRef(manifest.seq, candidate.name, digest, manifest.epoch, manifest.parent)
         rivals = tuple(c.name for c in candidates if c.proof and c.name != candidate.name
                        and (c.seq, c.epoch) == (candidate.seq, candidate.epoch) and _intact(store, c.name))

@@ -45,14 +45,10 @@ from perfsuite.engine._layout import (
     SessionError,
     StaleHead,
     format_version,
-    is_pack,
     manifest_epoch,
     manifest_seq,
     manifest_tag,
-    pack_name,
-    pack_trailer,
     read_control,
-    split_pack,
 )
 from perfsuite.engine._objects import ArtifactEntry, ChunkRef, digest_bytes
 
@@ -224,70 +220,38 @@ class GenerationStore:
             raise StaleHead(f"{self.path(HEAD)}: names {current} instead of the expected {expected}")
         self.fs.atomic_replace(self.path(HEAD), json.dumps(new.to_json(), sort_keys=True).encode())
 
-    # -- manifests, packs and objects --------------------------------------------------------------------
-    def manifest_bytes(self, name: str) -> bytes:
-        """A generation's manifest bytes: a format-1 manifest file, or the manifest inside a pack (whose
-        trailer must be intact: a pack without one was never committed)."""
-        data = self.fs.read(self.path(name))
-        if is_pack(name):
-            _offset, manifest, digest = split_pack(data)
-            if digest_bytes(manifest) != digest:
-                raise ValueError("pack manifest does not match the digest in its trailer")
-            return manifest
-        return data
-
-    def manifest_digest(self, name: str) -> str:
-        """What HEAD records for generation ``name``: the digest of its manifest bytes."""
-        return digest_bytes(self.manifest_bytes(name))
-
+    # -- manifests and objects ----------------------------------------------------------------------
     def read_manifest(self, name: str, digest: str | None = None) -> Manifest:
-        data = self.manifest_bytes(name)
+        data = self.fs.read(self.path(name))
         if digest is not None and digest_bytes(data) != digest:
             raise ValueError("digest mismatch")
         return Manifest.decode(data, self.path(name))
 
     def write_manifest(self, manifest: Manifest, *, sync_dir: bool = True) -> HeadRef:
-        """A generation without new chunks (restore): a pack holding only its manifest, fsynced; the
-        session directory's fsync (here, or HEAD's replace) makes its name durable with HEAD's (E3)."""
-        name = pack_name(manifest.seq, manifest.epoch, str(manifest.meta.get("publication", "x")))
+        """Written after its chunks, exclusively, fsynced; then the directory is fsynced (E3)."""
         data = manifest.encode()
-        digest = digest_bytes(data)
-        self.fs.write_new(self.path(name), data + pack_trailer(0, data, digest), exclusive=True, sync=True)
+        path = self.path(manifest.filename)
+        self.fs.write_new(path, data, exclusive=True, sync=True)
         if sync_dir:
-            self.fs.sync_dir(self.root)
-        return HeadRef(manifest.seq, name, digest, manifest.epoch, manifest.parent)
+            self.fs.sync_dir(self.path(OBJECTS))
+        return HeadRef(manifest.seq, manifest.filename, digest_bytes(data), manifest.epoch, manifest.parent)
 
     def object_path(self, digest: str) -> str:
         return self.path(OBJECTS, digest)
 
-    def read_object(self, chunk: ChunkRef, packs: dict[str, bytes] | None = None) -> bytes:
-        """A chunk's bytes, verified: from its pack (read once per ``packs`` cache) or its loose file."""
-        if chunk.pack:
-            if packs is not None and chunk.pack in packs:
-                whole = packs[chunk.pack]
-            else:
-                whole = self.fs.read(self.path(chunk.pack))
-                if packs is not None:
-                    packs[chunk.pack] = whole
-            data = whole[chunk.offset : chunk.offset + chunk.size]
-        else:
-            data = self.fs.read(self.object_path(chunk.digest))
+    def read_object(self, chunk: ChunkRef) -> bytes:
+        data = self.fs.read(self.object_path(chunk.digest))
         if len(data) != chunk.size or digest_bytes(data) != chunk.digest:
             raise ValueError("chunk digest mismatch")
         return data
 
-    def chunk_path(self, chunk: ChunkRef) -> str:
-        return self.path(chunk.pack) if chunk.pack else self.object_path(chunk.digest)
-
     def read_artifact(self, entry: ArtifactEntry) -> bytes:
-        packs: dict[str, bytes] = {}
-        return b"".join(self.read_object(c, packs) for c in entry.chunks)
+        return b"".join(self.read_object(c) for c in entry.chunks)
 
     def list_manifests(self) -> list[str]:
-        """Generations (relative names: packs, and format-1 manifests under objects/), newest first."""
-        names = [f"{OBJECTS}/{n}" for n in self.fs.listdir(self.path(OBJECTS)) if n.startswith(MANIFEST_PREFIX)]
-        names += [n for n in self.fs.listdir(self.root) if is_pack(n)]
-        return sorted(names, key=lambda n: (manifest_seq(n), manifest_epoch(n), n), reverse=True)
+        """Manifest paths (relative), newest first."""
+        names = [n for n in self.fs.listdir(self.path(OBJECTS)) if n.startswith(MANIFEST_PREFIX)]
+        return [f"{OBJECTS}/{n}" for n in sorted(names, reverse=True)]
 
     def load_verified(self, name: str, digest: str | None) -> tuple[Manifest, dict[str, bytes]]:
         """A manifest and every artifact's bytes, each chunk verified against its digest. Any damage is a
@@ -303,13 +267,12 @@ class GenerationStore:
         except DAMAGE as exc:
             raise SessionError(one_line(f"{path}: corrupt manifest ({describe(exc)})")) from None
         contents: dict[str, bytes] = {}
-        packs: dict[str, bytes] = {}
         for artifact, entry in manifest.artifacts.items():
             parts: list[bytes] = []
             for chunk in entry.chunks:
-                where = self.chunk_path(chunk)
+                where = self.object_path(chunk.digest)
                 try:
-                    parts.append(self.read_object(chunk, packs))
+                    parts.append(self.read_object(chunk))
                 except FileNotFoundError:
                     raise SessionError(f"{where}: chunk of {artifact} is missing") from None
                 except OSError as exc:
@@ -336,8 +299,6 @@ class GenerationStore:
             return recover_lost_head(self, None, problems)
         if head is None:
             return recover_lost_head(self, None, problems)
-        if is_pack(head.manifest) and not self.fs.exists(self.path(head.manifest)):
-            return self._pack_lost(head)
         try:
             manifest, contents = self.load_verified(head.manifest, head.digest)
         except SessionError as exc:
@@ -351,19 +312,6 @@ class GenerationStore:
                             "digest; HEAD rewritten from the manifest")
             return verified, manifest, contents, problems
         return head, manifest, contents, problems
-
-    def _pack_lost(self, head: HeadRef) -> tuple[HeadRef | None, Manifest | None, dict[str, bytes], list[str]]:
-        """HEAD names a pack that is not there: a crash between HEAD's rename and the directory fsync that
-        makes both names durable (format 2 orders them under one fsync). That publication was never
-        acknowledged, so its parent, which HEAD records, is the committed state; a pack that is there
-        but does not verify is damage instead, and refused like any damaged generation."""
-        lost = f"{self.path(head.manifest)}: named by HEAD but absent (a crash before its commit completed)"
-        if head.parent is None:
-            return None, None, {}, [f"{lost}; nothing was committed before it"]
-        manifest, contents = self.load_verified(head.parent, None)
-        parent = HeadRef(manifest.seq, head.parent, self.manifest_digest(head.parent), manifest.epoch,
-                         manifest.parent)
-        return parent, manifest, contents, [f"{lost}; recovered its parent, generation {parent.seq}"]
 
     def staged_publications(self) -> set[str]:
         """Publication ids with a staging directory (a publication that was never adopted keeps one)."""
@@ -401,37 +349,26 @@ class GenerationStore:
         floor = head.seq if head is not None else 0
         manifests = self.list_manifests()
         retained = set(pinned) | set(self.adopted_chain(head, keep)) | {m for m in manifests if manifest_seq(m) > floor}
-        referenced: set[str] = set()
-        packs = {m for m in retained if is_pack(m)}
-        for name in retained:
-            try:
-                manifest = self.read_manifest(name)
-            except DAMAGE:
-                continue
-            referenced |= manifest.digests()
-            packs |= manifest.packs()
-        # A pack holds its generation's manifest and new chunks: it goes only when no retained manifest
-        # locates a chunk in it. Manifests (and unreferenced packs) go before loose chunks, so a crash
-        # never leaves a retained manifest without its chunks.
         removed = 0
-        doomed = [m for m in manifests if m not in retained and m not in packs]
+        doomed = [m for m in manifests if m not in retained]
         for name in doomed[:max_deletions]:
             removed += self._remove_quietly(self.path(name), problems)
         if len(doomed) > max_deletions:
-            self._sync_after_retire(removed)
             return removed, True
+        referenced: set[str] = set()
+        for name in retained:
+            try:
+                referenced |= self.read_manifest(name).digests()
+            except DAMAGE:
+                continue
         garbage = sorted(self.scan_objects() - referenced - self._staging_references())
         victims = garbage[: max(0, max_deletions - removed)]
         for digest in victims:
             removed += self._remove_quietly(self.object_path(digest), problems)
             self.known_objects.discard(digest)
-        self._sync_after_retire(removed)
-        return removed, len(garbage) > len(victims)
-
-    def _sync_after_retire(self, removed: int) -> None:
         if removed:
             self.fs.sync_dir(self.path(OBJECTS))
-            self.fs.sync_dir(self.root)
+        return removed, len(garbage) > len(victims)
 
     def _remove_quietly(self, path: str, problems: list[str] | None) -> int:
         try:

@@ -21,21 +21,12 @@ HEAD = "HEAD"
 LEASE = "LEASE"
 OBJECTS = "objects"
 MANIFEST_PREFIX = "manifest-"
-PACK_PREFIX = "pack-"
-PACK_SUFFIX = ".pack"
-#: ``\nPSPACK2 <manifest offset, 16 digits> <manifest length, 16 digits> <sha256 of the manifest>\n``
-PACK_MAGIC = b"\nPSPACK2 "
-PACK_TRAILER = len(PACK_MAGIC) + 16 + 1 + 16 + 1 + 64 + 1
 STAGING = "staging"
 LOGS = "logs"
 FORMAT_NAME = "perfsuite-session"
 #: The persisted format this engine writes (issue 21). It is named in HEAD and in every manifest; open reads
 #: every version in READABLE_VERSIONS and refuses a newer one with one line, before it writes anything.
-#: Format 1: chunks are loose files ``objects/<sha256>``, manifests ``objects/manifest-*.json``.
-#: Format 2: a generation is one pack file ``pack-<seq>-e<epoch>-<publication>.pack`` in the session
-#: directory (beside HEAD, so one directory fsync covers both): its new chunks, then its manifest, then a
-#: fixed-size trailer; manifests locate chunks by (pack, offset) or, for chunks of format 1, in objects/.
-FORMAT_VERSION = 2
+FORMAT_VERSION = 1
 READABLE_VERSIONS = range(1, FORMAT_VERSION + 1)
 FORMAT = f"{FORMAT_NAME}/{FORMAT_VERSION}"
 
@@ -153,12 +144,7 @@ class Manifest:
         )
 
     def digests(self) -> set[str]:
-        """Loose chunks (``objects/<digest>``, format 1) this manifest references."""
-        return {c.digest for entry in self.artifacts.values() for c in entry.chunks if not c.pack}
-
-    def packs(self) -> set[str]:
-        """Packs (format 2) holding chunks this manifest references."""
-        return {c.pack for entry in self.artifacts.values() for c in entry.chunks if c.pack}
+        return {c.digest for entry in self.artifacts.values() for c in entry.chunks}
 
     @property
     def filename(self) -> str:
@@ -166,40 +152,12 @@ class Manifest:
 
 
 def manifest_name(seq: int, epoch: int, tag: str) -> str:
-    """Unique per publication attempt, so a failed commit's orphan never blocks the retry (format 1)."""
+    """Unique per publication attempt, so a failed commit's orphan never blocks the retry."""
     return f"{OBJECTS}/{MANIFEST_PREFIX}{seq:08d}-e{epoch}-{tag}.json"
 
 
-def pack_name(seq: int, epoch: int, tag: str) -> str:
-    """A generation's pack (format 2), unique per publication attempt like a format-1 manifest."""
-    return f"{PACK_PREFIX}{seq:08d}-e{epoch}-{tag}{PACK_SUFFIX}"
-
-
-def is_pack(name: str) -> bool:
-    return "/" not in name and name.startswith(PACK_PREFIX) and name.endswith(PACK_SUFFIX)
-
-
-def pack_trailer(offset: int, manifest: bytes, digest: str) -> bytes:
-    """The fixed-size end of a pack: where its manifest starts, how long it is, and its digest."""
-    return PACK_MAGIC + f"{offset:016d} {len(manifest):016d} {digest}\n".encode()
-
-
-def split_pack(data: bytes) -> tuple[int, bytes, str]:
-    """(manifest offset, manifest bytes, manifest digest) of a whole pack; ValueError for a torn or
-    damaged one (the trailer is the last thing written, so a pack without it was never committed)."""
-    if len(data) < PACK_TRAILER or data[-PACK_TRAILER:][: len(PACK_MAGIC)] != PACK_MAGIC:
-        raise ValueError("not a complete pack (no trailer)")
-    fields = data[-PACK_TRAILER + len(PACK_MAGIC) : -1].split(b" ")
-    if len(fields) != 3:
-        raise ValueError("damaged pack trailer")
-    offset, length, digest = int(fields[0]), int(fields[1]), fields[2].decode("ascii")
-    if offset + length != len(data) - PACK_TRAILER:
-        raise ValueError("pack trailer does not match its size")
-    return offset, data[offset : offset + length], digest
-
-
-_MANIFEST_RE = re.compile(r"(?:manifest|pack)-(\d+)-e(\d+)-(.*)\.(?:json|pack)$")
-MANIFEST_PATH_RE = re.compile(rf"(?:{OBJECTS}/{MANIFEST_PREFIX}\d+-e\d+-[^/]+\.json|{PACK_PREFIX}\d+-e\d+-[^/]+\.pack)")
+_MANIFEST_RE = re.compile(r"manifest-(\d+)-e(\d+)-(.*)\.json$")
+MANIFEST_PATH_RE = re.compile(rf"{OBJECTS}/{MANIFEST_PREFIX}\d+-e\d+-[^/]+\.json")
 
 
 def manifest_epoch(name: str) -> int:

@@ -18,20 +18,11 @@ HASH_NAME = "sha256"
 
 @dataclass(frozen=True, slots=True)
 class ChunkRef:
-    """A chunk by digest and size, and where it is stored: ``pack`` and ``offset`` in a pack (format 2),
-    or a loose ``objects/<digest>`` file when ``pack`` is empty (format 1, and not yet committed)."""
-
     digest: str
     size: int
-    pack: str = ""
-    offset: int = 0
 
     def to_json(self) -> list[Any]:
-        return [self.digest, self.size, self.pack, self.offset] if self.pack else [self.digest, self.size]
-
-    @property
-    def content(self) -> tuple[str, int]:
-        return self.digest, self.size
+        return [self.digest, self.size]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,30 +35,15 @@ class ArtifactEntry:
     def to_json(self) -> dict[str, Any]:
         return {"size": self.size, "chunks": [c.to_json() for c in self.chunks]}
 
-    def same_content(self, other: ArtifactEntry | None) -> bool:
-        """The same bytes, wherever their chunks are stored."""
-        return other is not None and self.size == other.size and \
-            [c.content for c in self.chunks] == [c.content for c in other.chunks]
-
     @classmethod
     def from_json(cls, record: Mapping[str, Any]) -> ArtifactEntry:
-        chunks = tuple(_chunk(item) for item in record["chunks"])
-        if any(len(c.digest) != 64 or c.digest.strip("0123456789abcdef") or c.size < 0 or c.offset < 0
-               for c in chunks):
+        chunks = tuple(ChunkRef(str(d), int(n)) for d, n in record["chunks"])
+        if any(len(c.digest) != 64 or c.digest.strip("0123456789abcdef") or c.size < 0 for c in chunks):
             raise ValueError("a chunk reference is not a sha256 digest and a size")  # never a path elsewhere
-        if any(c.pack and ("/" in c.pack or not c.pack.startswith("pack-")) for c in chunks):
-            raise ValueError("a chunk reference names something that is not a pack of this session")
         size = int(record["size"])
         if sum(c.size for c in chunks) != size:
             raise ValueError("chunk sizes do not add up to the artifact size")
         return cls(chunks, size)
-
-
-def _chunk(item: Any) -> ChunkRef:
-    if len(item) == 2:
-        return ChunkRef(str(item[0]), int(item[1]))
-    digest, size, pack, offset = item
-    return ChunkRef(str(digest), int(size), str(pack), int(offset))
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +139,7 @@ def new_chunks(chunks: Sequence[ChunkRef], known: set[str] | frozenset[str]) -> 
     seen: set[str] = set()
     fresh: list[ChunkRef] = []
     for chunk in chunks:
-        if chunk.digest in known or chunk.digest in seen:  # known: loose chunks (format 1)
+        if chunk.digest in known or chunk.digest in seen:
             continue
         seen.add(chunk.digest)
         fresh.append(chunk)

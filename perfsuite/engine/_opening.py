@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import zlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,11 +20,9 @@ from perfsuite.engine._generations import (
     Manifest,
     SessionError,
     manifest_epoch,
-    manifest_seq,
     manifest_tag,
 )
-from perfsuite.engine._layout import is_pack
-from perfsuite.engine._objects import ChunkRef, reuse_prefix
+from perfsuite.engine._objects import ChunkRef
 from perfsuite.engine._pipeline import remove_staging
 from perfsuite.engine._sessiontypes import ATTACHMENT_PREFIX, CONVERSATION_PREFIX, PendingPublication
 from perfsuite.engine._sidecar import ROOT, SIDECAR_ARTIFACT, Sidecar
@@ -75,10 +72,6 @@ class Opening:
         if problems and head is not None:
             # Fall back: HEAD is repaired to name the newest intact generation (a recovery write).
             self.fs.atomic_replace(store.path("HEAD"), json.dumps(head.to_json(), sort_keys=True).encode())
-        elif problems and head is None and self.fs.exists(store.path(HEAD)):
-            # HEAD named the first generation's pack, which a crash lost before its commit completed.
-            self.fs.remove(store.path(HEAD))
-            self.fs.sync_dir(self.root)
         self.head, self.manifest = head, manifest
         store.known_objects = store.scan_objects()
         self._load_contents(contents)
@@ -162,12 +155,7 @@ class Opening:
         committed-but-never-adopted manifest, durably first, since a manifest whose staging directory is
         gone counts as adopted when HEAD is lost (``_adoption``). (A batch recovered as the pending
         publication keeps both until its retry or abandon discards them, manifest first.)"""
-        # A pack also holds chunks: one as old as HEAD or named by HEAD's manifest may be an adopted
-        # generation whose staging directory a crash resurrected, so only a newer one is an orphan.
-        needed = self.manifest.packs() if self.manifest else set()
-        floor = self.head.seq if self.head else 0
-        doomed = [n for n in self.store.list_manifests() if manifest_tag(n) == pub and n not in chain
-                  and not (is_pack(n) and (manifest_seq(n) <= floor or n in needed))]
+        doomed = [n for n in self.store.list_manifests() if manifest_tag(n) == pub and n not in chain]
         removed = 0
         for name in doomed:
             try:
@@ -177,8 +165,6 @@ class Opening:
                 self.problems.append(f"{self.store.path(name)}: unadopted manifest left in place ({describe(exc)})")
         if removed:
             self.fs.sync_dir(self.store.path(OBJECTS))
-            if any(is_pack(n) for n in doomed):
-                self.fs.sync_dir(self.root)
 
     def _set_aside(self, directory: str, pub: str, why: str) -> None:
         aside = self.store.path("recovery", pub)
@@ -197,11 +183,9 @@ class Opening:
 
     def _recovered_buffers(self, directory: str, record: Mapping[str, Any], orphan: Manifest | None
                            ) -> dict[str, ConversationBuffer]:
-        """The frozen transcript bytes of a staged batch: the committed prefix (from HEAD's manifest, the
-        batch's base) plus the staged bytes in its pack's data section (format 2) or staged files (format 1),
-        or, when commit completed, the batch's unadopted manifest."""
+        """The frozen transcript bytes of a staged batch: committed prefix chunks plus staged files, or,
+        when commit already moved the staged chunks into the store, the batch's unadopted manifest."""
         buffers: dict[str, ConversationBuffer] = {}
-        committed = self.manifest.artifacts if self.manifest else {}
         for artifact, info in record.get("artifacts", {}).items():
             if not artifact.startswith(CONVERSATION_PREFIX):
                 continue
@@ -209,19 +193,8 @@ class Opening:
                 if orphan is not None and artifact in orphan.artifacts:
                     data = self.store.read_artifact(orphan.artifacts[artifact])
                 else:
-                    start = int(info["start"])
-                    base = committed.get(artifact)
-                    prefix = b"".join(self.store.read_object(c) for c in reuse_prefix(base, start)) if start else b""
-                    if "files" in info:  # a batch staged by format 1
-                        staged = b"".join(self.fs.read(os.path.join(directory, f[2])) for f in info["files"])
-                    else:
-                        pack = self.fs.read(self.store.path(str(record["pack"])))
-                        offset = int(info["offset"])
-                        staged = pack[offset : offset + int(info["length"])]
-                        if zlib.crc32(staged) != int(info["crc32"]):
-                            raise ValueError("staged bytes do not match their checksum")
-                    data = prefix + staged
-                    buffer = ConversationBuffer(artifact, data.splitlines(keepends=True))
+                    prefix = b"".join(self.store.read_object(_chunk(c)) for c in info["prefix"])
+                    data = prefix + b"".join(self.fs.read(os.path.join(directory, f[2])) for f in info["files"])
             except DAMAGE:
                 self.problems.append(f"{directory}: staged bytes of {artifact} are incomplete; not recovered")
                 continue

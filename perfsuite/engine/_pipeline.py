@@ -11,20 +11,17 @@ from __future__ import annotations
 import json
 import os
 import time
-import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from perfsuite.engine._buffer import FrozenText
-from perfsuite.engine._fs import O_EXCL_CREATE, FileSystem
+from perfsuite.engine._fs import FileSystem
 from perfsuite.engine._generations import STAGING, GenerationStore, HeadRef, Lease, Manifest, StaleHead
-from perfsuite.engine._layout import pack_name, pack_trailer
 from perfsuite.engine._objects import (
     ArtifactEntry,
     ChunkRef,
     HashMemo,
-    digest_bytes,
     hash_tail,
 )
 from perfsuite.engine._sidecar import encode_sidecar
@@ -93,12 +90,16 @@ class Batch:
 
 
 @dataclass(frozen=True, slots=True)
-class Staged:
-    """The pack's data section as stage wrote it: where each artifact's restaged bytes start in it."""
+class StagedChunk:
+    artifact: str
+    start: int
+    end: int
+    path: str
 
-    pack: str  # the pack's path
-    name: str  # its name relative to the session (empty: a throwaway pack inside the staging directory)
-    offsets: Mapping[str, int]  # artifact -> offset of its bytes (from its ``start``) in the pack
+
+@dataclass(frozen=True, slots=True)
+class Staged:
+    chunks: Mapping[str, tuple[StagedChunk, ...]]
     payloads: Mapping[str, bytes]
     nbytes: int
 
@@ -115,11 +116,8 @@ class Selection:
     """What changed: ``manifest`` is None for an empty selection (a successful no-op)."""
 
     manifest: Manifest | None
-    fresh: tuple[tuple[ChunkRef, str], ...]  # new chunks and the pack holding each
+    fresh: tuple[tuple[ChunkRef, str], ...]  # new chunks and the staged file holding each
     changed: tuple[str, ...]
-    pack: str = ""  # the pack's path
-    pack_name: str = ""  # its name relative to the session
-    data_size: int = 0  # where its manifest starts
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,49 +143,40 @@ def _safe(name: str) -> str:
     return name.replace("/", "__")
 
 
-def pack_for(store: GenerationStore, batch: Batch) -> tuple[str, str]:
-    """(path, name) of the pack a batch writes: in the session directory, beside HEAD (format 2)."""
-    if batch.base is None and batch.kind == "warm-up":
-        return os.path.join(batch.staging_dir, "warm-up.pack"), ""
-    name = pack_name((batch.base.seq if batch.base else 0) + 1, batch.epoch, batch.id)
-    return store.path(name), name
-
-
 def stage_batch(store: GenerationStore, batch: Batch) -> Staged:
-    """E4 phase 2: write the frozen bytes that may have changed as the data section of the generation's
-    pack, and a small recovery record (what recovery needs: the base, and where each artifact's bytes are)
-    to the staging area. Neither is fsynced here: the pack is fsynced once, whole, at commit (issue 21),
-    and until adoption both are recovery bytes of an unacknowledged publication."""
+    """E4 phase 2: write the frozen bytes that may have changed to the staging area (recovery bytes),
+    one file per chunk so commit can rename them into the object store without copying."""
     fs = store.fs
     fs.makedirs(batch.staging_dir)
-    path, name = pack_for(store, batch)
-    offsets: dict[str, int] = {}
+    chunks: dict[str, tuple[StagedChunk, ...]] = {}
     payloads: dict[str, bytes] = {}
     total = 0
     for item in batch.inputs:
         data = item.payload()
         payloads[item.artifact] = data
-        offsets[item.artifact] = total
+        files: list[StagedChunk] = []
+        position = item.start
+        end_all = item.start + len(data)
+        while position < end_all:
+            end = end_all if item.chunk_size <= 0 else min(end_all, position + item.chunk_size)
+            path = os.path.join(batch.staging_dir, f"{_safe(item.artifact)}.{position}")
+            fs.write_new(path, data[position - item.start : end - item.start], sync=True)
+            files.append(StagedChunk(item.artifact, position, end, path))
+            position = end
+        chunks[item.artifact] = tuple(files)
         total += len(data)
     record = {
         "id": batch.id, "kind": batch.kind, "epoch": batch.epoch,
-        "base": batch.base.to_json() if batch.base else None, "pack": name,
-        # crc32: the data section is not fsynced before commit, so recovery checks what survived a crash
-        "artifacts": {i.artifact: {"start": i.start, "size": i.size, "offset": offsets[i.artifact],
-                                   "length": len(payloads[i.artifact]), "crc32": zlib.crc32(payloads[i.artifact])}
-                      for i in batch.inputs},
+        "base": batch.base.to_json() if batch.base else None,
+        "artifacts": {i.artifact: {"start": i.start, "size": i.size, "prefix": [c.to_json() for c in i.prefix],
+                                   "files": [[c.start, c.end, os.path.basename(c.path)]
+                                             for c in chunks[i.artifact]]} for i in batch.inputs},
+        "digests": sorted({c.digest for i in batch.inputs for c in i.prefix}),
         "candidate": batch.candidate,
     }
-    # Best-effort recovery metadata, O(change): a process crash keeps it, power loss may not.
+    # The batch record is best-effort recovery metadata: a process crash keeps it, power loss may not.
     fs.write_new(os.path.join(batch.staging_dir, "batch.json"), json.dumps(record).encode(), sync=False)
-    fd = fs.open(path, O_EXCL_CREATE)
-    try:
-        for item in batch.inputs:
-            if payloads[item.artifact]:
-                fs.write_all(fd, payloads[item.artifact])
-    finally:
-        fs.close(fd)
-    return Staged(path, name, offsets, payloads, total)
+    return Staged(chunks, payloads, total)
 
 
 def hash_staged(batch: Batch, staged: Staged) -> Hashed:
@@ -208,59 +197,39 @@ def hash_staged(batch: Batch, staged: Staged) -> Hashed:
 
 
 def select_changes(batch: Batch, staged: Staged, hashed: Hashed, known: set[str]) -> Selection:
-    """E4 phase 4: compare digests with the committed manifest; publish only what changed. A new chunk is
-    located in this generation's pack; one whose content the base generation already stores is located
-    where it is (``known``: loose chunks of format 1)."""
+    """E4 phase 4: compare digests with the committed manifest; publish only what changed."""
     committed = batch.base_manifest.artifacts if batch.base_manifest else {}
-    changed = tuple(sorted(n for n, e in hashed.entries.items() if not e.same_content(committed.get(n))))
+    changed = tuple(sorted(n for n, e in hashed.entries.items() if committed.get(n) != e))
     if not changed:
         return Selection(None, (), ())
-    stored: dict[str, ChunkRef] = {c.digest: c for entry in committed.values() for c in entry.chunks}
-    starts = {i.artifact: i.start for i in batch.inputs}
+    files = {(c.artifact, c.start): c.path for chunks in staged.chunks.values() for c in chunks}
     fresh: list[tuple[ChunkRef, str]] = []
-    artifacts = dict(committed)
+    taken = set(known)
     for name in changed:
         offset = 0
-        chunks: list[ChunkRef] = []
         for chunk in hashed.entries[name].chunks:
-            begin = offset
+            path = files.get((name, offset))
             offset += chunk.size
-            if chunk.pack or begin < starts[name]:
-                chunks.append(chunk)  # a committed prefix chunk, already located
-            elif chunk.digest in stored:
-                chunks.append(stored[chunk.digest])
-            elif chunk.digest in known:
-                chunks.append(ChunkRef(chunk.digest, chunk.size))  # a loose chunk of format 1
-            else:
-                located = ChunkRef(chunk.digest, chunk.size, staged.name,
-                                   staged.offsets[name] + begin - starts[name])
-                stored[chunk.digest] = located
-                fresh.append((located, staged.pack))
-                chunks.append(located)
-        artifacts[name] = ArtifactEntry(tuple(chunks), hashed.entries[name].size)
+            if path is None or chunk.digest in taken:
+                continue  # a committed prefix chunk, or content the store already holds
+            taken.add(chunk.digest)
+            fresh.append((chunk, path))
+    artifacts = dict(committed)
+    artifacts.update({n: hashed.entries[n] for n in changed})
     seq = (batch.base.seq if batch.base else 0) + 1
     manifest = Manifest(seq=seq, epoch=batch.epoch, parent=batch.base.manifest if batch.base else None,
                         created=batch.created, artifacts=artifacts,
                         meta={"publication": batch.id, "kind": batch.kind, "changed": list(changed)})
-    return Selection(manifest, tuple(fresh), changed, staged.pack, staged.name, staged.nbytes)
+    return Selection(manifest, tuple(fresh), changed)
 
 
 def commit_selection(store: GenerationStore, selection: Selection) -> HeadRef:
-    """E4 phase 5: append the manifest and the trailer to the pack stage wrote, and fsync it: the one
-    fsync of the generation's bytes (issue 21). Its name becomes durable with HEAD's, under the session
-    directory's fsync at adoption; a crash before that fsync may lose the pack while HEAD names it, and
-    open then recovers HEAD's parent (nothing was acknowledged)."""
+    """E4 phase 5: move the new chunks into the object store (their data was fsynced by stage), write
+    the manifest after them and fsync it, then fsync the directory once for all the new names."""
     assert selection.manifest is not None
-    data = selection.manifest.encode()
-    digest = digest_bytes(data)
-    fd = store.fs.open(selection.pack, os.O_WRONLY | os.O_APPEND)
-    try:
-        store.fs.write_all(fd, data + pack_trailer(selection.data_size, data, digest))
-        store.fs.fsync_file(fd, selection.pack)
-    finally:
-        store.fs.close(fd)
-    manifest = selection.manifest
-    return HeadRef(manifest.seq, selection.pack_name, digest, manifest.epoch, manifest.parent)
+    for chunk, path in selection.fresh:
+        store.fs.replace(path, store.object_path(chunk.digest))
+    return store.write_manifest(selection.manifest, sync_dir=True)
 
 
 def adopt_head(store: GenerationStore, new: HeadRef, expected: HeadRef | None, lease: Lease,
@@ -281,16 +250,6 @@ def adopt_head(store: GenerationStore, new: HeadRef, expected: HeadRef | None, l
         except OSError:
             pass  # after adoption: durable; a leftover staging dir is cleaned at the next open
     return new
-
-
-def discard_pack(fs: FileSystem, pack: str, staging_dir: str) -> None:
-    """An empty selection commits nothing: its data-only pack and its staging go (best effort)."""
-    try:
-        if fs.exists(pack):
-            fs.remove(pack)
-    except OSError:
-        pass
-    remove_staging(fs, staging_dir)
 
 
 def remove_staging(fs: FileSystem, directory: str) -> None:
@@ -359,8 +318,7 @@ class Publication:
             assert self.selection is not None
             if self.selection.manifest is None:
                 self.outcome = "noop"
-                yield Step("finish", discard_pack, (self.store.fs, self.staged.pack, self.batch.staging_dir),
-                           _ignore, True)
+                yield Step("finish", remove_staging, (self.store.fs, self.batch.staging_dir), _ignore, True)
                 yield Step("finish", self.on_noop, (self,), _ignore, False)
                 return
             yield Step("commit", commit_selection, (self.store, self.selection), self._set("head"), True)

@@ -279,7 +279,7 @@ class Publishing:
         lost (``_adoption``); left alone, the orphan could be mistaken for an adopted generation."""
         current = self.head.manifest if self.head else None
         for name in self.store.list_manifests():
-            if (name.endswith(f"-{batch.id}.json") or name.endswith(f"-{batch.id}.pack")) and name != current:
+            if name.endswith(f"-{batch.id}.json") and name != current:
                 try:
                     self.fs.remove(self.store.path(name))
                 except OSError as exc:  # damage: left in place, and said

@@ -38,7 +38,6 @@ from perfsuite.engine._generations import (
     Manifest,
     OwnerProbe,
     SessionError,
-    manifest_seq,
     owner_alive,
 )
 from perfsuite.engine._job import PublicationJob
@@ -294,7 +293,7 @@ class Session(Opening, Publishing, Mail, WarmLocal):
         """Restore generation ``seq`` as a new generation under a new owner epoch; stale candidates
         (from the old epoch) cannot install afterwards (E3)."""
         assert self.lease is not None
-        name = next((n for n in self.store.list_manifests() if manifest_seq(n) == seq), None)
+        name = next((n for n in self.store.list_manifests() if f"manifest-{seq:08d}-" in n), None)
         if name is None:
             raise SessionError(f"{self.root}: no generation {seq}")
         old, contents = self.store.load_verified(name, None)

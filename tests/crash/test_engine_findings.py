@@ -36,7 +36,7 @@ CHILD = textwrap.dedent(
     """
     import sys
     from perfsuite.engine import Fault, FaultyFileSystem, Message, OsFileSystem, Session
-    faults = {"manifest-open": Fault("open", path="pack-*.pack", crash="after"),
+    faults = {"manifest-open": Fault("open", path="manifest-*.json", crash="after"),
               "head-replace": Fault("replace", path="HEAD", crash="before")}
     fs = FaultyFileSystem(OsFileSystem(), [faults[sys.argv[2]]], on_crash="kill")
     session = Session.open(sys.argv[1], create=True, fs=fs)

@@ -24,7 +24,6 @@ from perfsuite.crash import (
     run_campaign,
     snapshot,
 )
-from perfsuite.crash._layout import manifest_of
 from perfsuite.crash._session_invariants import head_problems, mail_problems, removal_problems
 from perfsuite.crash._sessions import recover_portable
 from perfsuite.crash._trace import Ack, Note
@@ -61,7 +60,7 @@ def test_the_session_oracle_records_what_each_acknowledgement_covers(session_tra
     assert {"mail to a1", "background completion 1", "r0 a1 checkpoint (job)", "settle a1", "goal"} <= labels
     for ack in acks:
         assert ack.scope == "sess" and ack.detail["seq"] >= 2  # generation 1 is the setup's
-        assert ack.detail["depends"][0] == "sess/HEAD" and ack.detail["depends"][1].startswith("sess/pack-")
+        assert ack.detail["depends"][0] == "sess/HEAD" and ack.detail["depends"][1].startswith("sess/objects/manifest-")
     # A callback acknowledgement is noted where the callback ran: right after the HEAD adoption's
     # directory fsync, before the call returned (sync) or the job finished (async).
     ops = session_trace.ops
@@ -81,8 +80,8 @@ def test_recovery_retries_a_publication_that_crashed_between_commit_and_adoption
     previous generation, finds the staged batch, and ``retry_pending`` publishes it."""
     tl = build_timeline(session_trace.ops, session_trace.root, "atomic-rename", initial=session_trace.initial)
     ops = session_trace.ops
-    k = next(i + 1 for i, op in enumerate(ops) if op.kind == "fsync" and "/pack-" in op.path
-             and "checkpoint" in op.path and i > 200)  # format 2: the pack is committed, HEAD not yet
+    k = next(i + 1 for i, op in enumerate(ops) if op.kind == "fsync_dir" and op.path.endswith("/objects")
+             and any("checkpoint" in o.path for o in ops[max(0, i - 30): i]) and i > 200)
     state = tl.state(k, tl.pending(k))  # everything issued before the crash reached the disk
     materialize(state, str(tmp_path))
     view = recover_portable(str(tmp_path), OsFileSystem())
@@ -106,13 +105,8 @@ def test_head_problems_reads_head_manifest_and_chunks_off_the_tree(session_trace
     assert list(head_problems(state, 1)) == []
     files = state.as_dict()
     head = json.loads(files["sess/HEAD"])
-    pack = files[f"sess/{head['manifest']}"]
-    manifest = json.loads(manifest_of(head["manifest"], pack))
-    items = [i for entry in manifest["artifacts"].values() for i in entry["chunks"]]
-    item = next((i for i in items if len(i) == 2 or i[2] != head["manifest"]), items[0])  # outside HEAD's pack
-    where = f"sess__{item[2]}" if len(item) > 2 else f"sess__objects__{item[0]}"
-    offset = item[3] if len(item) > 2 else 0
-    held = files[where.replace("__", "/")]
+    manifest = json.loads(files[f"sess/{head['manifest']}"])
+    digest, _ = next(iter(manifest["artifacts"].values()))["chunks"][0]
 
     def changed(**edits: bytes | None) -> FsState:
         new = dict(files)
@@ -123,11 +117,9 @@ def test_head_problems_reads_head_manifest_and_chunks_off_the_tree(session_trace
                 new[path.replace("__", "/")] = data
         return FsState(tuple(sorted(new.items(), key=lambda item: item[0])))
 
-    if where != f"sess__{head['manifest']}":
-        missing = changed(**{where: None})
-        assert any("is missing" in m for m in head_problems(missing, 1))
-    flipped = b"y" if held[offset : offset + 1] == b"x" else b"x"
-    corrupt = changed(**{where: held[:offset] + flipped + held[offset + 1 :]})
+    missing = changed(**{f"sess__objects__{digest}": None})
+    assert any("is missing" in m for m in head_problems(missing, 1))
+    corrupt = changed(**{f"sess__objects__{digest}": b"x"})
     assert any("does not match its digest" in m for m in head_problems(corrupt, 1))
     assert any("older than the acknowledged generation 2" in m for m in head_problems(state, 2))
     no_head = changed(sess__HEAD=None)

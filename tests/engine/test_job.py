@@ -163,7 +163,7 @@ def test_async_failure_before_adoption_is_pending_and_never_acknowledged_twice(t
     session = make(tmp_path, fs=faulty)
 
     async def scenario() -> None:
-        faulty.add(Fault("fsync", path="pack-*", error=errno.EIO))
+        faulty.add(Fault("fsync", path="manifest-*", error=errno.EIO))
         acks: list[BaseException | None] = []
         session.deliver_background("root", "doomed", sender="bg", ack=acks.append)
         await until(lambda: session.gate.job is None)

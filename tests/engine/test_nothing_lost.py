@@ -31,7 +31,6 @@ from perfsuite.engine import (
     TranscriptError,
     TranscriptLog,
 )
-from perfsuite.engine._generations import GenerationStore
 
 
 def turn(i: int, size: int = 100) -> Message:
@@ -89,7 +88,7 @@ def test_a_lease_torn_by_a_real_crash_does_not_block_open(tmp_path):
                                    b'{"epoch": 9, "token": "t", "pid": -1, "host": "%s"}'])
 def test_a_garbage_lease_names_no_live_owner(tmp_path, lease):
     path, messages = portable(tmp_path, generations=2)
-    manifests = [n for n in os.listdir(tmp_path / "s") if n.startswith("pack-")]
+    manifests = [n for n in os.listdir(tmp_path / "s" / "objects") if n.startswith("manifest-")]
     highest = max(int(n.split("-e")[1].split("-")[0]) for n in manifests)
     (tmp_path / "s" / "LEASE").write_bytes(lease.replace(b"%s", os.uname().nodename.encode()))
     session = Session.open(path)
@@ -132,15 +131,14 @@ def test_deleted_head_with_three_generations_recovers_the_newest_and_retire_keep
 
 def test_retire_never_deletes_a_generation_newer_than_the_head(tmp_path):
     path, _messages = portable(tmp_path, generations=3)
-    objects = tmp_path / "s"
-    newest = max(n for n in os.listdir(objects) if n.startswith("pack-00000003-"))
-    second = max(n for n in os.listdir(objects) if n.startswith("pack-00000002-"))
-    store = GenerationStore(str(objects), OsFileSystem())
-    data = store.manifest_bytes(second)
+    objects = tmp_path / "s" / "objects"
+    newest = max(n for n in os.listdir(objects) if n.startswith("manifest-00000003-"))
+    second = max(n for n in os.listdir(objects) if n.startswith("manifest-00000002-"))
+    data = (objects / second).read_bytes()
     record = json.loads(data)
     import hashlib
 
-    head = {"format": record["format"], "seq": 2, "manifest": second,
+    head = {"format": record["format"], "seq": 2, "manifest": f"objects/{second}",
             "digest": hashlib.sha256(data).hexdigest(), "epoch": record["epoch"], "parent": record["parent"]}
     (tmp_path / "s" / "HEAD").write_text(json.dumps(head))  # a valid HEAD naming an older generation
     session = Session.open(path, settings=SessionSettings(chunk_size=256, keep_generations=1))
@@ -155,15 +153,12 @@ def test_retire_never_deletes_a_generation_newer_than_the_head(tmp_path):
 def test_a_damaged_head_generation_refuses_open_and_repair_adopts_the_newest_intact(tmp_path, what):
     path, messages = portable(tmp_path, generations=2)
     head = json.loads((tmp_path / "s" / "HEAD").read_bytes())
-    broken = tmp_path / "s" / head["manifest"]  # format 2: the pack holds the manifest and the new chunks
-    data = broken.read_bytes()
     if what == "manifest":
-        broken.write_bytes(data.replace(b'"seq"', b'"SEQ"'))
+        broken = tmp_path / "s" / head["manifest"]
     else:
-        store = GenerationStore(str(tmp_path / "s"), OsFileSystem())
-        chunk = store.read_manifest(head["manifest"]).artifacts["conversations/root.jsonl"].chunks[-1]
-        assert chunk.pack == head["manifest"]
-        broken.write_bytes(data[: chunk.offset] + b"x" + data[chunk.offset + 1 :])
+        manifest = json.loads((tmp_path / "s" / head["manifest"]).read_bytes())
+        broken = tmp_path / "s" / "objects" / manifest["artifacts"]["conversations/root.jsonl"]["chunks"][-1][0]
+    broken.write_bytes(b"x" + broken.read_bytes()[1:])
     with pytest.raises(SessionError) as refused:
         Session.open(path)  # before the fix: generation 1 without a word beyond session.problems
     text = one_line(refused.value)

@@ -10,7 +10,6 @@ import os
 import pytest
 
 from perfsuite.engine import (
-    FORMAT_VERSION,
     Fault,
     FaultyFileSystem,
     Message,
@@ -25,7 +24,6 @@ from perfsuite.engine import (
     StaleHead,
 )
 from perfsuite.engine import _pipeline as pipeline
-from perfsuite.engine._generations import GenerationStore
 
 
 def turn(i: int, size: int = 200) -> Message:
@@ -42,39 +40,33 @@ def new_session(tmp_path, fs=None, *, chunk_size=1024, turns=20) -> Session:
 
 
 def objects(tmp_path) -> set[str]:
-    """The stored generations and chunks: format-1 objects/ and format-2 packs."""
-    root = tmp_path / "s"
-    return set(os.listdir(root / "objects")) | {n for n in os.listdir(root) if n.startswith("pack-")}
+    return set(os.listdir(tmp_path / "s" / "objects"))
 
 
 def head_of(tmp_path) -> dict:
     return json.loads((tmp_path / "s" / "HEAD").read_bytes())
 
 
-def test_pack_fsynced_once_then_head_and_one_directory_fsync_covers_both(tmp_path):
-    """Format 2 (issue 21): the generation's new chunks and manifest are one pack in the session directory,
-    fsynced once, before HEAD's temp file; HEAD's rename and the pack's name are made durable by the one
-    session-directory fsync that follows, and nothing else is fsynced or renamed."""
+def test_manifest_after_chunks_and_head_after_manifest_is_durable(tmp_path):
     fs = RecordingFileSystem(OsFileSystem())
     session = new_session(tmp_path, fs)
     session.add_message("root", turn(99))
     mark = fs.mark()
     session.checkpoint()
     ops = fs.since(mark)
-    root = str(tmp_path / "s")
-    points = [(op.kind, os.path.basename(op.dst or op.path)) for op in ops
-              if op.kind in ("fsync", "fsync_dir", "replace")]
-    assert [k for k, _ in points] == ["fsync", "fsync", "replace", "fsync_dir"]
-    assert points[0][1].startswith("pack-") and points[0][1].endswith(".pack")
-    assert points[1][1].startswith(".HEAD.tmp-") and points[2][1] == "HEAD"
-    pack = next(op.path for op in ops if op.kind == "fsync")
-    assert os.path.dirname(pack) == root and [op.path for op in ops if op.kind == "fsync_dir"] == [root]
-    pack_writes = [i for i, op in enumerate(ops) if op.kind == "write" and op.path == pack]
-    pack_fsync = next(i for i, op in enumerate(ops) if op.kind == "fsync" and op.path == pack)
-    head_open = next(i for i, op in enumerate(ops) if op.kind == "open" and ".HEAD.tmp-" in op.path)
-    assert max(pack_writes) < pack_fsync < head_open
-    assert head_of(tmp_path)["manifest"] == os.path.basename(pack)
-    assert head_of(tmp_path)["format"] == f"perfsuite-session/{FORMAT_VERSION}"
+    objdir = str(tmp_path / "s" / "objects")
+    chunk_renames = [i for i, op in enumerate(ops) if op.kind == "replace" and op.dst.startswith(objdir + "/")
+                     and "manifest-" not in op.dst]
+    manifest_open = next(i for i, op in enumerate(ops) if op.kind == "open" and "manifest-" in op.path)
+    manifest_fsync = next(i for i, op in enumerate(ops) if op.kind == "fsync" and "manifest-" in op.path)
+    dir_sync = next(i for i, op in enumerate(ops) if op.kind == "fsync_dir" and op.path == objdir)
+    head_replace = next(i for i, op in enumerate(ops) if op.kind == "replace" and op.dst.endswith("/HEAD"))
+    root_sync = next(i for i, op in enumerate(ops) if op.kind == "fsync_dir" and op.path == str(tmp_path / "s"))
+    # Every staged chunk was fsynced before it was renamed into the store.
+    for i in chunk_renames:
+        staged = ops[i].path
+        assert any(op.kind == "fsync" and op.path == staged for op in ops[:i])
+    assert chunk_renames and max(chunk_renames) < manifest_open < manifest_fsync < dir_sync < head_replace < root_sync
 
 
 def test_empty_selection_writes_nothing_and_makes_no_generation(tmp_path):
@@ -86,7 +78,7 @@ def test_empty_selection_writes_nothing_and_makes_no_generation(tmp_path):
     report = session.save_registry()
     assert report.outcome == "noop"
     assert (objects(tmp_path), head_of(tmp_path)) == before
-    assert not any(op.kind in ("replace", "fsync", "fsync_dir") for op in fs.since(mark))
+    assert not any(op.kind in ("replace", "fsync_dir") and "objects" in (op.dst or op.path) for op in fs.since(mark))
 
 
 def test_chunked_transcript_grown_by_one_turn_writes_only_tail_chunk_and_manifest(tmp_path):
@@ -97,15 +89,15 @@ def test_chunked_transcript_grown_by_one_turn_writes_only_tail_chunk_and_manifes
     session.add_message("root", turn(1000, size=50))
     mark = fs.mark()
     report = session.checkpoint()
+    new_names = [os.path.basename(op.dst) for op in fs.since(mark)
+                 if op.kind == "replace" and "/objects/" in op.dst and not op.dst.endswith("HEAD")]
     entry = session.manifest.artifacts["conversations/root.jsonl"]
     assert entry.chunks[:-1] == committed.chunks[:-1]  # the prefix is reused, not republished
-    pack = session.head.manifest
-    assert entry.chunks[-1].pack == pack and session.manifest.artifacts["sidecar.json"].chunks[0].pack == pack
-    assert all(c.pack != pack for c in entry.chunks[:-1])
+    tail_and_sidecar = {entry.chunks[-1].digest, session.manifest.artifacts["sidecar.json"].chunks[0].digest}
+    assert set(new_names) == tail_and_sidecar
     assert report.staged_bytes < 1024 + 2000
-    packs = {op.path for op in fs.since(mark) if op.kind == "open" and os.path.basename(op.path).startswith("pack-")}
-    assert packs == {str(tmp_path / "s" / pack)}
-    assert not [op for op in fs.since(mark) if op.kind == "open" and "/objects/" in op.path]
+    manifests = [op for op in fs.since(mark) if op.kind == "open" and "manifest-" in op.path]
+    assert len(manifests) == 1
 
 
 def test_whole_artifact_mode_republishes_the_whole_transcript(tmp_path):
@@ -124,9 +116,9 @@ def _hash_boom(*args, **kwargs):
 
 
 FAILURES = {
-    "stage": lambda mp: [Fault("write", path="pack-*", error=errno.ENOSPC, partial=10)],
+    "stage": lambda mp: [Fault("write", path="*conversations__root.jsonl.*", error=errno.ENOSPC, partial=10)],
     "hash": lambda mp: mp.setattr(pipeline, "hash_staged", _hash_boom) or [],
-    "commit": lambda mp: [Fault("fsync", path="pack-*", error=errno.EIO)],
+    "commit": lambda mp: [Fault("fsync", path="manifest-*", error=errno.EIO)],
     "adopt": lambda mp: [Fault("replace", path="*/HEAD", error=errno.EIO)],
 }
 
@@ -164,7 +156,7 @@ def test_failure_before_adoption_leaves_pending_head_intact_and_no_ack(tmp_path,
 def test_abandon_fails_ack_once_and_removes_staged_recovery(tmp_path):
     faulty = FaultyFileSystem(OsFileSystem())
     session = new_session(tmp_path, faulty)
-    faulty.add(Fault("fsync", path="pack-*", error=errno.EIO))
+    faulty.add(Fault("fsync", path="manifest-*", error=errno.EIO))
     acks: list[BaseException | None] = []
     with pytest.raises(SaveFailed):
         session.append_mail("root", "tentative", ack=acks.append)
@@ -185,7 +177,7 @@ def test_abandon_fails_ack_once_and_removes_staged_recovery(tmp_path):
 def test_tentative_record_is_left_out_of_other_publications(tmp_path):
     faulty = FaultyFileSystem(OsFileSystem())
     session = new_session(tmp_path, faulty)
-    faulty.add(Fault("fsync", path="pack-*", error=errno.EIO))
+    faulty.add(Fault("fsync", path="manifest-*", error=errno.EIO))
     with pytest.raises(SaveFailed):
         session.append_mail("root", "pending mail")
     session.spawn_agent("helper")  # an unrelated acknowledged mutation commits meanwhile
@@ -249,12 +241,11 @@ def _corrupt_latest(tmp_path, what: str) -> str:
     elif what == "manifest":
         path = tmp_path / "s" / head["manifest"]
         path.write_bytes(path.read_bytes().replace(b'"seq"', b'"SEQ"'))
-    else:  # the transcript's tail chunk, inside the newest pack (format 2)
-        store = GenerationStore(str(tmp_path / "s"), OsFileSystem())
-        chunk = store.read_manifest(head["manifest"]).artifacts["conversations/root.jsonl"].chunks[-1]
-        path = tmp_path / "s" / chunk.pack
-        data = path.read_bytes()
-        path.write_bytes(data[: chunk.offset] + b"garbage" + data[chunk.offset + 7 :])
+    else:
+        manifest = json.loads((tmp_path / "s" / head["manifest"]).read_bytes())
+        digest = manifest["artifacts"]["conversations/root.jsonl"]["chunks"][-1][0]
+        path = tmp_path / "s" / "objects" / digest
+        path.write_bytes(b"garbage" + path.read_bytes()[7:])
     return str(path)
 
 
