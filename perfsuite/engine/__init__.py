@@ -17,6 +17,8 @@ from perfsuite.engine._fs import (
 )
 from perfsuite.engine._generations import (
     FORMAT,
+    FORMAT_VERSION,
+    FormatTooNew,
     HeadRef,
     Manifest,
     NotAFile,
@@ -56,6 +58,7 @@ from perfsuite.engine._transcript import (
 
 __all__ = [
     "FORMAT",
+    "FORMAT_VERSION",
     "LATENCY_OPS",
     "PHASES",
     "TEMP_MARK",
@@ -71,6 +74,7 @@ __all__ = [
     "FileSession",
     "FileSystem",
     "FixedDelay",
+    "FormatTooNew",
     "FsOp",
     "FsyncFailed",
     "FullRewriteLog",
