@@ -9,7 +9,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from perfsuite.cli._common import fixture_hook, non_empty, output_dir, positive_int, wide_console
+from perfsuite._extras import require
+from perfsuite.cli._common import add_recipes_option, fixture_hook, non_empty, output_dir, positive_int
+from perfsuite.cli._console import console
 from perfsuite.errors import PerfsuiteError
 
 
@@ -28,7 +30,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
-    from perfsuite.harness import load_recipe, resolve_operation
+    from perfsuite.harness import load_recipe, recipe_dirs, resolve_operation
     from perfsuite.profile import diff_profiles, load_callgrind_profile, profile_recipe, profiler_command
     from perfsuite.report._phases import phase_table
 
@@ -41,10 +43,12 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     if args.baseline:
         load_callgrind_profile(args.baseline)  # a bad baseline fails before anything is measured
     profiler_command(args.profiler, args.profiler_path)  # a missing profiler fails before any fixture is built
+    if args.phase:
+        require("report", "matplotlib")  # the phase plot
 
     if os.getcwd() not in sys.path:  # operations import like `python -m` would (the worker gets the same)
         sys.path.insert(0, os.getcwd())
-    recipe = load_recipe(args.recipe)
+    recipe = load_recipe(args.recipe, recipe_dirs(args.recipes_dir))
     for mode in recipe.modes:
         if not args.mode or mode.name in args.mode:
             try:
@@ -56,15 +60,17 @@ def _cmd_profile(args: argparse.Namespace) -> int:
         recipe, args.profiler, modes=args.mode, output_dir=args.output_dir, repeat=args.repeat,
         native=args.native, rate=args.rate, fixture=fixture, fixture_info=info,
         work_root=Path(args.work_dir) if args.work_dir else None, profiler_path=args.profiler_path,
-        phase=args.phase, on_event=lambda message: print(f"perfsuite: profiling {message}", file=sys.stderr),
+        phase=args.phase, on_event=lambda message: None if console().quiet else print(f"perfsuite: profiling {message}",
+                                                                       file=sys.stderr),
     )
+    out = console()
     for mode in run.modes:
-        print(mode.summary)
+        out.line(mode.summary)
     if run.phases_png is not None:
-        wide_console().print(phase_table(run.breakdown()))
-    print(f"profile: {run.record}")  # plain lines, never wrapped: scripts read them
+        out.table(phase_table(run.breakdown()))
+    out.verdict(f"profile: {run.record}")  # plain lines, never wrapped: scripts read them
     for path in run.artifacts()[1:]:
-        print(f"  {path}")
+        out.line(f"  {path}")
     if args.baseline:
         prefix = Path(str(run.record).removesuffix(".callgrind.profile.json") + "-vs-baseline")
         print(diff_profiles(args.baseline, run.record, modes=args.mode, output_prefix=prefix).text(), end="")
@@ -85,6 +91,7 @@ def register(sub: Any) -> None:
         "files); --diff A B (or --baseline A) shows which functions gained between two such profiles. Exit "
         "status 2 on bad input, a missing profiler, a profiler failure or a profile without samples.")
     p.add_argument("recipe", metavar="RECIPE", nargs="?", type=non_empty, help="recipe name or .toml path")
+    add_recipes_option(p)
     p.add_argument("--profiler", choices=PROFILERS,
                    help="py-spy or scalene (sampling, time) or callgrind (instructions, under valgrind)")
     p.add_argument("--diff", nargs=2, metavar=("A", "B"), type=non_empty,

@@ -17,6 +17,8 @@ from perfsuite.engine._fs import (
 )
 from perfsuite.engine._generations import (
     FORMAT,
+    FORMAT_VERSION,
+    FormatTooNew,
     HeadRef,
     Manifest,
     NotAFile,
@@ -26,9 +28,21 @@ from perfsuite.engine._generations import (
     owner_alive,
     pid_alive,
 )
+from perfsuite.engine._latency import (
+    LATENCY_OPS,
+    DelayModel,
+    Distribution,
+    FixedDelay,
+    LatencyFileSystem,
+    LatencyStats,
+    LogNormalDelay,
+    QuantileDelay,
+    UniformDelay,
+)
 from perfsuite.engine._pipeline import PHASES, PublicationReport, SaveFailed
+from perfsuite.engine._profiles import repair_session
 from perfsuite.engine._recording import FsOp, RecordingFileSystem
-from perfsuite.engine._repair import RepairReport, repair_session
+from perfsuite.engine._repair import RepairReport
 from perfsuite.engine._session import SaveAbandoned, Session, SessionSettings
 from perfsuite.engine._sidecar import MailRecord
 from perfsuite.engine._transcript import (
@@ -44,21 +58,30 @@ from perfsuite.engine._transcript import (
 
 __all__ = [
     "FORMAT",
+    "FORMAT_VERSION",
+    "LATENCY_OPS",
     "PHASES",
     "TEMP_MARK",
     "Clock",
     "ConversationBuffer",
+    "DelayModel",
     "DelegatingFileSystem",
     "DiagnosticLog",
     "DirectoryFsyncUnsupported",
+    "Distribution",
     "Fault",
     "FaultyFileSystem",
     "FileSession",
     "FileSystem",
+    "FixedDelay",
+    "FormatTooNew",
     "FsOp",
     "FsyncFailed",
     "FullRewriteLog",
     "HeadRef",
+    "LatencyFileSystem",
+    "LatencyStats",
+    "LogNormalDelay",
     "MailRecord",
     "Manifest",
     "Message",
@@ -66,6 +89,7 @@ __all__ = [
     "OsFileSystem",
     "OwnerConflict",
     "PublicationReport",
+    "QuantileDelay",
     "Quarantined",
     "RecordingFileSystem",
     "RepairReport",
@@ -80,6 +104,7 @@ __all__ = [
     "TranscriptError",
     "TranscriptLog",
     "TurnOutcome",
+    "UniformDelay",
     "VirtualClock",
     "commit_turn",
     "owner_alive",

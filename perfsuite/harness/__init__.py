@@ -20,11 +20,12 @@ from perfsuite.harness._callgrind import (
     instructions_unavailable,
 )
 from perfsuite.harness._gc import GcEvent, GcRecorder, GcWindow, apply_gc_policy
+from perfsuite.harness._heap import LiveHeap, build_heap, probe_full_collection
 from perfsuite.harness._heartbeat import GapWindow, Heartbeat, LagPercentiles
 from perfsuite.harness._instructions import InstructionRecord, measure_instructions
 from perfsuite.harness._lock import ResultsBusy, ResultsLock
 from perfsuite.harness._operation import AckCallback, Operation, OperationContext, resolve_operation
-from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe
+from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe, recipe_dirs
 from perfsuite.harness._results import (
     HOST_LABEL_ENV,
     ResultsWriter,
@@ -37,13 +38,14 @@ from perfsuite.harness._results import (
 from perfsuite.harness._runner import (
     RunResult,
     SampleEvent,
+    check_conditions,
     check_resumable,
     new_results_path,
     plan_order,
     resume_run,
     run_recipe,
 )
-from perfsuite.harness._sample import SampleFailed, SampleRecord, SampleSpec, measure_sample
+from perfsuite.harness._sample import HEAP_SEED, SampleFailed, SampleRecord, SampleSpec, measure_sample
 from perfsuite.harness._stalls import (
     InstrumentedLoop,
     StallEntry,
@@ -54,6 +56,7 @@ from perfsuite.harness._stalls import (
 )
 
 __all__ = [
+    "HEAP_SEED",
     "HOST_LABEL_ENV",
     "AckCallback",
     "AllocationRecord",
@@ -66,6 +69,7 @@ __all__ = [
     "InstructionRecord",
     "InstrumentedLoop",
     "LagPercentiles",
+    "LiveHeap",
     "ModeSpec",
     "Operation",
     "OperationContext",
@@ -84,8 +88,10 @@ __all__ = [
     "Valgrind",
     "ValgrindUnavailable",
     "apply_gc_policy",
+    "build_heap",
     "build_library",
     "callgrind_totals",
+    "check_conditions",
     "check_resumable",
     "find_valgrind",
     "instructions_unavailable",
@@ -97,6 +103,8 @@ __all__ = [
     "measure_sample",
     "new_results_path",
     "plan_order",
+    "probe_full_collection",
+    "recipe_dirs",
     "resolve_operation",
     "resume_run",
     "run_instrumented",

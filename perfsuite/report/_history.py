@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfsuite._extras import require
 from perfsuite.errors import PerfsuiteError
 from perfsuite.report._compare import LOWER, compare_results, metric_direction
 from perfsuite.report._load import Result
@@ -184,6 +185,8 @@ def detect_steps(
 ) -> list[int]:
     """Indices where a new level starts in ``values``: PELT (see the module docstring for the method)."""
     import numpy as np
+
+    require("report", "ruptures", "scipy")
     import ruptures as rpt
     from scipy.stats import median_abs_deviation
 

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfsuite._extras import require
+
 __all__ = [
     "PHASES",
     "PhaseBreakdown",
@@ -268,6 +270,7 @@ def _color(name: str, extra: list[str]) -> str:
 
 def phase_figure(breakdown: PhaseBreakdown) -> Any:
     """One panel per mode: a stacked bar of phases per sample, GC beside it, the max gap marked."""
+    require("report", "matplotlib")
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +67,8 @@ def test_document_shape_and_schema(runs: tuple[RunResult, RunResult]) -> None:
     assert len(on_disk["control"]["samples"]) == 2
     env = on_disk["environment"]
     # the probe's answer for the run's work directory, which lived on the same filesystem as ``work``
-    assert env["work_dir"]["dir_fsync"] == probe_dir_fsync(Path(env["work_dir"]["path"]).parent)
+    recorded = env["work_dir"]["path"].replace("<tmp>", tempfile.gettempdir(), 1)  # portable paths (issue 18)
+    assert env["work_dir"]["dir_fsync"] == probe_dir_fsync(Path(recorded).parent)
     assert env["cpu"]["cores"] >= 1 and env["python"]["version"]
     assert on_disk["fixture"] == {"name": None, "digest": None, "files": 0, "bytes": 0}
 

@@ -55,10 +55,11 @@ def test_report_prints_the_run_table_with_the_floor_ratio(
 
 
 def test_report_names_both_floors_stalls_and_references(
-    tmp_path: Path, docs: Any, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, docs: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 17 items 1, 3 and 6 in the table: the longest loop callback, the acknowledgement against both
     floors by name, and a reference mode shown as "reference: why", never as missed."""
+    monkeypatch.setenv("COLUMNS", "200")  # wide enough that no mode name is shortened (issue 18's console)
     docs.write(tmp_path / "mailbox-delivery-1.json", docs.make(modes=docs.new_modes, mode_order="random"))
     docs.write(tmp_path / "fsync-floor-1.json", docs.floor(epoch=1_795_000_050.0))
     assert cli.main(["report", str(tmp_path / "mailbox-delivery-1.json")]) == 0
