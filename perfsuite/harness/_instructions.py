@@ -71,6 +71,7 @@ from perfsuite.harness._pinning import (
     fixed_root,
     mapped_sys_path,
     padded_request,
+    pinned_code,
     pinned_environment,
     precompile,
 )
@@ -226,12 +227,15 @@ def measure_instructions(
     out_dir: Path | None = None,
     hooks: Mapping[str, Any] | None = None,
     extra_args: Sequence[str] = (),
+    code: Mapping[str, Any] | None = None,
 ) -> InstructionRecord:
     """One instruction pass of ``spec``'s operation (kind ``instructions``) in a worker under callgrind.
 
     ``base_dir`` holds the fixed work directory; ``out_dir`` keeps callgrind's output files (default: a
-    temporary directory, removed). ``hooks`` / ``extra_args`` are for the callgrind profile. Raises
-    :class:`PerfsuiteError` (one line) when the pass fails."""
+    temporary directory, removed). ``hooks`` / ``extra_args`` are for the callgrind profile. ``code`` is a
+    code variant the worker loads first (``perfsuite ab``: ``{"root": DIR, "packages": [...]}``), imported
+    through a fixed link (:func:`~perfsuite.harness._pinning.pinned_code`). Raises :class:`PerfsuiteError`
+    (one line) when the pass fails."""
     library, mechanism = client_library()
     keep = out_dir is not None
     out = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="perfsuite-callgrind-"))
@@ -240,14 +244,16 @@ def measure_instructions(
         with fixed_root(Path(base_dir)) as root:
             pinned = replace(spec, index=0, kind="instructions", work_root=str(root))  # same context every pass
             links = code_links(Path(base_dir), code_roots(spec.operation))
-            precompile(spec.operation)
-            request = {
+            precompile(spec.operation, code)
+            request: dict[str, Any] = {
                 "kind": "instructions",
                 "spec": replace(pinned, ack_timeout_s=spec.ack_timeout_s * VALGRIND_SLOWDOWN).to_dict(),
                 "sys_path": mapped_sys_path(sys.path, links),
                 "library": library,
                 "hooks": dict(hooks) if hooks else None,
             }
+            if code is not None:  # the worker loads it before anything imports it (perfsuite ab)
+                request["code"] = pinned_code(Path(base_dir), code)
             timeout = spec.ack_timeout_s * VALGRIND_SLOWDOWN + SETUP_BUDGET_S
             try:
                 proc = subprocess.run(callgrind_argv(valgrind, out, extra_args), input=padded_request(request),

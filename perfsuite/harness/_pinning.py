@@ -14,6 +14,9 @@ mailbox-delivery, each of these moved a publication's count, and is pinned here 
   (:data:`MALLOC_TUNABLES`);
 * lazy symbol binding (``LD_BIND_NOW=1``): a first call through the PLT inside the window would count
   the dynamic linker, and callgrind's function skipping (the callgrind profile) aborts on it;
+* a code variant (``perfsuite ab``: one revision's ``perfsuite.engine`` loaded from its own tree) is
+  imported through one more link, the same for every revision (:func:`pinned_code`), so BASE in a
+  temporary worktree and HEAD in the checkout load their engines from the same path strings;
 * bytecode compilation before the window: a worker that compiles the code under test (a fresh checkout,
   an edited module) allocates differently from one that loads its ``.pyc`` (measured: the first pass
   in a fresh clone 0.3% off the next three), so the code under test is compiled first
@@ -44,6 +47,7 @@ __all__ = [
     "code_roots",
     "fixed_root",
     "padded_request",
+    "pinned_code",
     "pinned_environment",
     "precompile",
 ]
@@ -56,6 +60,8 @@ FIXED_DIR = "perfsuite-instructions"
 KEPT_ENVIRONMENT = frozenset({"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV",
                               "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "MPLCONFIGDIR", "MPLBACKEND"})
 KEPT_PREFIXES = ("PERFSUITE_",)
+#: the link (under ``.perfsuite-code``) a code variant's tree is imported through, whichever revision it is
+VARIANT_LINK = "v"
 #: the request's size is padded to a multiple of this many bytes
 REQUEST_BLOCK = 16384
 #: glibc malloc: every block of 4 KiB or more comes from mmap (page-aligned, whatever the heap's history,
@@ -125,10 +131,14 @@ def code_roots(operation: str) -> list[str]:
     return roots
 
 
-def precompile(operation: str) -> None:
-    """Write the ``.pyc`` of every module of the code under test that lacks a fresh one, so no pass
-    compiles before its window. Best effort: a read-only checkout is left as it is."""
-    for location in _locations(operation):
+def precompile(operation: str, code: Mapping[str, Any] | None = None) -> None:
+    """Write the ``.pyc`` of every module of the code under test (and of a code variant's packages) that
+    lacks a fresh one, so no pass compiles before its window. Best effort: a read-only tree is left as is."""
+    locations = _locations(operation)
+    if code is not None:
+        root = Path(str(code["root"]))
+        locations += [str(root.joinpath(*str(name).split("."))) for name in code.get("packages", [])]
+    for location in locations:
         if os.path.isdir(location):
             compileall.compile_dir(location, quiet=2, workers=1)
         else:
@@ -151,6 +161,16 @@ def code_links(base: Path, roots: Sequence[str]) -> dict[str, str]:
         link.symlink_to(root, target_is_directory=True)
         links[root] = str(link)
     return links
+
+
+def pinned_code(base: Path, code: Mapping[str, Any]) -> dict[str, Any]:
+    """A code variant's request entry (``{"root": DIR, "packages": [...]}``) with its root seen through the
+    fixed link ``<base>/.perfsuite-code/v``: every revision's packages load from the same path strings. Call
+    after :func:`code_links` (which clears the directory), under :func:`fixed_root`'s lock."""
+    link = base / ".perfsuite-code" / VARIANT_LINK
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(os.path.realpath(str(code["root"])), target_is_directory=True)
+    return {**dict(code), "root": str(link)}
 
 
 def mapped_sys_path(sys_path: Sequence[str], links: Mapping[str, str]) -> list[str]:

@@ -29,7 +29,14 @@ from perfsuite.harness import (
     validate_results,
 )
 from perfsuite.harness._callgrind import interpreter
-from perfsuite.harness._pinning import code_links, code_roots, mapped_sys_path, padded_request, pinned_environment
+from perfsuite.harness._pinning import (
+    code_links,
+    code_roots,
+    mapped_sys_path,
+    padded_request,
+    pinned_code,
+    pinned_environment,
+)
 from perfsuite.harness._recipe import parse_recipe
 
 COUNT = "perfsuite.workloads.basic:count"
@@ -135,6 +142,20 @@ def test_the_code_under_test_is_seen_through_fixed_links(tmp_path: Path) -> None
     assert mapped_sys_path(["", tree, "/usr/lib/python3.11"], links) == [links[tree], "/usr/lib/python3.11"]
     env = pinned_environment({"PYTHONPATH": f"{tree}:/other"}, paths=links)
     assert env["PYTHONPATH"] == f"{links[tree]}:/other"
+
+
+def test_every_revision_of_a_code_variant_is_loaded_from_the_same_path(tmp_path: Path) -> None:
+    """perfsuite ab: BASE in a temporary worktree and HEAD in the checkout, at paths of different lengths,
+    load their engine through one link: the hashed and copied module paths are the same strings."""
+    seen = []
+    for tree in (tmp_path / "base-worktree-with-a-long-name", tmp_path / "head"):
+        (tree / "perfsuite" / "engine").mkdir(parents=True)
+        code_links(tmp_path / "base", [])  # clears the link directory, as each pass does
+        code = pinned_code(tmp_path / "base", {"root": str(tree), "packages": ["perfsuite.engine"]})
+        assert code["packages"] == ["perfsuite.engine"]
+        assert Path(code["root"]).resolve() == tree.resolve()
+        seen.append(code["root"])
+    assert seen[0] == seen[1] == str(tmp_path / "base" / ".perfsuite-code" / "v")
 
 
 def test_requests_of_different_sizes_are_padded_to_the_same_size() -> None:
