@@ -4,6 +4,7 @@
     python scripts/instructions_acceptance.py spread [--passes 10]       # spread of ten passes, goal <= 1%
     python scripts/instructions_acceptance.py plant DIR                   # scratch clone + planted commit
     python scripts/instructions_acceptance.py profile-diff --planted DIR  # callgrind profile diff names it
+    python scripts/instructions_acceptance.py ab --planted DIR            # perfsuite ab --instructions on it
     python scripts/instructions_acceptance.py compare --planted DIR       # instruction pass on both, compare
     python scripts/instructions_acceptance.py all                         # spread, plant (temp), profile-diff
 
@@ -20,7 +21,12 @@ instructions with CPython 3.11 here: some 2% of a mailbox publication). It print
 ``profile-diff`` profiles mailbox-delivery (``--mode``, default sync) under callgrind in this checkout
 and in the planted clone, then ``perfsuite profile --diff``; exit 1 unless the function that gained the
 most instructions is the one planted. ``compare`` runs the instruction pass in both trees and
-``perfsuite compare``'s cost check (a stand-in for ``perfsuite ab``); exit status as compare's.
+``perfsuite compare``'s cost check; exit status as compare's.
+
+``ab`` runs, in the planted clone, ``perfsuite ab HEAD~1 -r mailbox-delivery --instructions`` (BASE the
+commit before the plant, HEAD the planted working tree, samples interleaved, three instruction passes per
+mode and revision), then reads the verdict back with ``perfsuite compare DIR --format json``: exit 0 when
+ab exited 1 naming an instruction metric and no timing metric regressed, else 1.
 
 Instruction counts do not depend on machine load: the figures are the same on a loaded machine.
 """
@@ -166,6 +172,38 @@ def compare(args: argparse.Namespace) -> int:
     return proc.returncode
 
 
+#: what the gate compares as a deterministic cost rather than a timing (instruction, allocation, I/O counts)
+COST_PREFIXES = ("instructions.", "allocation.", "metrics.")
+
+
+def ab(args: argparse.Namespace) -> int:
+    """``perfsuite ab`` with the instruction pass, in the planted clone: must fail on instructions only."""
+    planted = Path(args.planted).resolve()
+    output = Path(args.output_dir or tempfile.mkdtemp(prefix="instructions-ab-")) / "ab"
+    command = ["ab", "HEAD~1", "-r", "mailbox-delivery", "--instructions", "--output-dir", str(output)]
+    if args.samples:
+        command += ["--samples", str(args.samples)]
+    proc = perfsuite(command, planted, capture=False)
+    print(f"perfsuite ab exit status: {proc.returncode}")
+    verdict = perfsuite(["compare", str(output), "--format", "json"], planted)
+    try:
+        data = json.loads(verdict.stdout)
+    except ValueError:
+        print(verdict.stderr, end="", file=sys.stderr)
+        return 1
+    data = data.get("compare", data)  # the JSON envelope of issue 18, if any
+    regressed = [c for c in data["changes"] if c["status"] == "regressed" and c["gating"]]
+    named = sorted(f"{c['mode']} {c['metric']} {c['ratio']:.4f}x" for c in regressed
+                   if c["metric"].startswith("instructions."))
+    timings = sorted(f"{c['mode']} {c['metric']} ({c['status']})" for c in data["changes"]
+                     if c["gating"] and not c["metric"].startswith(COST_PREFIXES) and c["status"] != "unchanged")
+    print(f"instruction regressions named: {', '.join(named) or 'none'}")
+    print(f"gating timings not unchanged: {', '.join(timings) or 'none'}")
+    ok = proc.returncode == 1 and bool(named) and not any("regressed" in t for t in timings)
+    print(f"acceptance (ab exits 1 naming instructions, timings not regressed): {'met' if ok else 'NOT met'}")
+    return 0 if ok else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -182,6 +220,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mode", default="sync")
     p.add_argument("--output-dir")
     p.set_defaults(func=profile_diff)
+    p = sub.add_parser("ab", help="perfsuite ab --instructions in the planted clone: fails on instructions only")
+    p.add_argument("--planted", required=True, help="the scratch clone made by `plant`")
+    p.add_argument("--samples", type=int, help="latency samples per mode per revision (default: ab's)")
+    p.add_argument("--output-dir")
+    p.set_defaults(func=ab)
     p = sub.add_parser("compare", help="instruction pass in both trees, then perfsuite compare (cost check)")
     p.add_argument("--planted", required=True)
     p.add_argument("--passes", type=int, default=3)
