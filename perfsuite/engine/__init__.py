@@ -6,6 +6,22 @@ It imports nothing from the rest of perfsuite and has no idea it is measured.
 from perfsuite.engine._buffer import ConversationBuffer
 from perfsuite.engine._clock import Clock, SystemClock, VirtualClock
 from perfsuite.engine._diaglog import DiagnosticLog, FullRewriteLog, read_log
+from perfsuite.engine._events import (
+    Event,
+    GateAdmitted,
+    GateDrained,
+    Listener,
+    Observers,
+    PhaseFinished,
+    PhaseStarted,
+    PublicationAcknowledged,
+    PublicationFailed,
+    PublicationSubmitted,
+    SchedulerDeferred,
+    SchedulerFired,
+    SessionInput,
+    listen,
+)
 from perfsuite.engine._faults import Fault, FaultyFileSystem, SimulatedCrash
 from perfsuite.engine._filesession import FileSession
 from perfsuite.engine._fs import (
@@ -30,7 +46,9 @@ from perfsuite.engine._pipeline import PHASES, PublicationReport, SaveFailed
 from perfsuite.engine._profiles import repair_session
 from perfsuite.engine._recording import FsOp, RecordingFileSystem
 from perfsuite.engine._repair import RepairReport
+from perfsuite.engine._runner import JobRunner, LoopRunner, VirtualRunner
 from perfsuite.engine._session import SaveAbandoned, Session, SessionSettings
+from perfsuite.engine._sessiontypes import Activity
 from perfsuite.engine._sidecar import MailRecord
 from perfsuite.engine._transcript import (
     TEMP_MARK,
@@ -47,11 +65,13 @@ __all__ = [
     "FORMAT",
     "PHASES",
     "TEMP_MARK",
+    "Activity",
     "Clock",
     "ConversationBuffer",
     "DelegatingFileSystem",
     "DiagnosticLog",
     "DirectoryFsyncUnsupported",
+    "Event",
     "Fault",
     "FaultyFileSystem",
     "FileSession",
@@ -59,21 +79,35 @@ __all__ = [
     "FsOp",
     "FsyncFailed",
     "FullRewriteLog",
+    "GateAdmitted",
+    "GateDrained",
     "HeadRef",
+    "JobRunner",
+    "Listener",
+    "LoopRunner",
     "MailRecord",
     "Manifest",
     "Message",
     "NotAFile",
+    "Observers",
     "OsFileSystem",
     "OwnerConflict",
+    "PhaseFinished",
+    "PhaseStarted",
+    "PublicationAcknowledged",
+    "PublicationFailed",
     "PublicationReport",
+    "PublicationSubmitted",
     "Quarantined",
     "RecordingFileSystem",
     "RepairReport",
     "SaveAbandoned",
     "SaveFailed",
+    "SchedulerDeferred",
+    "SchedulerFired",
     "Session",
     "SessionError",
+    "SessionInput",
     "SessionSettings",
     "SimulatedCrash",
     "StaleHead",
@@ -82,7 +116,9 @@ __all__ = [
     "TranscriptLog",
     "TurnOutcome",
     "VirtualClock",
+    "VirtualRunner",
     "commit_turn",
+    "listen",
     "owner_alive",
     "pid_alive",
     "read_log",

@@ -140,6 +140,7 @@ class Publishing:
         ack_set = list(acks)
         self.active = publication
         self.gate.sync_depth += 1
+        self._watch(publication, "sync")
         try:
             run_inline(publication)
         except Exception as exc:
@@ -149,6 +150,7 @@ class Publishing:
             self.active = None
             self._schedule_pump()
         self.reports.append(publication.report())
+        self._settled(publication)
         AckSet(ack_set).resolve(None)
         return publication.report()
 
@@ -161,9 +163,11 @@ class Publishing:
         self.reports.append(report)
         if publication.adopted:  # failure after adoption: durable, only logged (E4)
             self.problems.append(f"after adoption of {publication.batch.id}: {exc}")
+            self._settled(publication)
             AckSet(acks).resolve(None)
             return report
         self._retain(publication, acks, exc)
+        self._settled(publication)
         raise SaveFailed(self.save_failed or "save failed", phase=publication.failed_phase or "?",
                          publication=publication.batch.id) from exc
 

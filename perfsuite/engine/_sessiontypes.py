@@ -33,6 +33,27 @@ class SessionSettings:
     notify_max_s: float = 0.5
 
 
+@dataclass(frozen=True, slots=True)
+class Activity:
+    """What a session has in hand right now (issue 19: read this, not the gate or the schedulers):
+    an accepted job, a running or queued preparation, a publication in a driver, queued notifications,
+    an observational change waiting for its debounced registry save (E5-E7)."""
+
+    job: str | None  # the accepted job's publication id
+    preparing: str | None  # the label of the preparation running under the gate
+    queued: int  # preparations waiting for the gate
+    publishing: bool  # a publication is in a driver (synchronous writer or job)
+    notifications: int  # offered notifications not yet run
+    registry_save_pending: bool
+
+    @property
+    def quiet(self) -> bool:
+        """Nothing accepted, running, queued or pending: the session will do nothing on its own but timers
+        for requests in flight (E7 in-flight checkpoints)."""
+        return (self.job is None and self.preparing is None and not self.queued and not self.publishing
+                and not self.notifications and not self.registry_save_pending)
+
+
 def artifact_for(conversation: str) -> str:
     return f"{CONVERSATION_PREFIX}{conversation}.jsonl"
 

@@ -207,8 +207,7 @@ class _Replayer:
         return wake
 
     def idle(self) -> bool:
-        s = self.session
-        return (not s.registry_debounce.pending and s.gate.idle and s.active is None and not s.notifications.fifo)
+        return self.session.activity().quiet
 
 
 def _reduce(fs: _ObservingFileSystem, replayer: _Replayer, wall: float) -> Observed:
