@@ -42,6 +42,7 @@ from perfsuite.engine._generations import (
     owner_alive,
     pid_alive,
 )
+from perfsuite.engine._memfs import MemoryFileSystem
 from perfsuite.engine._pipeline import PHASES, PublicationReport, SaveFailed
 from perfsuite.engine._profiles import repair_session
 from perfsuite.engine._recording import FsOp, RecordingFileSystem
@@ -87,6 +88,7 @@ __all__ = [
     "LoopRunner",
     "MailRecord",
     "Manifest",
+    "MemoryFileSystem",
     "Message",
     "NotAFile",
     "Observers",
