@@ -235,11 +235,13 @@ class SessionDriver:
 # -- workloads ---------------------------------------------------------------------------------------------
 def open_portable(env: WorkloadEnv, offload: str = "inline") -> Session:
     return Session.open(env.path(SESSION), create=True, fs=env.fs, clock=VirtualClock(), settings=settings(offload),
+                        faults=env.faults,
                         id_source=_ids("w"))
 
 
 def open_file(env: WorkloadEnv) -> FileSession:
-    return FileSession.open(env.path(SESSION), create=True, fs=env.fs, clock=VirtualClock(), settings=settings())
+    return FileSession.open(env.path(SESSION), create=True, fs=env.fs, clock=VirtualClock(), settings=settings(),
+                            faults=env.faults)
 
 
 def _first_turn(session: Session) -> None:

@@ -43,13 +43,13 @@ from perfsuite.engine._generations import (
     pid_alive,
 )
 from perfsuite.engine._memfs import MemoryFileSystem
-from perfsuite.engine._pipeline import PHASES, PublicationReport, SaveFailed
+from perfsuite.engine._pipeline import PHASES, PublicationReport, SaveFailed, Step
 from perfsuite.engine._profiles import repair_session
 from perfsuite.engine._recording import FsOp, RecordingFileSystem
 from perfsuite.engine._repair import RepairReport
 from perfsuite.engine._runner import JobRunner, LoopRunner, VirtualRunner
 from perfsuite.engine._session import SaveAbandoned, Session, SessionSettings
-from perfsuite.engine._sessiontypes import Activity
+from perfsuite.engine._sessiontypes import Activity, FaultHooks
 from perfsuite.engine._sidecar import MailRecord
 from perfsuite.engine._transcript import (
     TEMP_MARK,
@@ -74,6 +74,7 @@ __all__ = [
     "DirectoryFsyncUnsupported",
     "Event",
     "Fault",
+    "FaultHooks",
     "FaultyFileSystem",
     "FileSession",
     "FileSystem",
@@ -113,6 +114,7 @@ __all__ = [
     "SessionSettings",
     "SimulatedCrash",
     "StaleHead",
+    "Step",
     "SystemClock",
     "TranscriptError",
     "TranscriptLog",

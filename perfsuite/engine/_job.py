@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfsuite.engine._offload import Offload
-from perfsuite.engine._pipeline import Publication, Step, mark_failed
+from perfsuite.engine._pipeline import Publication, Step, driven_steps, mark_failed, step_done
 
 
 class DrainTimeout(TimeoutError):
@@ -87,7 +87,7 @@ class PublicationJob:
         self.trace = JobTrace()
         self.submitted_ns = time.perf_counter_ns()
         self.done = False
-        self._steps: Iterator[Step] = publication.steps()
+        self._steps: Iterator[Step] = driven_steps(publication)
         self._current: Step | None = None
         self._future: cf.Future[Any] | None = None
         self._started_ns = 0
@@ -181,6 +181,7 @@ class PublicationJob:
             self._fail(step.phase, error)
             return
         self._current = None
+        step_done(self.publication, step.phase)
 
     def _phase_finished(self, phase: str, main_ms: float, wall_ms: float, error: BaseException | None) -> None:
         observe = self.publication.on_phase
@@ -208,6 +209,7 @@ class PublicationJob:
             self._fail(step.phase, error)
             return
         self._current = None
+        step_done(self.publication, step.phase)
 
     def _fail(self, phase: str, exc: BaseException) -> None:
         mark_failed(self.publication, phase, exc)

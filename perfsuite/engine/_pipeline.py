@@ -309,6 +309,9 @@ class Publication:
     adopted: bool = False
     # Set by the session only while someone listens (issue 19): (phase, done, main_ms, wall_ms, error).
     on_phase: PhaseObserver | None = None
+    # Fault hooks (issue 19, ``FaultHooks``): acknowledge early after this phase; a rewritten step order.
+    early_ack: tuple[str, Callable[[], None]] | None = None
+    reorder: Callable[[Iterator[Step]], Iterator[Step]] | None = None
 
     def steps(self) -> Iterator[Step]:
         if self.head is None:
@@ -377,7 +380,7 @@ def run_step(step: Step, phases_ms: dict[str, float]) -> float:
 def run_inline(publication: Publication) -> None:
     """The synchronous driver: every phase inline on the caller's thread. Raises on failure with the
     publication marked failed (the session turns it into a pending publication)."""
-    for step in publication.steps():
+    for step in driven_steps(publication):
         observe = publication.on_phase
         if observe is not None:
             observe(step.phase, False, 0.0, 0.0, None)
@@ -392,6 +395,21 @@ def run_inline(publication: Publication) -> None:
             raise
         if observe is not None:
             observe(step.phase, True, elapsed, elapsed, None)
+        step_done(publication, step.phase)
+
+
+def driven_steps(publication: Any) -> Iterator[Step]:
+    """The steps a driver runs: the publication's own, in the order a fault hook may rewrite."""
+    steps = publication.steps()
+    return publication.reorder(steps) if publication.reorder is not None else steps
+
+
+def step_done(publication: Any, phase: str) -> None:
+    """After a step succeeded: a fault hook's early acknowledgement, when it is due after this phase."""
+    early = publication.early_ack
+    if early is not None and early[0] == phase:
+        publication.early_ack = None
+        early[1]()
 
 
 def mark_failed(publication: Publication, phase: str, exc: BaseException) -> None:

@@ -138,6 +138,7 @@ class Publishing:
         While it runs, the gate is owned by this stack: gated work queues, drains fail fast (E5)."""
         publication = self.publication(batch)
         ack_set = list(acks)
+        self._apply_faults(publication, ack_set)
         self.active = publication
         self.gate.sync_depth += 1
         self._watch(publication, "sync")
@@ -153,6 +154,20 @@ class Publishing:
         self._settled(publication)
         AckSet(ack_set).resolve(None)
         return publication.report()
+
+    def _apply_faults(self, publication: Any, acks: list[Ack]) -> None:
+        """Documented fault hooks (``FaultHooks``; a checker's broken engine, never production)."""
+        faults = self.faults
+        if faults is None:
+            return
+        publication.reorder = faults.reorder_steps
+        if faults.acknowledge_after is not None:
+            def early() -> None:
+                callbacks = acks[:]
+                del acks[:]  # they run now and never again (the rest of the publication finds none)
+                AckSet(callbacks).resolve(None)
+
+            publication.early_ack = (faults.acknowledge_after, early)
 
     def _publish_now(self, kind: str, conversations: Iterable[str] | None, *, owner: str | None = None,
                      acks: Iterable[Ack] = (), sidecar: bool = True) -> PublicationReport:

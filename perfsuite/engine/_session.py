@@ -57,6 +57,7 @@ from perfsuite.engine._sessiontypes import (
     CONVERSATION_PREFIX,
     Ack,
     Activity,
+    FaultHooks,
     PendingPublication,
     SaveAbandoned,
     SessionSettings,
@@ -100,6 +101,7 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
         self.observers = Observers()
         self._internal = 0  # > 0 while the engine calls its own entry points (not inputs)
         self.runner: JobRunner = LoopRunner()
+        self.faults: FaultHooks | None = None  # documented fault hooks for checkers; never in production
         # Warm-local machinery (E4-E7): the gate, the job's offload, notifications and schedulers.
         self.gate = MutationGate()
         self.gate.on_admit = self._admitted
@@ -135,6 +137,7 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
         id_source: Callable[[], str] | None = None,
         owner_alive: OwnerProbe | None = None,
         runner: JobRunner | None = None,
+        faults: FaultHooks | None = None,
     ) -> Session:
         """Open (or create) a portable session: take the lease with a new epoch, adopt HEAD after
         verifying every digest, recover pending publications from staging. A lost HEAD is recovered
@@ -145,13 +148,15 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
         ``owner_alive(pid)`` is the liveness probe of the owner a lease or PID lock names (default: the
         real one; a crash checker passes a model in which the processes its crash killed are dead).
         ``runner`` runs accepted jobs (default: the asyncio loop; ``VirtualRunner``: modelled durations in
-        virtual time, for the what-if simulator)."""
+        virtual time, for the what-if simulator). ``faults`` builds a deliberately broken engine for a
+        checker (:class:`FaultHooks`)."""
         fs = fs or OsFileSystem()
         session = cls(os.fspath(path), fs, clock or SystemClock(), settings or SessionSettings())
         if id_source is not None:
             session.id_source = id_source
         if runner is not None:
             session.runner = runner
+        session.faults = faults
         if owner_alive is not None:
             session.owner_alive = owner_alive
         try:

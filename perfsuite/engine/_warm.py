@@ -63,6 +63,7 @@ class WarmLocal:
             raise DrainRefused("a job can only be accepted by the preparation that holds the gate")
         acks = list(acks)
         publication = self.publication(batch)
+        self._apply_faults(publication, acks)
         job = PublicationJob(publication, self.offload(), lambda j: self._job_done(j, acks), admission=admission)
         self.gate.job = job
         self.active = publication
