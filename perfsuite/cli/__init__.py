@@ -38,7 +38,7 @@ results_writer_hook: Any = None
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from perfsuite.cli import _crash, _fixtures, _profile, _report, _run, _session, _store, _whatif
+    from perfsuite.cli import _crash, _fixtures, _profile, _report, _run, _session, _store, _sweep, _whatif
 
     parser = OneLineParser(
         prog="perfsuite",
@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     _run.register(sub)
+    _sweep.register(sub)
     _fixtures.register(sub)
     _crash.register(sub)
     _report.register(sub)

@@ -26,6 +26,7 @@ from perfsuite.cli._formats import (
     markdown_table,
     report_json,
 )
+from perfsuite.errors import PerfsuiteError
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -58,14 +59,34 @@ def _cmd_report(args: argparse.Namespace) -> int:
             why = f": {r.data['error']}" if r.data.get("error") else ""
             out.verdict(f"  ({r.name}: {r.data.get('status')}, {progress['done']} of {progress['total']} entries "
                         f"measured{why})")
+    if args.format != "json":
+        from perfsuite.report import read_sweeps, sweep_table
+
+        for sweep in read_sweeps(results):  # documents of a `perfsuite sweep`: the crossover table too
+            table = sweep_table(sweep)
+            if args.format == "markdown":
+                print(markdown_table(table))
+            else:
+                out.table(table)
     if getattr(args, "phase", False):
         phase_outputs(ordered, args.phase_dir)
     return 0
 
 
 def _cmd_evidence(args: argparse.Namespace) -> int:
-    from perfsuite.report import evidence_for
+    from pathlib import Path
 
+    from perfsuite.report import evidence_for, read_results, read_sweeps, sweep_evidence
+
+    if Path(args.result).is_dir():  # a sweep's directory: the crossover paragraph (M10)
+        if args.baseline:
+            raise PerfsuiteError("--baseline compares two results files, not sweeps")
+        sweeps = read_sweeps(read_results(args.result))
+        if not sweeps:
+            raise PerfsuiteError(f"{args.result}: is a directory without sweep documents; give a results file")
+        for sweep in sweeps:
+            print(sweep_evidence(sweep), end="")
+        return 0
     text = evidence_for(args.result, args.baseline, **thresholds(args)).markdown
     print(text, end="")
     return 0
@@ -272,8 +293,9 @@ def register(sub: Any) -> None:
         p.add_argument("--factor", type=finite_float,
                        help="median ratio that counts as a change, either way (default: 1.1)")
 
-    evidence = sub.add_parser("evidence", help="the ADR evidence paragraph (Markdown) of a results file")
-    evidence.add_argument("result", metavar="RESULT", type=non_empty, help="a results file")
+    evidence = sub.add_parser("evidence", help="the ADR evidence paragraph (Markdown) of a results file or sweep")
+    evidence.add_argument("result", metavar="RESULT", type=non_empty,
+                          help="a results file, or the directory of a `perfsuite sweep` (the crossover paragraph)")
     evidence.add_argument("--baseline", metavar="RESULT", type=non_empty,
                           help="a results file of the same recipe to compare with")
     thresholds(evidence)

@@ -29,6 +29,23 @@ from perfsuite.cli._console import console
 from perfsuite.errors import PerfsuiteError, Terminated
 
 
+def add_condition_options(parser: argparse.ArgumentParser) -> None:
+    """M10 run conditions: simulated storage latency, a live heap, the engine's gc.freeze() setting."""
+    parser.add_argument("--storage", metavar="PROFILE",
+                        help="simulate a storage device's latency (built-in: nvme, sata-ssd, hdd, nfs, ebs-gp3): "
+                        "every fsync, directory fsync, rename and create pays a delay drawn from the profile's "
+                        "sourced distribution; never presented as a device measurement")
+    parser.add_argument("--storage-file", metavar="FILE.toml",
+                        help="your own storage profile (same format as the built-in ones; every distribution "
+                        "needs its source)")
+    parser.add_argument("--heap", metavar="N",
+                        help="keep N live objects shaped like loaded session state through every sample "
+                        "(e.g. 1e6), with natural GC unless --gc says otherwise")
+    parser.add_argument("--gc-freeze", action="store_true", default=None,
+                        help="open sessions with SessionSettings(freeze_loaded=True): gc.freeze() after open, "
+                        "the mitigation for full collections over a large live heap")
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from perfsuite.engine import demo
 
@@ -110,11 +127,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     err = out.rich(stderr=True)
     plans: list[tuple[Any, Path | None, Path | None, dict[str, Any]]] = []
     if args.resume:
-        overrides = (args.samples, args.warmup, args.isolation, args.gc, args.order, args.seed)
+        overrides = (args.samples, args.warmup, args.isolation, args.gc, args.order, args.seed, args.storage,
+                     args.storage_file, args.heap, args.gc_freeze or None)
         if args.recipes or any(v is not None for v in overrides):
             raise PerfsuiteError(
                 "--resume continues the recorded recipe and plan: give no RECIPE, --samples, --warmup, --isolation, "
-                "--gc, --order or --seed"
+                "--gc, --order, --seed or run conditions (--storage, --storage-file, --heap, --gc-freeze)"
             )
         path = Path(args.resume)
         _, recipe = check_resumable(path)  # schema, plan, progress, no live writer (issue 14 cases 7, 9)
@@ -122,15 +140,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
             resolve_operation(mode.operation)
         plans.append((recipe, path, *fixture_hook()(recipe.fixture, args.session)))
     else:
+        from perfsuite.workloads.conditions import apply_conditions, parse_heaps
+
+        heap = None
+        if args.heap is not None:
+            heaps = parse_heaps(args.heap)
+            if len(heaps) != 1:
+                raise PerfsuiteError("--heap: `run` takes one size (a grid of sizes is `perfsuite sweep`)")
+            heap = heaps[0]
         if args.all and args.recipes:
             raise PerfsuiteError("--all runs the whole catalogue: give no RECIPE with it")
         recipes = []
         dirs = recipe_dirs(args.recipes_dir)
         for ref in (list_recipes(catalogue_only=True, dirs=dirs) if args.all else args.recipes or DEFAULT_RUN_RECIPES):
-            recipe = load_recipe(ref, dirs).with_overrides(
-                samples=args.samples, warmup=args.warmup, isolation=args.isolation, gc=args.gc, order=args.order,
-                seed=args.seed,
-            )
+            recipe = apply_conditions(
+                load_recipe(ref, dirs).with_overrides(samples=args.samples, warmup=args.warmup,
+                                                      isolation=args.isolation, order=args.order, seed=args.seed),
+                storage=args.storage, storage_file=args.storage_file, heap=heap, freeze=args.gc_freeze, gc=args.gc)
             reason = None
             for mode in recipe.modes:  # fail before measuring anything
                 try:
@@ -244,6 +270,7 @@ def register(sub: Any) -> None:
     run.add_argument("--session", metavar="PATH", type=non_empty, help="a session directory to use as the fixture")
     run.add_argument("--work-dir", metavar="DIR", type=output_dir,
                      help="where private fixture copies live (default: temp dir)")
+    add_condition_options(run)
     add_phase_options(run)
     run.add_argument("--record-trace", metavar="FILE", type=output_file,
                      help="record every sample's engine events as a what-if trace (adds a write per event)")

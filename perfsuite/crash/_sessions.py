@@ -392,7 +392,7 @@ def run_session_async(env: WorkloadEnv) -> None:
         loop = asyncio.get_running_loop()
 
         async def settled() -> None:
-            while session.gate.job is not None or session.gate.queue:
+            while session.activity().job is not None or session.activity().queued:
                 await asyncio.sleep(0.001)
             await asyncio.sleep(0)
 

@@ -27,6 +27,7 @@ from perfsuite.engine._damage import DAMAGE, describe, one_line
 from perfsuite.engine._fs import O_EXCL_CREATE, FileSystem
 from perfsuite.engine._layout import (
     FORMAT,
+    FORMAT_VERSION,
     HEAD,
     LEASE,
     LOGS,
@@ -34,6 +35,7 @@ from perfsuite.engine._layout import (
     MANIFEST_PREFIX,
     OBJECTS,
     STAGING,
+    FormatTooNew,
     HeadRef,
     Lease,
     Manifest,
@@ -42,6 +44,7 @@ from perfsuite.engine._layout import (
     OwnerProbe,
     SessionError,
     StaleHead,
+    format_version,
     manifest_epoch,
     manifest_seq,
     manifest_tag,
@@ -169,6 +172,21 @@ class GenerationStore:
         self.fs.atomic_replace(self.path(LEASE), body)
         return new
 
+    def check_format(self) -> int:
+        """The format version HEAD names (this engine's when there is no readable HEAD): refuses a newer
+        format with one line before open or repair writes anything (issue 21)."""
+        try:
+            data = read_control(self.fs, self.path(HEAD))
+            record = json.loads(data) if data is not None else None
+        except (SessionError, *DAMAGE):
+            return FORMAT_VERSION  # damage: open's recovery (or repair) diagnoses it
+        if not isinstance(record, dict):
+            return FORMAT_VERSION
+        try:
+            return format_version(record.get("format"), self.path(HEAD))
+        except ValueError:
+            return FORMAT_VERSION
+
     # -- HEAD -----------------------------------------------------------------------------------------
     def read_head(self) -> HeadRef | None:
         """The current HEAD, or None when there is none. Raises ValueError when its bytes are not a head
@@ -178,8 +196,9 @@ class GenerationStore:
             return None
         try:
             record = json.loads(data)
-            if not isinstance(record, dict) or record.get("format") != FORMAT:
+            if not isinstance(record, dict):
                 raise ValueError("not a perfsuite HEAD")
+            format_version(record.get("format"), self.path(HEAD))  # a newer format: FormatTooNew, untouched
             head = HeadRef.from_json(record)
         except (KeyError, TypeError, OverflowError) as exc:
             raise ValueError(f"not a head record ({type(exc).__name__})") from None
@@ -206,7 +225,7 @@ class GenerationStore:
         data = self.fs.read(self.path(name))
         if digest is not None and digest_bytes(data) != digest:
             raise ValueError("digest mismatch")
-        return Manifest.decode(data)
+        return Manifest.decode(data, self.path(name))
 
     def write_manifest(self, manifest: Manifest, *, sync_dir: bool = True) -> HeadRef:
         """Written after its chunks, exclusively, fsynced; then the directory is fsynced (E3)."""
@@ -380,7 +399,27 @@ class GenerationStore:
 
 # The layout's names are re-exported: the store's users (and the seeded bugs that patch it) name them here.
 __all__ = [
-    "FORMAT", "HEAD", "LEASE", "LOGS", "OBJECTS", "STAGING", "GenerationStore", "HeadRef", "Lease", "Manifest",
-    "NotAFile", "OwnerConflict", "OwnerProbe", "SessionError", "StaleHead", "manifest_epoch", "manifest_seq",
-    "manifest_tag", "owner_alive", "pid_alive", "read_control",
+    "FORMAT",
+    "FORMAT_VERSION",
+    "HEAD",
+    "LEASE",
+    "LOGS",
+    "OBJECTS",
+    "STAGING",
+    "FormatTooNew",
+    "GenerationStore",
+    "HeadRef",
+    "Lease",
+    "Manifest",
+    "NotAFile",
+    "OwnerConflict",
+    "OwnerProbe",
+    "SessionError",
+    "StaleHead",
+    "manifest_epoch",
+    "manifest_seq",
+    "manifest_tag",
+    "owner_alive",
+    "pid_alive",
+    "read_control",
 ]

@@ -23,7 +23,12 @@ OBJECTS = "objects"
 MANIFEST_PREFIX = "manifest-"
 STAGING = "staging"
 LOGS = "logs"
-FORMAT = "perfsuite-session/1"
+FORMAT_NAME = "perfsuite-session"
+#: The persisted format this engine writes (issue 21). It is named in HEAD and in every manifest; open reads
+#: every version in READABLE_VERSIONS and refuses a newer one with one line, before it writes anything.
+FORMAT_VERSION = 1
+READABLE_VERSIONS = range(1, FORMAT_VERSION + 1)
+FORMAT = f"{FORMAT_NAME}/{FORMAT_VERSION}"
 
 
 class SessionError(Exception):
@@ -41,6 +46,28 @@ class StaleHead(SessionError):
 class NotAFile(SessionError):
     """A control file (HEAD, LEASE, a PID lock, a sidecar) is a directory or a dangling symbolic link:
     nothing the engine writes looks like that, so it is damage, never a state to guess from."""
+
+
+class FormatTooNew(SessionError):
+    """The session was written in a format newer than this engine reads: refused untouched (issue 21)."""
+
+
+def format_version(value: Any, path: str) -> int:
+    """The version a ``format`` field names. :class:`FormatTooNew` (one line) for a version newer than
+    this engine reads; ValueError for anything that is not a perfsuite session format (damage)."""
+    if not isinstance(value, str) or not value.startswith(f"{FORMAT_NAME}/"):
+        raise ValueError(f"unknown format {value!r}")
+    try:
+        version = int(value[len(FORMAT_NAME) + 1 :])
+    except ValueError:
+        raise ValueError(f"unknown format {value!r}") from None
+    if version > FORMAT_VERSION:
+        raise FormatTooNew(f"{path}: written in session format {version} by a newer perfsuite; this one reads "
+                           f"formats {READABLE_VERSIONS[0]} to {FORMAT_VERSION}; upgrade perfsuite "
+                           "(nothing was changed)")
+    if version not in READABLE_VERSIONS:
+        raise ValueError(f"unknown format {value!r}")
+    return version
 
 
 OwnerProbe = Callable[[int], bool]  # is the process with this pid alive on this host?
@@ -102,10 +129,11 @@ class Manifest:
         return json.dumps(record, separators=(",", ":"), sort_keys=True).encode()
 
     @classmethod
-    def decode(cls, data: bytes) -> Manifest:
+    def decode(cls, data: bytes, path: str = "manifest") -> Manifest:
         record = json.loads(data)
-        if record.get("format") != FORMAT:
-            raise ValueError(f"unknown format {record.get('format')!r}")
+        if not isinstance(record, dict):
+            raise ValueError("not a manifest record")
+        format_version(record.get("format"), path)
         return cls(
             seq=int(record["seq"]),
             epoch=int(record["epoch"]),

@@ -63,13 +63,14 @@ class ThreadOffload(Offload):
 
 
 def _portable(args: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Arguments a worker process can take: the real I/O layer (a wrapper's state cannot cross a process
-    boundary; :func:`_recorded_step` puts a recording layer back in the worker) and batches with their
+    """Arguments a worker process can take: the worker's I/O layer (``fs.for_worker()``: the real one, plus
+    any simulated device latency; a recording or fault-injecting wrapper's state cannot cross a process
+    boundary, :func:`_recorded_step` puts a recording layer back in the worker) and batches with their
     bytes materialised."""
     converted: list[Any] = []
     for arg in args:
         if isinstance(arg, GenerationStore):
-            arg = GenerationStore(arg.root, OsFileSystem())
+            arg = GenerationStore(arg.root, arg.fs.for_worker())
         elif isinstance(arg, Batch):
             arg = arg.for_offload()
         converted.append(arg)
@@ -79,7 +80,8 @@ def _portable(args: tuple[Any, ...]) -> tuple[Any, ...]:
 def _recorded_step(keep_data: bool, func: Callable[..., Any], *args: Any) -> tuple[bool, Any, list[FsOp]]:
     """In the worker: run one step on a recording layer over the real one and return what it did, so the
     caller's recording layer sees the worker's writes and fsyncs too (E1, M3), even when the step fails."""
-    recorder = RecordingFileSystem(OsFileSystem(), keep_data=keep_data)
+    base = next((a.fs for a in args if isinstance(a, GenerationStore)), None) or OsFileSystem()
+    recorder = RecordingFileSystem(base, keep_data=keep_data)  # over the worker's layer: latency stays (M10)
     args = tuple(GenerationStore(a.root, recorder) if isinstance(a, GenerationStore) else a for a in args)
     try:
         return True, func(*args), recorder.ops

@@ -61,6 +61,7 @@ class Opening:
 
     def _open(self, create: bool) -> None:
         store = self.store
+        store.check_format()  # a newer format is refused before anything is written (issue 21)
         self._check_layout(create)
         head, manifest, contents, problems = store.open_newest_intact()
         self.problems.extend(problems)

@@ -91,6 +91,7 @@ def repair_portable(root: str, *, generation: str | int | None, fs: FileSystem,
     if not fs.isdir(store.path(OBJECTS)):
         raise SessionError(f"{store.path(OBJECTS)}: missing or not a directory: every generation is gone, nothing "
                            "to repair from (restore the session from a backup)")
+    store.check_format()  # never "repair" a session written by a newer perfsuite (issue 21)
     for name in (LEASE, HEAD):
         path = store.path(name)
         if fs.isdir(path) or (fs.exists(path) and not fs.exists(fs.realpath(path))):

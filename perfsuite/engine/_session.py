@@ -19,6 +19,7 @@ transcripts written in place) is in ``_filesession``.
 from __future__ import annotations
 
 import collections
+import gc
 import itertools
 import os
 import uuid
@@ -68,6 +69,14 @@ from perfsuite.engine._transcript import Message, TranscriptError
 from perfsuite.engine._warm import WarmLocal
 
 
+def freeze_loaded_state() -> int:
+    """``gc.freeze()``: move every object tracked so far to the permanent generation; return the count.
+
+    Frozen objects are still freed by reference counting; only reference cycles among them leak."""
+    gc.freeze()
+    return gc.get_freeze_count()
+
+
 class Session(Opening, Publishing, Mail, WarmLocal, Observing):
     """A portable session (E3). Owned by one event-loop thread; blocking publication steps may run
     elsewhere through the asynchronous job (issue 4), never concurrently with each other."""
@@ -95,6 +104,7 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
         self.reports: collections.deque[PublicationReport] = collections.deque(maxlen=256)
         self.active: Publication | None = None
         self.closed = False
+        self.frozen_objects: int | None = None  # gc.get_freeze_count() after freeze_loaded, else None
         self._serial = itertools.count(1)
         self.id_source: Callable[[], str] = lambda: uuid.uuid4().hex[:6]
         # Engine events (issue 19): listeners see what the session does; checked before anything is built.
@@ -167,6 +177,8 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
         except DAMAGE as exc:
             session._abort_open()
             raise SessionError(f"{session.root}: cannot open the session: {describe(exc)}") from exc
+        if session.settings.freeze_loaded:
+            session.frozen_objects = freeze_loaded_state()
         return session
 
     def _abort_open(self) -> None:

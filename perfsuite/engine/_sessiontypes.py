@@ -31,6 +31,9 @@ class SessionSettings:
     asynchronous: bool = True  # warm local portable sessions use the asynchronous job (E4)
     notify_first_s: float = 0.05
     notify_max_s: float = 0.5
+    # gc.freeze() once the session is open: the loaded state (and everything the application holds by
+    # then) leaves the cyclic collector, so later full collections do not traverse it (M10 mitigation)
+    freeze_loaded: bool = False
 
 
 @dataclass(frozen=True, slots=True)

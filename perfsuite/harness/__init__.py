@@ -11,6 +11,7 @@ privately for every sample. Typical use::
 
 from perfsuite.harness._alloc import AllocationRecord, measure_allocation
 from perfsuite.harness._gc import GcEvent, GcRecorder, GcWindow, apply_gc_policy
+from perfsuite.harness._heap import LiveHeap, build_heap, probe_full_collection
 from perfsuite.harness._heartbeat import GapWindow, Heartbeat, LagPercentiles
 from perfsuite.harness._lock import ResultsBusy, ResultsLock
 from perfsuite.harness._operation import AckCallback, Operation, OperationContext, resolve_operation
@@ -27,13 +28,14 @@ from perfsuite.harness._results import (
 from perfsuite.harness._runner import (
     RunResult,
     SampleEvent,
+    check_conditions,
     check_resumable,
     new_results_path,
     plan_order,
     resume_run,
     run_recipe,
 )
-from perfsuite.harness._sample import SampleFailed, SampleRecord, SampleSpec, measure_sample
+from perfsuite.harness._sample import HEAP_SEED, SampleFailed, SampleRecord, SampleSpec, measure_sample
 from perfsuite.harness._stalls import (
     InstrumentedLoop,
     StallEntry,
@@ -44,6 +46,7 @@ from perfsuite.harness._stalls import (
 )
 
 __all__ = [
+    "HEAP_SEED",
     "HOST_LABEL_ENV",
     "AckCallback",
     "AllocationRecord",
@@ -54,6 +57,7 @@ __all__ = [
     "Heartbeat",
     "InstrumentedLoop",
     "LagPercentiles",
+    "LiveHeap",
     "ModeSpec",
     "Operation",
     "OperationContext",
@@ -70,6 +74,8 @@ __all__ = [
     "StallMonitor",
     "StallWindow",
     "apply_gc_policy",
+    "build_heap",
+    "check_conditions",
     "check_resumable",
     "list_recipes",
     "load_recipe",
@@ -78,6 +84,7 @@ __all__ = [
     "measure_sample",
     "new_results_path",
     "plan_order",
+    "probe_full_collection",
     "recipe_dirs",
     "resolve_operation",
     "resume_run",

@@ -82,6 +82,11 @@ class Recipe:
     order: str = "random"  # M4: "random" (seeded, per round) or "fixed" (recipe order every round)
     seed: int | None = None  # the order's seed; None: drawn when the run starts, then recorded
     catalogue: bool = True  # false: run only when named (e.g. peers: not in `run --all`)
+    # M10 run conditions. ``storage``: a storage profile (a name, or a table: opaque here) passed to every
+    # mode's operation as ``params["storage"]``; every mode's operation must declare it applies it.
+    # ``heap``: live objects held through every latency sample (perfsuite.harness._heap).
+    storage: Any = None
+    heap: int = 0
     path: str | None = None
 
     def mode(self, name: str) -> ModeSpec:
@@ -120,10 +125,21 @@ class Recipe:
         gc: str | None = None,
         order: str | None = None,
         seed: int | None = None,
+        storage: Any = None,
+        heap: int | None = None,
+        mode_params: Mapping[str, Any] | None = None,
     ) -> Recipe:
-        """Command-line overrides, validated like recipe keys (errors name the option)."""
+        """Command-line overrides, validated like recipe keys (errors name the option). ``mode_params``
+        are merged into every mode's parameters (e.g. an engine setting such as ``freeze_loaded``)."""
         changes: dict[str, Any] = {}
         check = _Checker("command line")
+        if storage is not None:
+            changes["storage"] = check.storage("--storage", storage)
+        if heap is not None:
+            changes["heap"] = check.non_negative_int("--heap", heap)
+        if mode_params:
+            changes["modes"] = tuple(
+                dataclasses.replace(m, params={**dict(m.params), **dict(mode_params)}) for m in self.modes)
         if samples is not None:
             changes["samples"] = check.positive_int("--samples", samples)
             if self.control_windows == self.samples:
@@ -192,6 +208,12 @@ class _Checker:
             raise self.fail(key, "a non-empty string" if nonempty else "a string", value)
         return value
 
+    def storage(self, key: str, value: object) -> str | dict[str, Any]:
+        """A storage profile: a name, or a table (validated by whoever resolves it, not here)."""
+        if isinstance(value, Mapping):
+            return json.loads(json.dumps(value))  # a plain JSON-able copy (it is recorded in results)
+        return self.string(key, value)
+
     def choice(self, key: str, value: object, choices: tuple[str, ...]) -> str:
         if not isinstance(value, str) or value not in choices:
             raise self.fail(key, "one of " + ", ".join(f'"{c}"' for c in choices), value)
@@ -217,6 +239,8 @@ _SCALARS: dict[str, tuple[str, Any]] = {
     "catalogue": ("boolean", True),
     "order": ("order", "random"),
     "seed": ("non_negative_int", None),
+    "storage": ("storage", None),
+    "heap": ("non_negative_int", 0),
 }
 _KNOWN = frozenset(_SCALARS) | {"name", "modes", "control_windows"}
 

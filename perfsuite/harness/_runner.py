@@ -58,6 +58,7 @@ from perfsuite.harness._stalls import run_instrumented, stall_monitor_of
 __all__ = [
     "RunResult",
     "SampleEvent",
+    "check_conditions",
     "check_resumable",
     "new_results_path",
     "plan_order",
@@ -111,6 +112,19 @@ class RunResult:
 
 
 OnSample = Callable[[SampleEvent], None]
+
+
+def check_conditions(recipe: Recipe, factories: Mapping[str, OperationFactory]) -> None:
+    """M10: a recipe that sets a run condition (``storage``) runs only operations that declare they apply
+    it (``factory.conditions``), so a result never claims simulated latency an operation ignored."""
+    if recipe.storage is None:
+        return
+    for name, factory in factories.items():
+        if "storage" not in getattr(factory, "conditions", ()):
+            operation = recipe.mode(name).operation
+            raise PerfsuiteError(
+                f"{recipe.name}: modes.{name}: operation {operation} does not apply storage profiles "
+                "(it declares no 'storage' condition), so simulated storage latency would not be applied")
 
 
 def plan_order(recipe: Recipe) -> list[dict[str, Any]]:
@@ -200,6 +214,7 @@ class _Run:
         self.on_sample = on_sample
         self.write: ResultsWriter = writer or write_json_atomic
         self.factories: dict[str, OperationFactory] = {m.name: resolve_operation(m.operation) for m in recipe.modes}
+        check_conditions(recipe, self.factories)
 
     # -- plan bookkeeping -----------------------------------------------------------------------
 
@@ -224,6 +239,8 @@ class _Run:
         else:
             m = r.mode(entry["mode"])
             operation, mode, params = m.operation, m.name, dict(m.params)
+            if r.storage is not None:  # M10: the operation applies the profile (check_conditions)
+                params.setdefault("storage", r.storage)
             fixture = str(self.fixture) if self.fixture else None
         return SampleSpec(
             recipe=r.name,
@@ -240,6 +257,7 @@ class _Run:
             ack_timeout_s=ack_timeout_s,
             settle_ms=r.settle_ms,
             sync_after_copy=r.sync_after_copy,
+            heap=r.heap if entry["kind"] == "sample" else 0,
         )
 
     def factory(self, spec: SampleSpec) -> OperationFactory:
@@ -415,9 +433,11 @@ def run_recipe(
     on_sample: OnSample | None = None,
     run_id: str | None = None,
     writer: ResultsWriter | None = None,
+    annotations: Mapping[str, Any] | None = None,
 ) -> RunResult:
     """M4: run ``recipe`` and write its results file (plus exports) under ``output_dir`` (or ``output``).
-    ``run_id`` ties together the documents of one invocation (e.g. to find its fsync floor).
+    ``run_id`` ties together the documents of one invocation (e.g. to find its fsync floor);
+    ``annotations`` are extra top-level keys of the document (e.g. ``sweep``: its id and setting).
 
     ``fixture`` is an opaque directory copied privately for every sample (``None`` for fixture-less
     recipes); ``fixture_info`` is whatever its resolver knows (name, digest...). ``work_root`` is where
@@ -444,6 +464,10 @@ def run_recipe(
             run.doc = _new_document(recipe, fixture_doc, collect_environment(work_dir))
             if run_id is not None:
                 run.doc["run_id"] = run_id
+            for key, value in (annotations or {}).items():
+                if key in run.doc:
+                    raise PerfsuiteError(f"annotation {key!r} would overwrite a results field")
+                run.doc[key] = value
             run.write(path, run.doc)
             return _drive(run, rewarm=False)
         finally:

@@ -24,6 +24,17 @@ from perfsuite.report._compare import (
     compare_table,
     metric_direction,
 )
+from perfsuite.report._conditions import Conditions, conditions_of, stall_ms
+from perfsuite.report._crossover import (
+    ModeCell,
+    Sweep,
+    SweepRow,
+    read_sweeps,
+    sweep_evidence,
+    sweep_figure,
+    sweep_table,
+    write_sweep_plot,
+)
 from perfsuite.report._dashboard import Dashboard, build_dashboard, dashboard
 from perfsuite.report._evidence import Evidence, evidence, evidence_for
 from perfsuite.report._figures import Figure
@@ -81,6 +92,7 @@ __all__ = [
     "MIN_PELT_RUNS",
     "Bar",
     "Comparison",
+    "Conditions",
     "Dashboard",
     "Evidence",
     "Figure",
@@ -90,6 +102,7 @@ __all__ = [
     "Machine",
     "MachineSummary",
     "MetricChange",
+    "ModeCell",
     "Point",
     "PullReport",
     "PushReport",
@@ -101,6 +114,8 @@ __all__ = [
     "Store",
     "StoredRun",
     "SummaryRow",
+    "Sweep",
+    "SweepRow",
     "bars",
     "branch_path",
     "build_dashboard",
@@ -108,6 +123,7 @@ __all__ = [
     "compare_markdown",
     "compare_results",
     "compare_table",
+    "conditions_of",
     "dashboard",
     "detect_steps",
     "evidence",
@@ -128,10 +144,16 @@ __all__ = [
     "read_result",
     "read_results",
     "read_source",
+    "read_sweeps",
     "rebuild_store",
     "reference_modes",
     "references_markdown",
     "select_runs",
+    "stall_ms",
     "summary_rows",
     "summary_table",
+    "sweep_evidence",
+    "sweep_figure",
+    "sweep_table",
+    "write_sweep_plot",
 ]

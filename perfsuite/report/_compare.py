@@ -24,6 +24,7 @@ from pathlib import Path
 
 from perfsuite._extras import require
 from perfsuite.errors import PerfsuiteError
+from perfsuite.report._conditions import conditions_of
 from perfsuite.report._format import fmt_bytes, fmt_ms
 from perfsuite.report._load import Result, Stat, latest_by_recipe, read_results
 
@@ -73,6 +74,8 @@ METRIC_DIRECTIONS: tuple[tuple[str, str], ...] = (
 GATING_METRICS = ("max_gap_ms", "stalls.longest_ms", "submission_ms", "ack_ms", "drain_ms", "metrics.*", "allocation.*")
 #: metrics left out of comparisons: ``window_ms`` is the acknowledgement plus a constant tail
 EXCLUDED_METRICS = frozenset({"window_ms"})
+#: left out too: the simulated-storage counters describe the M10 condition, not the system under test
+EXCLUDED_PATTERNS = ("metrics.storage.*",)
 #: what the idle control is compared on (its submission and acknowledgement are a timer's)
 CONTROL_METRICS = ("max_gap_ms", "stalls.*", "lag_us.*", "lag_us_uncorrected.*", "gc.*")
 #: shown in the terminal and Markdown tables even when unchanged (the rest only when changed, or ``--all``)
@@ -87,6 +90,10 @@ HEADLINE_METRICS = (
     "allocation.total_bytes",
     "allocation.peak_bytes",
 )
+
+
+def _conditions_text(result: Result) -> str:
+    return "; ".join(conditions_of(result).lines) or "the machine as it is"
 
 
 def metric_direction(metric: str) -> str | None:
@@ -249,6 +256,9 @@ def compare_results(
     notes: list[str] = []
     for b, n in _pair(base, new, base_name, new_name):
         modes = [m for m in b.modes if m in n.modes]
+        if conditions_of(b) != conditions_of(n):  # M10: e.g. two storage profiles are not a regression
+            notes.append(f"{b.recipe}: measured under different conditions ({_conditions_text(b)} vs "
+                         f"{_conditions_text(n)})")
         for side, result, other in ((base_name, b, n), (new_name, n, b)):
             for mode in result.modes:
                 if mode not in other.modes:
@@ -256,7 +266,7 @@ def compare_results(
         for mode in [*modes, "control"]:
             vb, vn = b.values(mode), n.values(mode)
             for metric in sorted(set(vb) | set(vn)):
-                if metric in EXCLUDED_METRICS:
+                if metric in EXCLUDED_METRICS or any(fnmatchcase(metric, p) for p in EXCLUDED_PATTERNS):
                     continue
                 if mode == "control" and not any(fnmatchcase(metric, p) for p in CONTROL_METRICS):
                     continue

@@ -26,6 +26,7 @@ from typing import Any
 
 from perfsuite.errors import PerfsuiteError
 from perfsuite.report._compare import DEFAULT_ALPHA, DEFAULT_FACTOR, Comparison, compare_results
+from perfsuite.report._conditions import conditions_of
 from perfsuite.report._figures import Figure, Figures, metric_field, sample_field
 from perfsuite.report._format import short_commit
 from perfsuite.report._load import Floor, Result, find_floor, find_publication_floor, read_result, read_siblings
@@ -135,6 +136,35 @@ class _Writer:
         return any(s.get("stalls") for m in self.result.modes for s in self.result.samples(m))
 
     # -- the sentences ----------------------------------------------------------------------------
+    def conditions(self) -> str:
+        """M10, always the first sentence when a condition was in force: simulated storage, heap, freeze
+        (names and settings in code spans: they are not figures)."""
+        c = conditions_of(self.result)
+        parts = []
+        if c.storage is not None:
+            source = f"`{c.storage_source}`" if c.storage_source else "source not recorded"
+            parts.append(
+                f"Simulated storage latency: `{c.storage}` ({source}): every fsync, directory fsync, rename and "
+                "exclusive create paid a delay drawn from that profile on the thread that issued it, so these are "
+                "not device measurements")
+        if c.heap:
+            parts.append(f"each sample held `{c.heap}` live objects shaped like loaded session state, with natural GC")
+        if c.freeze:
+            parts.append("sessions opened with `freeze_loaded` (`gc.freeze()` after open)")
+        if not parts:
+            return ""
+        text = "; ".join(parts)
+        return text[0].upper() + text[1:] + "."
+
+    def heap(self) -> str:
+        """M10: what one full collection cost just after each window, with the live heap still held."""
+        parts = [f"{self.rng(mode, 'heap', 'full_gc_ms')} ms for {_mode_name(mode)}"
+                 for mode in self.result.modes if self.has(mode, "heap", "full_gc_ms")]
+        if not parts:
+            return ""
+        return ("A full collection timed just after each window, with the live heap still held, took "
+                + _join(parts) + ".")
+
     def setup(self) -> str:
         doc, r, f = self.doc, self.doc["recipe"], self.f
         env, fixture, result = doc["environment"], doc["fixture"], self.result
@@ -461,6 +491,9 @@ class _Writer:
             out.append("no fsync floor from the same run was found, so acknowledgement is not set against the device")
         if doc["environment"]["work_dir"].get("dir_fsync") != "ok":
             out.append("directory fsync does not work on this filesystem, so renames were not made durable there")
+        if conditions_of(result).storage is not None:
+            out.append("storage latency was simulated from a published profile on top of this machine's own "
+                       "device, which adds its latency wherever it is slower than the profile's draw")
         if result.dirty:
             out.append("the measured tree had uncommitted changes")
         return out
@@ -483,11 +516,12 @@ def evidence(
     w = _Writer(result, floor, baseline, publication)
     description = result.data["recipe"].get("description")
     lead = f"- **{w.day()} `{result.recipe}`**" + (f" ({description})" if description else "") + ": "
-    sentences = [w.setup()]
+    sentences = [w.conditions(), w.setup()]
     sentences += [w.mode_sentence(m) for m in result.modes]
     for mode in result.modes:
         sentences += w.details(mode)
-    sentences += [w.allocation(), w.gc(), w.verdict(), w.control(), w.fsync_floor(), w.publication_floor()]
+    sentences += [w.allocation(), w.gc(), w.heap(), w.verdict(), w.control(), w.fsync_floor(),
+                  w.publication_floor()]
     comparison = None
     if baseline is not None:
         comparison = compare_results(

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from perfsuite.report._conditions import conditions_of
 from perfsuite.report._load import Floor, Result, find_publication_floor, mode_reference
 
 __all__ = [
@@ -97,12 +98,15 @@ def shows_floor_ratio(document: Mapping[str, Any] | Result, floor: Floor | None)
 
 def table_title(document: Mapping[str, Any] | Result) -> str:
     """``recipe: isolation, gc policy, heartbeat (medians; times in ms)``, then ``[FAILED]`` (or the
-    status) when the run did not complete: a failed run's empty table must not read as a quiet one."""
+    status) when the run did not complete: a failed run's empty table must not read as a quiet one; then one
+    line per M10 condition (``simulated storage latency: PROFILE (source); not a device measurement``,
+    heap, gc.freeze())."""
     doc = _doc(document)
     r = doc["recipe"]
     title = f"{r['name']}: {r['isolation']}, gc {r['gc']}, heartbeat {r['heartbeat_ms']:g} ms (medians; times in ms)"
     status = doc.get("status", "complete")
-    return title if status == "complete" else f"{title} [{str(status).upper()}]"
+    title = title if status == "complete" else f"{title} [{str(status).upper()}]"
+    return "\n".join([title, *conditions_of(doc).lines])
 
 
 def _stall(samples: list[Mapping[str, Any]], summary: Mapping[str, Any]) -> str:

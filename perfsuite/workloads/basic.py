@@ -15,8 +15,10 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from perfsuite.engine import DelayModel
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness import AckCallback, Operation, OperationContext
+from perfsuite.workloads.storage import storage_metrics, storage_model
 
 __all__ = ["allocate", "busy", "fail", "fsync_floor", "gc_collect", "idle", "never_ack", "yielding"]
 
@@ -60,11 +62,18 @@ def idle(ctx: OperationContext) -> Operation:
 
 
 class _FsyncFloor(Operation):
-    """Write a small temp file, fsync it, ``os.replace`` it over the target, fsync the directory."""
+    """Write a small temp file, fsync it, ``os.replace`` it over the target, fsync the directory.
 
-    def __init__(self, directory: Path, size: int, owned: bool) -> None:
+    With a storage profile (M10) each raw call goes through the same delay model the engine's latency
+    layer uses (``DelayModel.settle`` right after the call: create of the new temp name, fsync, replace,
+    directory fsync), so the floor and the engine's acknowledgements pay the same simulated device.
+    """
+
+    def __init__(self, directory: Path, size: int, owned: bool, model: DelayModel | None = None) -> None:
         self.directory = directory
         self.owned = owned
+        self.model = model
+        self.before = model.stats() if model is not None else None
         self.payload = os.urandom(size)
         self.target = directory / "floor.dat"
         self.phases: dict[str, float] = {}
@@ -72,21 +81,30 @@ class _FsyncFloor(Operation):
 
     def submit(self, ack: AckCallback) -> None:
         clock = time.perf_counter_ns
+        settle = self._settle
         tmp = os.path.join(self.directory, "floor.dat.tmp")
         t0 = clock()
+        started = self._start()
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        settle("create", started)  # a new name, like the engine's exclusive create of its temp file
         try:
             os.write(fd, self.payload)
             t1 = clock()
+            started = self._start()
             os.fsync(fd)
+            settle("fsync", started)
             t2 = clock()
         finally:
             os.close(fd)
+        started = self._start()
         os.replace(tmp, self.target)
+        settle("replace", started)
         t3 = clock()
         dfd = os.open(self.directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         try:
+            started = self._start()
             os.fsync(dfd)
+            settle("fsync_dir", started)
         except OSError as exc:  # a filesystem that rejects directory fsync: report, do not fail
             self.dir_fsync = os.strerror(exc.errno or 0)
         finally:
@@ -100,8 +118,19 @@ class _FsyncFloor(Operation):
             "dir_fsync": (t4 - t3) / 1e6,
         }
 
+    def _start(self) -> float:
+        return self.model.start() if self.model is not None else 0.0
+
+    def _settle(self, kind: str, started: float) -> None:
+        if self.model is not None:
+            self.model.settle(kind, started)
+
     def metrics(self) -> Mapping[str, object]:
-        return {"phases_ms": self.phases, "bytes_written": len(self.payload), "dir_fsync": self.dir_fsync}
+        out: dict[str, object] = {"phases_ms": self.phases, "bytes_written": len(self.payload),
+                                  "dir_fsync": self.dir_fsync}
+        if self.model is not None:
+            out.update(storage_metrics(self.model, self.before))
+        return out
 
     def close(self) -> None:
         if self.owned:
@@ -112,11 +141,13 @@ def fsync_floor(ctx: OperationContext) -> Operation:
     """The physical floor for any acknowledgement: raw ``os`` write, fsync, replace, directory fsync.
 
     ``params["bytes"]`` (default 4096) is the file size. Works in the sample's scratch directory.
+    ``params["storage"]``: a storage profile (M10) whose delays the raw calls pay, as the engine's would.
     """
     size = int(_number(ctx, "bytes", 4096))
+    model = storage_model(ctx.params, seed=ctx.sample)
     if ctx.scratch is not None:
-        return _FsyncFloor(ctx.scratch, size, owned=False)
-    return _FsyncFloor(Path(tempfile.mkdtemp(prefix="perfsuite-fsync-floor-")), size, owned=True)
+        return _FsyncFloor(ctx.scratch, size, owned=False, model=model)
+    return _FsyncFloor(Path(tempfile.mkdtemp(prefix="perfsuite-fsync-floor-")), size, owned=True, model=model)
 
 
 # -- probes for the harness's own tests -----------------------------------------------------------
@@ -235,3 +266,9 @@ class _NeverAck(Operation):
 def never_ack(ctx: OperationContext) -> Operation:
     """Never acknowledges, for the acknowledgement-timeout test."""
     return _NeverAck()
+
+
+# run conditions (SPEC M10) applied: the floor pays the storage profile's delays in its raw calls; the
+# idle control does no I/O, so a storage profile holds for it trivially
+fsync_floor.conditions = frozenset({"storage"})  # type: ignore[attr-defined]
+idle.conditions = frozenset({"storage"})  # type: ignore[attr-defined]

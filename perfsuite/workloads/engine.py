@@ -4,7 +4,11 @@
 Each factory opens the sample's private session copy on the recording I/O layer (bytes written per
 publication, M3) *outside* the measured window, prepares the edit the recipe adds, and returns an
 operation whose ``submit`` is exactly the call the recipe compares (synchronous writer or asynchronous
-job). Mode parameters come from the recipe; every one has a default documented here.
+job). Mode parameters come from the recipe; every one has a default documented here. Two are run conditions
+(SPEC M10) every operation here accepts: ``storage`` (a storage profile: the layer under the recorder
+becomes the engine's latency layer with that profile, seeded by the sample index so every mode of a
+round draws the same delays) and ``freeze_loaded`` (``SessionSettings(freeze_loaded=True)``:
+``gc.freeze()`` once the session is open).
 """
 
 from __future__ import annotations
@@ -20,9 +24,12 @@ from typing import Any
 import numpy as np
 
 from perfsuite.engine import (
+    DelayModel,
     DiagnosticLog,
     Event,
+    FileSystem,
     FullRewriteLog,
+    LatencyFileSystem,
     Message,
     OsFileSystem,
     PhaseFinished,
@@ -37,6 +44,7 @@ from perfsuite.engine._gate import DrainTimeout
 from perfsuite.engine._job import Admission
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness import AckCallback, Operation, OperationContext
+from perfsuite.workloads.storage import storage_metrics, storage_model
 from perfsuite.workloads.tracing import record_from_environment
 
 __all__ = [
@@ -65,7 +73,32 @@ def _settings(ctx: OperationContext) -> SessionSettings:
         offload=_param(ctx, "offload", "thread", str),
         asynchronous=_param(ctx, "asynchronous", True, bool),
         drain_limit_s=float(_param(ctx, "drain_limit_s", 30.0, (int, float))),
+        freeze_loaded=_param(ctx, "freeze_loaded", False, bool),
     )
+
+
+class _Layers:
+    """The sample's I/O stack: the recorder (bytes written, M3) over the real layer, or over the latency
+    layer when the recipe simulates a storage profile (M10). Per-sample injected delay from snapshots."""
+
+    def __init__(self, ctx: OperationContext) -> None:
+        self.model: DelayModel | None = storage_model(ctx.params, seed=ctx.sample)
+        base: FileSystem = OsFileSystem() if self.model is None else LatencyFileSystem(OsFileSystem(), self.model)
+        self.fs = RecordingFileSystem(base, keep_data=False)
+        self.before = self.model.stats() if self.model is not None else None
+
+    def mark(self) -> None:
+        if self.model is not None:
+            self.before = self.model.stats()
+
+    def metrics(self, *, measured: bool = True) -> dict[str, Any]:
+        """``storage.*`` since :meth:`mark`; with ``measured=False`` (the delays are paid in another
+        process) only the profile's name: the counters are not measured, never 0."""
+        if self.model is None:
+            return {}
+        if not measured:
+            return {"storage_profile": self.model.name, "storage_counters": "not measured: process offload"}
+        return storage_metrics(self.model, self.before)
 
 
 def _workdir(ctx: OperationContext) -> Path:
@@ -92,7 +125,8 @@ class SessionOperation(Operation):
     def __init__(self, ctx: OperationContext) -> None:
         self.ctx = ctx
         self.rng = random.Random(1000 + ctx.sample)
-        self.fs = RecordingFileSystem(OsFileSystem(), keep_data=False)
+        self.layers = _Layers(ctx)
+        self.fs = self.layers.fs
         record_from_environment()  # --record-trace reaches worker processes this way (no sitecustomize)
         try:
             self.session = Session.open(_workdir(ctx), fs=self.fs, settings=_settings(ctx))
@@ -113,6 +147,7 @@ class SessionOperation(Operation):
     def mark(self) -> None:
         """Called at the start of submit: everything after this is the sample's publication."""
         self.reports_before = len(self.session.reports)
+        self.layers.mark()
         self.bytes_before = self.fs.bytes_written
         self.ops_before = self.fs.mark()
         self.objects_before = set(self.session.store.known_objects)
@@ -172,6 +207,7 @@ class SessionOperation(Operation):
             out["main_thread_ms"] = main
         if self.session.drain_ms:
             out["drain_ms"] = sum(self.session.drain_ms)
+        out.update(self.layers.metrics(measured=self.session.settings.offload != "process"))
         out.update(self.extra)
         return out
 
@@ -392,7 +428,8 @@ class _DiagnosticAppend(Operation):
         workdir = _workdir(ctx)
         name = _param(ctx, "log", "telemetry.jsonl", str)
         directory = _find_log_dir(workdir, name)
-        self.fs = RecordingFileSystem(OsFileSystem(), keep_data=False)
+        self.layers = _Layers(ctx)
+        self.fs = self.layers.fs
         writer = _param(ctx, "writer", "delta", str)
         if writer not in ("delta", "rewrite"):
             raise PerfsuiteError(f"mode {ctx.mode}: writer: expected delta or rewrite, got {writer!r}")
@@ -410,13 +447,15 @@ class _DiagnosticAppend(Operation):
 
     def submit(self, ack: AckCallback) -> None:
         mark = self.fs.bytes_written
+        self.layers.mark()
         self.written = self.log.flush()
         self.delta = os.path.getsize(self.path) - self.size_before
         self.flush_bytes = self.fs.bytes_written - mark
         ack(None)
 
     def metrics(self) -> Mapping[str, Any]:
-        return {"bytes_written": self.flush_bytes, "delta_bytes": self.delta, "log_bytes": self.size_before}
+        return {"bytes_written": self.flush_bytes, "delta_bytes": self.delta, "log_bytes": self.size_before,
+                **self.layers.metrics()}
 
     def close(self) -> None:
         if isinstance(self.log, DiagnosticLog):
@@ -454,6 +493,7 @@ class _TranscriptBarrier(Operation):
         self.messages = _param(ctx, "messages", 6000, int)
         self.rewrite_at = [n for n in (100, 1000, 3000, 6000) if n <= self.messages]
         self.dir = ctx.scratch / "transcript"
+        self.layers = _Layers(ctx)
         self.rng = random.Random(ctx.sample)
         self.latencies: list[int] = []
         self.barriers: list[int] = []
@@ -471,7 +511,7 @@ class _TranscriptBarrier(Operation):
 
     async def _run(self, ack: AckCallback) -> None:
         try:
-            log = TranscriptLog.open(self.dir)
+            log = TranscriptLog.open(self.dir, fs=self.layers.fs)
             barrier = self.kind == "append+barrier"
             for i in range(self.messages):
                 message = Message("user" if i % 2 else "assistant", "m" * self.rng.randint(1024, 4096), float(i))
@@ -515,6 +555,7 @@ class _TranscriptBarrier(Operation):
         for n, size in self.sizes.items():
             out[f"rewrite_bytes_at_{n}"] = size  # results/README.md quotes these sizes (issue 17 item 8)
         out["transcript_bytes"] = self.final_bytes
+        out.update(self.layers.metrics())
         return out
 
 
@@ -522,3 +563,11 @@ def transcript_barrier(ctx: OperationContext) -> Operation:
     """E2 latency by transcript length. Params: ``operation_kind`` = "append", "append+barrier" or "rewrite";
     ``messages`` (6000)."""
     return _TranscriptBarrier(ctx)
+
+
+#: run conditions (SPEC M10) these operations apply; the harness refuses a recipe that sets a condition
+#: one of its modes' operations would silently ignore
+_CONDITIONS = frozenset({"storage"})
+for _factory in (checkpoint, diagnostic_append, drain_after_submit, mailbox_delivery, registry_save,
+                 stalled_admission, transcript_barrier):
+    _factory.conditions = _CONDITIONS  # type: ignore[attr-defined]

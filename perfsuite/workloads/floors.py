@@ -14,6 +14,9 @@ operations to the recording layer, so they are part of the sequence too.
 Params: ``publication`` names the operation of :mod:`perfsuite.workloads.engine` whose publication is
 modelled (``mailbox_delivery``, ``checkpoint``, ``registry_save``); every other param goes to it
 (``path = "async"``, ``conversation = "agent"``...). Recipes declare the mode a reference (no verdict).
+``storage`` (M10): the replay's raw calls pay the storage profile's delays through the same delay model as
+the engine's latency layer (exclusive create, file fsync, replace, directory fsync), so the floor and the
+engine's acknowledgement stand on the same simulated device.
 """
 
 from __future__ import annotations
@@ -28,9 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfsuite.engine import DelayModel
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness import AckCallback, Operation, OperationContext
 from perfsuite.workloads import engine
+from perfsuite.workloads.storage import storage_metrics, storage_model
 
 __all__ = ["MODELLED", "FloorStep", "publication_floor", "record_publication"]
 
@@ -111,8 +116,10 @@ async def record_publication(ctx: OperationContext, name: str, params: Mapping[s
 class _PublicationFloor(Operation):
     """Replays :class:`FloorStep` s with raw ``os`` calls under ``base`` (see the module docstring)."""
 
-    def __init__(self, steps: list[FloorStep], before: Mapping[str, int], base: Path, label: str) -> None:
+    def __init__(self, steps: list[FloorStep], before: Mapping[str, int], base: Path, label: str,
+                 model: DelayModel | None = None) -> None:
         self.steps = steps
+        self.model = model
         self.base = str(base)
         self.label = label
         self.payload = os.urandom(max((s.length for s in steps if s.kind == "write"), default=0))
@@ -120,6 +127,7 @@ class _PublicationFloor(Operation):
         self.phases_ns: dict[str, int] = collections.defaultdict(int)
         self.dir_fsync = "ok"
         self._prepare(before)
+        self.before = model.stats() if model is not None else None
 
     def _path(self, rel: str) -> str:
         return os.path.join(self.base, rel)
@@ -163,9 +171,11 @@ class _PublicationFloor(Operation):
     def submit(self, ack: AckCallback) -> None:
         clock = time.perf_counter_ns
         fds, path = self.fds, self._path
+        model = self.model
         try:
             for step in self.steps:
                 t0 = clock()
+                started = model.start() if model is not None else 0.0
                 kind = step.kind
                 if kind == "open":
                     fds[step.path].append(os.open(path(step.path), step.flags | _O_CLOEXEC, 0o644))
@@ -177,8 +187,8 @@ class _PublicationFloor(Operation):
                     os.fsync(fds[step.path][-1])
                 elif kind == "close":
                     os.close(fds[step.path].pop())
-                elif kind == "fsync_dir":
-                    self._fsync_dir(path(step.path))
+                elif kind == "fsync_dir" and not self._fsync_dir(path(step.path)):
+                    kind = "fsync_dir-rejected"  # failed at once, like the latency layer: no simulated delay
                 elif kind == "replace":
                     os.replace(path(step.path), path(step.dst))
                 elif kind == "mkdir":
@@ -189,22 +199,30 @@ class _PublicationFloor(Operation):
                     os.rmdir(path(step.path))
                 elif kind == "truncate":
                     os.ftruncate(fds[step.path][-1], step.length)
-                self.phases_ns[kind] += clock() - t0
+                if model is not None:  # M10: the same delays the latency layer adds at these calls
+                    delayed = "create" if kind == "open" and step.flags & os.O_CREAT and step.flags & os.O_EXCL \
+                        else kind
+                    if delayed in ("create", "fsync", "fsync_dir", "replace"):
+                        model.settle(delayed, started)
+                self.phases_ns[kind.removesuffix("-rejected")] += clock() - t0
         except OSError as exc:
             ack(exc)
             return
         ack(None)
 
-    def _fsync_dir(self, directory: str) -> None:
+    def _fsync_dir(self, directory: str) -> bool:
+        """fsync a directory; False when the filesystem rejects it (noted, not fatal, like the engine, E1)."""
         fd = os.open(directory, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
         try:
             os.fsync(fd)
-        except OSError as exc:  # rejected like the engine does (E1): noted, not fatal
+        except OSError as exc:
             if exc.errno not in _DIR_FSYNC_REJECTED:
                 raise
             self.dir_fsync = errno.errorcode.get(exc.errno or 0, "rejected")
+            return False
         finally:
             os.close(fd)
+        return True
 
     def metrics(self) -> Mapping[str, object]:
         counts = collections.Counter(s.kind for s in self.steps)
@@ -217,6 +235,7 @@ class _PublicationFloor(Operation):
             "models": self.label,
             "dir_fsync": self.dir_fsync,
         })
+        out.update(storage_metrics(self.model, self.before))
         return out
 
     def close(self) -> None:
@@ -238,8 +257,14 @@ async def publication_floor(ctx: OperationContext) -> Operation:
         raise PerfsuiteError(f"mode {ctx.mode}: publication: expected one of {', '.join(MODELLED)}, got {name!r}")
     if ctx.scratch is None:
         raise PerfsuiteError(f"mode {ctx.mode}: the publication floor needs a scratch directory")
+    storage = params.pop("storage", None)  # recorded without it: delays change no operation, only setup time
     steps, before = await record_publication(ctx, name, params)
     if not any(s.kind in ("fsync", "fsync_dir") for s in steps):
         raise PerfsuiteError(f"mode {ctx.mode}: the modelled {name} publication made nothing durable")
     label = name + "(" + ", ".join(f"{k}={v}" for k, v in sorted(params.items())) + ")"
-    return _PublicationFloor(steps, before, ctx.scratch / "floor", label)
+    model = storage_model({"storage": storage}, seed=ctx.sample)
+    return _PublicationFloor(steps, before, ctx.scratch / "floor", label, model)
+
+
+# M10: the replay applies storage profiles (see the module docstring)
+publication_floor.conditions = frozenset({"storage"})  # type: ignore[attr-defined]

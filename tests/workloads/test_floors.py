@@ -116,3 +116,28 @@ def test_the_recording_layer_is_the_source(tmp_path: Path) -> None:
     kinds = {op.kind for op in fs.since(mark)}
     session.close()
     assert {"write", "fsync", "fsync_dir", "replace"} <= kinds
+
+
+def test_the_replay_pays_a_storage_profile_through_the_same_delay_model(tmp_path: Path, small_session: Path) -> None:
+    """M10 (issue 20): the floor's raw calls settle with the profile at the kinds the latency layer delays."""
+    from perfsuite.engine import LATENCY_OPS
+
+    profile = {"name": "fixed", "source": "test", "operations": {
+        k: {"kind": "fixed", "ms": 2.0, "source": "test"} for k in LATENCY_OPS}}
+    ctx = _ctx(tmp_path, small_session, "s", path="async", storage=profile)
+
+    async def main() -> tuple[object, dict]:
+        op = await publication_floor(ctx)
+        done = asyncio.get_running_loop().create_future()
+        op.submit(lambda exc: done.set_result(exc))
+        assert await done is None
+        metrics = dict(op.metrics())
+        op.close()
+        return op, metrics
+
+    op, metrics = asyncio.run(main())
+    delayed = [s for s in op.steps if s.kind in ("fsync", "fsync_dir", "replace")
+               or (s.kind == "open" and s.flags & os.O_CREAT and s.flags & os.O_EXCL)]
+    assert delayed and metrics["storage"]["ops"] == len(delayed)
+    assert metrics["storage"]["delayed_ops"] + metrics["storage"]["real_exceeded"] == len(delayed)
+    assert metrics["storage_profile"] == "fixed" and metrics["models"] == "mailbox_delivery(path=async)"
