@@ -1,25 +1,25 @@
 """Seeded bugs: deliberately broken engines the checker must catch (SPEC section 7, issue 10).
 
-A bug either wraps the file system the engine is given (``wrap``), overriding E1 *policy* only, or
-patches one engine method for the duration of the recorded workload run (``patch``, a context
-manager); the engine's source is never edited. The primitives still go through the recorder, so the
-trace shows exactly what the broken engine did. A bug is caught when the campaign reports at least one
-violation with it and none without it. File-system bugs also apply to recovery (a broken engine recovers
-brokenly too); patches apply to the workload run only.
+A bug wraps the file system the engine is given (``wrap``), overriding E1 *policy* only, or opens the
+workload's sessions with the engine's documented fault hooks (``faults``: ``FaultHooks``, issue 19);
+nothing patches an engine class for these. The open-path bugs of issue 14 (``_open_bugs``) still put
+old code back for as long as they are held (``patch``); the engine's source is never edited. The
+primitives still go through the recorder, so the trace shows exactly what the broken engine did. A
+bug is caught when the campaign reports at least one violation with it and none without it.
+File-system bugs also apply to recovery (a broken engine recovers brokenly too); fault hooks apply to
+the workload run only.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from perfsuite.crash._model import CrashCheckError
 from perfsuite.crash._open_bugs import head_lost_fallback, lease_pid_zero, mid_transcript_cut
-from perfsuite.engine import FileSystem, FsyncFailed
+from perfsuite.engine import FaultHooks, FileSystem, FsyncFailed, Step
 from perfsuite.engine._fs import DelegatingFileSystem
 
 TEMP_MARK = ".tmp-"  # E1 atomic replace names its temp file ".<name>.tmp-<pid>-<serial>"
@@ -59,99 +59,35 @@ class NoTempFsync(DelegatingFileSystem):
         super().write_new(path, data, exclusive=exclusive, sync=sync and TEMP_MARK not in os.path.basename(path))
 
 
-@contextlib.contextmanager
-def _patched(target: Any, name: str, replacement: Any) -> Iterator[None]:
-    original = getattr(target, name)
-    setattr(target, name, replacement)
-    try:
-        yield
-    finally:
-        setattr(target, name, original)
-
-
-@contextlib.contextmanager
-def sidecar_before_transcript() -> Iterator[None]:
+def _sidecar_before_transcript(steps: Iterator[Step]) -> Iterator[Step]:
     """File-backed sessions replace the sidecar (their commit point) *before* the barrier of the
     transcripts it describes: a crash in between leaves a sidecar whose removals and checkpoint marker
-    outrun the transcript text (E3, E7)."""
-    from perfsuite.engine._filesession import FilePublication
-
-    original = FilePublication.steps
-
-    def steps(self: FilePublication) -> Iterator[Any]:
-        held = None
-        for step in original(self):
-            if step.phase == "commit":
-                held = step  # the barrier waits until the sidecar is replaced
-                continue
-            yield step
-            if step.phase == "adopt" and held is not None:
-                yield held
-                held = None
-
-    with _patched(FilePublication, "steps", steps):
-        yield
+    outrun the transcript text (E3, E7). A step order for ``FaultHooks.reorder_steps``."""
+    held = None
+    for step in steps:
+        if step.phase == "commit":
+            held = step  # the barrier waits until the sidecar is replaced
+            continue
+        yield step
+        if step.phase == "adopt" and held is not None:
+            yield held
+            held = None
 
 
-@contextlib.contextmanager
-def ack_before_adoption() -> Iterator[None]:
-    """Acknowledgement callbacks run as soon as the generation is committed (chunks and manifest
-    durable), *before* HEAD is adopted, in both drivers (the synchronous writer and the job)."""
-    from perfsuite.engine import _pipeline
-    from perfsuite.engine._session import Session
-
-    early: dict[str, list[Callable[[BaseException | None], None]]] = {}
-    lock = threading.Lock()
-
-    def fire(batch_id: str) -> None:
-        with lock:
-            callbacks = early.pop(batch_id, [])
-        for callback in callbacks:
-            callback(None)
-
-    original_commit = _pipeline.commit_selection
-
-    def commit_selection(store: Any, selection: Any) -> Any:
-        head = original_commit(store, selection)
-        fire(str(selection.manifest.meta.get("publication")))
-        return head
-
-    original_publish = Session.publish
-    original_accept = Session.accept_job
-
-    def publish(self: Session, batch: Any, acks: Any = ()) -> Any:
-        with lock:
-            early[batch.id] = list(acks)
-        try:
-            report = original_publish(self, batch, ())
-        except BaseException:
-            with lock:
-                left = early.pop(batch.id, [])
-            if self.pending is not None:
-                self.pending.acks.extend(left)
-            raise
-        fire(batch.id)  # a no-op selection never committed: acknowledge now
-        return report
-
-    def accept_job(self: Session, batch: Any, token: Any, acks: Any = (), **kwargs: Any) -> Any:
-        with lock:
-            early[batch.id] = list(acks)
-        job = original_accept(self, batch, token, (), **kwargs)
-        if job.done and job.publication.outcome != "failed":
-            fire(batch.id)
-        return job
-
-    with _patched(_pipeline, "commit_selection", commit_selection), _patched(Session, "publish", publish), \
-            _patched(Session, "accept_job", accept_job):
-        yield
+#: acknowledgement callbacks run as soon as the generation is committed (chunks and manifest durable),
+#: *before* HEAD is adopted, in both drivers (the synchronous writer and the job)
+ACK_BEFORE_ADOPTION = FaultHooks(acknowledge_after="commit")
+SIDECAR_BEFORE_TRANSCRIPT = FaultHooks(reorder_steps=_sidecar_before_transcript)
 
 
 @dataclass(frozen=True, slots=True)
 class SeededBug:
     """A named broken engine: ``wrap`` turns the recording file system into the one the engine gets;
-    ``patch`` (optional) is held while the workload runs, and also during recovery when ``in_recovery``
-    (a bug in the open path); ``shows_in`` names the standard workloads expected to expose it in the
-    crash campaign, ``corrupt`` whether the corruption campaign (``crashcheck --corrupt``) must catch it."""
+    ``faults`` (optional) are the engine's documented fault hooks the workload's sessions open with;
+    ``patch`` (optional; the open-path bugs of issue 14 only) is held while the workload runs, and also
+    during recovery when ``in_recovery``; ``shows_in`` names the standard workloads expected to expose it
+    in the crash campaign, ``corrupt`` whether the corruption campaign (``crashcheck --corrupt``) must
+    catch it."""
 
     name: str
     description: str
@@ -160,6 +96,7 @@ class SeededBug:
     patch: Callable[[], contextlib.AbstractContextManager[None]] | None = None
     in_recovery: bool = False
     corrupt: bool = False
+    faults: FaultHooks | None = None
 
 
 def _same(fs: FileSystem) -> FileSystem:
@@ -174,9 +111,9 @@ SEEDED_BUGS: Mapping[str, SeededBug] = {
         SeededBug("head-dir-fsync-skipped", "directory fsync skipped after the HEAD replace", SkipHeadDirFsync,
                   ("session", "session-fault")),
         SeededBug("sidecar-before-transcript", "file-backed session replaces the sidecar before its transcripts' "
-                  "barrier", _same, ("session-file",), patch=sidecar_before_transcript),
+                  "barrier", _same, ("session-file",), faults=SIDECAR_BEFORE_TRANSCRIPT),
         SeededBug("ack-before-adoption", "acknowledgement callbacks run before HEAD adoption", _same,
-                  ("session",), patch=ack_before_adoption),
+                  ("session",), faults=ACK_BEFORE_ADOPTION),
         SeededBug("fsync-retry-ack", "a failed fsync retried, then acknowledged", FsyncRetryAck,
                   ("transcript-fsync-eio", "session-fault", "session-file-fault")),
         SeededBug("no-temp-fsync", "rewrite without fsyncing the temp file before replace", NoTempFsync,

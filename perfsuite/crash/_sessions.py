@@ -235,11 +235,13 @@ class SessionDriver:
 # -- workloads ---------------------------------------------------------------------------------------------
 def open_portable(env: WorkloadEnv, offload: str = "inline") -> Session:
     return Session.open(env.path(SESSION), create=True, fs=env.fs, clock=VirtualClock(), settings=settings(offload),
+                        faults=env.faults,
                         id_source=_ids("w"))
 
 
 def open_file(env: WorkloadEnv) -> FileSession:
-    return FileSession.open(env.path(SESSION), create=True, fs=env.fs, clock=VirtualClock(), settings=settings())
+    return FileSession.open(env.path(SESSION), create=True, fs=env.fs, clock=VirtualClock(), settings=settings(),
+                            faults=env.faults)
 
 
 def _first_turn(session: Session) -> None:
@@ -390,7 +392,7 @@ def run_session_async(env: WorkloadEnv) -> None:
         loop = asyncio.get_running_loop()
 
         async def settled() -> None:
-            while session.gate.job is not None or session.gate.queue:
+            while session.activity().job is not None or session.activity().queued:
                 await asyncio.sleep(0.001)
             await asyncio.sleep(0)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfsuite.crash._model import FsState
-from perfsuite.engine import FileSystem, FsOp, RecordingFileSystem, owner_alive
+from perfsuite.engine import FaultHooks, FileSystem, FsOp, RecordingFileSystem, owner_alive
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +119,7 @@ class WorkloadEnv:
     def __init__(self, fs: FileSystem, recorder: TraceRecorder, root: str) -> None:
         self.fs = fs
         self.root = root
+        self.faults: FaultHooks | None = None  # a seeded bug's engine fault hooks (issue 19), else None
         self._recorder = recorder
         self._acks: list[Ack] = []
         self._notes: list[Note] = []

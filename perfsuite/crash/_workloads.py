@@ -86,6 +86,7 @@ def record_workload(workload: Workload, root: str, bug: str | None = None) -> Tr
     broken = seeded_bug(bug) if bug else None
     fs = broken.wrap(recorder) if broken else recorder
     env = WorkloadEnv(fs, recorder, root)
+    env.faults = broken.faults if broken else None
     with broken.patch() if broken and broken.patch else contextlib.nullcontext():
         workload.run(env)
     return Trace(workload.name, root, tuple(recorder.ops), env.oracle(), bug, initial, os.getpid())

@@ -6,6 +6,22 @@ It imports nothing from the rest of perfsuite and has no idea it is measured.
 from perfsuite.engine._buffer import ConversationBuffer
 from perfsuite.engine._clock import Clock, SystemClock, VirtualClock
 from perfsuite.engine._diaglog import DiagnosticLog, FullRewriteLog, read_log
+from perfsuite.engine._events import (
+    Event,
+    GateAdmitted,
+    GateDrained,
+    Listener,
+    Observers,
+    PhaseFinished,
+    PhaseStarted,
+    PublicationAcknowledged,
+    PublicationFailed,
+    PublicationSubmitted,
+    SchedulerDeferred,
+    SchedulerFired,
+    SessionInput,
+    listen,
+)
 from perfsuite.engine._faults import Fault, FaultyFileSystem, SimulatedCrash
 from perfsuite.engine._filesession import FileSession
 from perfsuite.engine._fs import (
@@ -39,11 +55,14 @@ from perfsuite.engine._latency import (
     QuantileDelay,
     UniformDelay,
 )
-from perfsuite.engine._pipeline import PHASES, PublicationReport, SaveFailed
+from perfsuite.engine._memfs import MemoryFileSystem
+from perfsuite.engine._pipeline import PHASES, PublicationReport, SaveFailed, Step
 from perfsuite.engine._profiles import repair_session
 from perfsuite.engine._recording import FsOp, RecordingFileSystem
 from perfsuite.engine._repair import RepairReport
+from perfsuite.engine._runner import JobRunner, LoopRunner, VirtualRunner
 from perfsuite.engine._session import SaveAbandoned, Session, SessionSettings
+from perfsuite.engine._sessiontypes import Activity, FaultHooks
 from perfsuite.engine._sidecar import MailRecord
 from perfsuite.engine._transcript import (
     TEMP_MARK,
@@ -62,6 +81,7 @@ __all__ = [
     "LATENCY_OPS",
     "PHASES",
     "TEMP_MARK",
+    "Activity",
     "Clock",
     "ConversationBuffer",
     "DelayModel",
@@ -69,7 +89,9 @@ __all__ = [
     "DiagnosticLog",
     "DirectoryFsyncUnsupported",
     "Distribution",
+    "Event",
     "Fault",
+    "FaultHooks",
     "FaultyFileSystem",
     "FileSession",
     "FileSystem",
@@ -78,35 +100,53 @@ __all__ = [
     "FsOp",
     "FsyncFailed",
     "FullRewriteLog",
+    "GateAdmitted",
+    "GateDrained",
     "HeadRef",
+    "JobRunner",
     "LatencyFileSystem",
     "LatencyStats",
+    "Listener",
     "LogNormalDelay",
+    "LoopRunner",
     "MailRecord",
     "Manifest",
+    "MemoryFileSystem",
     "Message",
     "NotAFile",
+    "Observers",
     "OsFileSystem",
     "OwnerConflict",
+    "PhaseFinished",
+    "PhaseStarted",
+    "PublicationAcknowledged",
+    "PublicationFailed",
     "PublicationReport",
+    "PublicationSubmitted",
     "QuantileDelay",
     "Quarantined",
     "RecordingFileSystem",
     "RepairReport",
     "SaveAbandoned",
     "SaveFailed",
+    "SchedulerDeferred",
+    "SchedulerFired",
     "Session",
     "SessionError",
+    "SessionInput",
     "SessionSettings",
     "SimulatedCrash",
     "StaleHead",
+    "Step",
     "SystemClock",
     "TranscriptError",
     "TranscriptLog",
     "TurnOutcome",
     "UniformDelay",
     "VirtualClock",
+    "VirtualRunner",
     "commit_turn",
+    "listen",
     "owner_alive",
     "pid_alive",
     "read_log",

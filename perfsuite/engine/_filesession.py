@@ -61,6 +61,9 @@ class FilePublication:
     error: BaseException | None = None
     failed_phase: str | None = None
     adopted: bool = False
+    on_phase: Any = None  # the session's phase observer while someone listens (issue 19)
+    early_ack: Any = None  # fault hooks (issue 19, ``FaultHooks``)
+    reorder: Any = None
 
     def steps(self) -> Iterator[Step]:
         yield Step("stage", self._stage, (), _ignore, True)

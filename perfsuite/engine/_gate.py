@@ -51,6 +51,8 @@ class MutationGate:
         self.queue: collections.deque[_Queued] = collections.deque()
         self.drains = 0
         self.queued_total = 0
+        self.on_admit: Callable[[str, bool], None] | None = None  # (label, queued first): engine events
+
 
     @property
     def busy(self) -> bool:
@@ -78,11 +80,13 @@ class MutationGate:
             self.queue.append(entry)
             self.queued_total += 1
             return False
-        self._run(entry)
+        self._run(entry, queued=False)
         self.pump()  # work deferred while it ran goes next, in order
         return True
 
-    def _run(self, entry: _Queued) -> None:
+    def _run(self, entry: _Queued, *, queued: bool = True) -> None:
+        if self.on_admit is not None:
+            self.on_admit(entry.label, queued)
         token = Token(next(_tokens), entry.label)
         self.preparing = token
         try:

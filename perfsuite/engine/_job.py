@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfsuite.engine._offload import Offload
-from perfsuite.engine._pipeline import Publication, Step, mark_failed
+from perfsuite.engine._pipeline import Publication, Step, driven_steps, mark_failed, step_done
 
 
 class DrainTimeout(TimeoutError):
@@ -87,10 +87,11 @@ class PublicationJob:
         self.trace = JobTrace()
         self.submitted_ns = time.perf_counter_ns()
         self.done = False
-        self._steps: Iterator[Step] = publication.steps()
+        self._steps: Iterator[Step] = driven_steps(publication)
         self._current: Step | None = None
         self._future: cf.Future[Any] | None = None
         self._started_ns = 0
+        self._submit_ms = 0.0  # main-thread time handing the current blocking step to the offload
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._driver = 0  # which task may advance the job; a drain takes over by moving it on
@@ -145,14 +146,20 @@ class PublicationJob:
             return
         self._current = step
         self._started_ns = time.perf_counter_ns()
+        observe = self.publication.on_phase
+        if observe is not None:
+            observe(step.phase, False, 0.0, 0.0, None)
         if step.blocking and not inline:
             try:
                 self._future = self.offload.submit(step.func, *step.args)
             except Exception as exc:  # the offload itself failed (a dead worker, unpicklable state)
                 self._future = None
+                if observe is not None:
+                    observe(step.phase, True, 0.0, 0.0, f"{type(exc).__name__}: {exc}")
                 self._fail(step.phase, exc)
                 return
-            self.trace.add(step.phase, (time.perf_counter_ns() - self._started_ns) / 1e6, 0.0)
+            self._submit_ms = (time.perf_counter_ns() - self._started_ns) / 1e6
+            self.trace.add(step.phase, self._submit_ms, 0.0)
         else:
             self._future = None
             self._run_current_inline()
@@ -161,16 +168,25 @@ class PublicationJob:
         step = self._current
         assert step is not None
         start = time.perf_counter_ns()
+        error: Exception | None = None
         try:
             step.accept(step.func(*step.args))
         except Exception as exc:
-            self._fail(step.phase, exc)
+            error = exc
+        elapsed = (time.perf_counter_ns() - start) / 1e6
+        self.trace.add(step.phase, elapsed, elapsed)
+        self.publication.phases_ms[step.phase] = self.publication.phases_ms.get(step.phase, 0.0) + elapsed
+        self._phase_finished(step.phase, elapsed, elapsed, error)
+        if error is not None:
+            self._fail(step.phase, error)
             return
-        finally:
-            elapsed = (time.perf_counter_ns() - start) / 1e6
-            self.trace.add(step.phase, elapsed, elapsed)
-            self.publication.phases_ms[step.phase] = self.publication.phases_ms.get(step.phase, 0.0) + elapsed
         self._current = None
+        step_done(self.publication, step.phase)
+
+    def _phase_finished(self, phase: str, main_ms: float, wall_ms: float, error: BaseException | None) -> None:
+        observe = self.publication.on_phase
+        if observe is not None:
+            observe(phase, True, main_ms, wall_ms, None if error is None else f"{type(error).__name__}: {error}")
 
     def _complete(self) -> None:
         """Accept the offloaded step's result on the loop thread."""
@@ -181,14 +197,19 @@ class PublicationJob:
         self.trace.add(step.phase, 0.0, wall)
         self.publication.phases_ms[step.phase] = self.publication.phases_ms.get(step.phase, 0.0) + wall
         start = time.perf_counter_ns()
+        error: Exception | None = None
         try:
             step.accept(future.result())
         except Exception as exc:
-            self._fail(step.phase, exc)
+            error = exc
+        accepted = (time.perf_counter_ns() - start) / 1e6
+        self.trace.add(step.phase, accepted, 0.0)
+        self._phase_finished(step.phase, self._submit_ms + accepted, wall, error)
+        if error is not None:
+            self._fail(step.phase, error)
             return
-        finally:
-            self.trace.add(step.phase, (time.perf_counter_ns() - start) / 1e6, 0.0)
         self._current = None
+        step_done(self.publication, step.phase)
 
     def _fail(self, phase: str, exc: BaseException) -> None:
         mark_failed(self.publication, phase, exc)

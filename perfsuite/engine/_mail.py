@@ -24,6 +24,7 @@ class Mail:
         record = self._new_mail(to, sender, kind, body)
         self.sidecar.add_mail(record, owner)
         self._publish_now(kind, (), owner=owner, acks=[ack] if ack else ())
+        self._input("append_mail", to, len(body.encode("utf-8", "replace")), path="sync")
         return record
 
     def _new_mail(self, to: str, sender: str, kind: str, body: str) -> MailRecord:
@@ -54,6 +55,7 @@ class Mail:
         removed = self.sidecar.remove_mail(conversation, mail_id) is not None
         if removed:
             self._observe()
+            self._input("discard_mail", conversation)
         return removed
 
     def mailbox(self, conversation: str) -> list[MailRecord]:

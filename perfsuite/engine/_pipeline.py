@@ -26,6 +26,7 @@ from perfsuite.engine._objects import (
 )
 from perfsuite.engine._sidecar import encode_sidecar
 
+PhaseObserver = Callable[[str, bool, float, float, str | None], None]
 PHASES = ("freeze", "stage", "hash", "select", "commit", "adopt", "finish")
 
 
@@ -306,6 +307,11 @@ class Publication:
     error: BaseException | None = None
     failed_phase: str | None = None
     adopted: bool = False
+    # Set by the session only while someone listens (issue 19): (phase, done, main_ms, wall_ms, error).
+    on_phase: PhaseObserver | None = None
+    # Fault hooks (issue 19, ``FaultHooks``): acknowledge early after this phase; a rewritten step order.
+    early_ack: tuple[str, Callable[[], None]] | None = None
+    reorder: Callable[[Iterator[Step]], Iterator[Step]] | None = None
 
     def steps(self) -> Iterator[Step]:
         if self.head is None:
@@ -359,25 +365,51 @@ def _ignore(_: Any) -> None:
     return None
 
 
-def run_step(step: Step, phases_ms: dict[str, float]) -> None:
-    """Run one step inline and time it (the synchronous writer's unit of work)."""
+def run_step(step: Step, phases_ms: dict[str, float]) -> float:
+    """Run one step inline and time it (the synchronous writer's unit of work); returns its ms."""
     start = time.perf_counter()
     try:
         result = step.func(*step.args)
         step.accept(result)
     finally:
-        phases_ms[step.phase] = phases_ms.get(step.phase, 0.0) + (time.perf_counter() - start) * 1e3
+        elapsed = (time.perf_counter() - start) * 1e3
+        phases_ms[step.phase] = phases_ms.get(step.phase, 0.0) + elapsed
+    return elapsed
 
 
 def run_inline(publication: Publication) -> None:
     """The synchronous driver: every phase inline on the caller's thread. Raises on failure with the
     publication marked failed (the session turns it into a pending publication)."""
-    for step in publication.steps():
+    for step in driven_steps(publication):
+        observe = publication.on_phase
+        if observe is not None:
+            observe(step.phase, False, 0.0, 0.0, None)
+        started = time.perf_counter()
         try:
-            run_step(step, publication.phases_ms)
+            elapsed = run_step(step, publication.phases_ms)
         except BaseException as exc:
+            if observe is not None:
+                elapsed = (time.perf_counter() - started) * 1e3
+                observe(step.phase, True, elapsed, elapsed, f"{type(exc).__name__}: {exc}")
             mark_failed(publication, step.phase, exc)
             raise
+        if observe is not None:
+            observe(step.phase, True, elapsed, elapsed, None)
+        step_done(publication, step.phase)
+
+
+def driven_steps(publication: Any) -> Iterator[Step]:
+    """The steps a driver runs: the publication's own, in the order a fault hook may rewrite."""
+    steps = publication.steps()
+    return publication.reorder(steps) if publication.reorder is not None else steps
+
+
+def step_done(publication: Any, phase: str) -> None:
+    """After a step succeeded: a fault hook's early acknowledgement, when it is due after this phase."""
+    early = publication.early_ack
+    if early is not None and early[0] == phase:
+        publication.early_ack = None
+        early[1]()
 
 
 def mark_failed(publication: Publication, phase: str, exc: BaseException) -> None:

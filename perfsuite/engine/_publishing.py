@@ -138,8 +138,10 @@ class Publishing:
         While it runs, the gate is owned by this stack: gated work queues, drains fail fast (E5)."""
         publication = self.publication(batch)
         ack_set = list(acks)
+        self._apply_faults(publication, ack_set)
         self.active = publication
         self.gate.sync_depth += 1
+        self._watch(publication, "sync")
         try:
             run_inline(publication)
         except Exception as exc:
@@ -149,8 +151,23 @@ class Publishing:
             self.active = None
             self._schedule_pump()
         self.reports.append(publication.report())
+        self._settled(publication)
         AckSet(ack_set).resolve(None)
         return publication.report()
+
+    def _apply_faults(self, publication: Any, acks: list[Ack]) -> None:
+        """Documented fault hooks (``FaultHooks``; a checker's broken engine, never production)."""
+        faults = self.faults
+        if faults is None:
+            return
+        publication.reorder = faults.reorder_steps
+        if faults.acknowledge_after is not None:
+            def early() -> None:
+                callbacks = acks[:]
+                del acks[:]  # they run now and never again (the rest of the publication finds none)
+                AckSet(callbacks).resolve(None)
+
+            publication.early_ack = (faults.acknowledge_after, early)
 
     def _publish_now(self, kind: str, conversations: Iterable[str] | None, *, owner: str | None = None,
                      acks: Iterable[Ack] = (), sidecar: bool = True) -> PublicationReport:
@@ -161,9 +178,11 @@ class Publishing:
         self.reports.append(report)
         if publication.adopted:  # failure after adoption: durable, only logged (E4)
             self.problems.append(f"after adoption of {publication.batch.id}: {exc}")
+            self._settled(publication)
             AckSet(acks).resolve(None)
             return report
         self._retain(publication, acks, exc)
+        self._settled(publication)
         raise SaveFailed(self.save_failed or "save failed", phase=publication.failed_phase or "?",
                          publication=publication.batch.id) from exc
 

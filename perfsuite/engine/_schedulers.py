@@ -15,6 +15,9 @@ from typing import Any
 
 from perfsuite.engine._clock import Clock, TimerHandle
 
+#: (what, delay_s): "fired" or "deferred" (with the deferral); the session turns it into an engine event
+SchedulerObserver = Callable[[str, float], None]
+
 
 class Debouncer:
     """Armed by the first change, not extended by later ones, so the crash-loss window is bounded by
@@ -22,7 +25,8 @@ class Debouncer:
     ``defer_s``; otherwise ``action()`` runs once for every change since arming (E7)."""
 
     def __init__(self, clock: Clock, delay: float, action: Callable[[], None], *,
-                 is_deferred: Callable[[], bool] = lambda: False, defer_s: float = 0.05) -> None:
+                 is_deferred: Callable[[], bool] = lambda: False, defer_s: float = 0.05,
+                 observe: SchedulerObserver | None = None) -> None:
         if delay < 0 or defer_s <= 0:
             raise ValueError("debounce delay must be >= 0 and the deferral > 0")
         self.clock = clock
@@ -35,6 +39,7 @@ class Debouncer:
         self.fired = 0
         self.absorbed = 0
         self.deferred = 0
+        self.observe = observe
 
     @property
     def pending(self) -> bool:
@@ -54,9 +59,13 @@ class Debouncer:
         if self.is_deferred():
             self.deferred += 1
             self._timer = self.clock.call_later(self.defer_s, self._due)
+            if self.observe is not None:
+                self.observe("deferred", self.defer_s)
             return
         self.pending_since = None
         self.fired += 1
+        if self.observe is not None:
+            self.observe("fired", 0.0)
         self.action()
 
     def absorb(self) -> None:
@@ -102,8 +111,10 @@ class NotificationQueue:
     in order, only while ``live()`` (root conversation live, session not stopping)."""
 
     def __init__(self, clock: Clock, *, gate_idle: Callable[[], bool], transport_idle: Callable[[], bool],
-                 live: Callable[[], bool], first_delay: float = 0.05, max_delay: float = 0.5) -> None:
+                 live: Callable[[], bool], first_delay: float = 0.05, max_delay: float = 0.5,
+                 observe: SchedulerObserver | None = None) -> None:
         self.clock = clock
+        self.observe = observe
         self.gate_idle = gate_idle
         self.transport_idle = transport_idle
         self.live = live
@@ -143,10 +154,14 @@ class NotificationQueue:
         if not (self.gate_idle() and self.transport_idle()):
             self._delay = min(self._delay * 2, self.max_delay)
             self._arm()
+            if self.observe is not None:
+                self.observe("deferred", self._delay)
             return
         self._delay = self.first_delay
         if not self.live():
             return  # retained; a later offer or re-arm flushes them
+        if self.observe is not None:
+            self.observe("fired", 0.0)
         while self.fifo:
             notification, offered = self.fifo.popleft()
             self._invoke(notification, offered)
@@ -189,7 +204,8 @@ class CheckpointTimer:
     """E7 in-flight checkpoints: while any request is in flight, every ``interval`` seconds
     ``on_tick(conversations in flight)`` runs; the timer stops when none is in flight."""
 
-    def __init__(self, clock: Clock, interval: float, on_tick: Callable[[frozenset[str]], None]) -> None:
+    def __init__(self, clock: Clock, interval: float, on_tick: Callable[[frozenset[str]], None], *,
+                 observe: SchedulerObserver | None = None) -> None:
         if interval <= 0:
             raise ValueError("checkpoint interval must be > 0")
         self.clock = clock
@@ -198,6 +214,7 @@ class CheckpointTimer:
         self.in_flight: collections.Counter[str] = collections.Counter()
         self._timer: TimerHandle | None = None
         self.ticks = 0
+        self.observe = observe
 
     @property
     def running(self) -> bool:
@@ -222,6 +239,8 @@ class CheckpointTimer:
             return
         self.ticks += 1
         self._timer = self.clock.call_later(self.interval, self._tick)
+        if self.observe is not None:
+            self.observe("fired", 0.0)
         self.on_tick(frozenset(self.in_flight))
 
     def stop(self) -> None:

@@ -9,7 +9,8 @@ by concern into parts it mixes in, each reading the state ``__init__`` sets:
 - ``_opening``: the layout checked, HEAD's generation loaded, staged publications recovered after a crash;
 - ``_publishing``: freeze, the synchronous writer, finish and install, the pending publication;
 - ``_mail``: mailbox append, delivery with receipts, discard;
-- ``_warm``: the gate, the asynchronous job, the schedulers, notifications and the shutdown order.
+- ``_warm``: the gate, the asynchronous job, the schedulers, notifications and the shutdown order;
+- ``_observing``: engine events (issue 19) for listeners of ``session.observers`` or the process.
 
 Settings and the small shared records are in ``_sessiontypes``; the file-backed profile (PID lock,
 transcripts written in place) is in ``_filesession``.
@@ -28,6 +29,7 @@ from typing import Any
 from perfsuite.engine._buffer import ConversationBuffer
 from perfsuite.engine._clock import Clock, SystemClock
 from perfsuite.engine._damage import DAMAGE, describe
+from perfsuite.engine._events import Observers, SessionInput
 from perfsuite.engine._fs import FileSystem, OsFileSystem
 from perfsuite.engine._gate import MutationGate, Token
 from perfsuite.engine._generations import (
@@ -43,16 +45,20 @@ from perfsuite.engine._generations import (
 from perfsuite.engine._job import PublicationJob
 from perfsuite.engine._mail import Mail
 from perfsuite.engine._objects import HashMemo
+from perfsuite.engine._observing import Observing
 from perfsuite.engine._offload import Offload
 from perfsuite.engine._opening import Opening
 from perfsuite.engine._pipeline import Publication, PublicationReport
 from perfsuite.engine._publishing import Publishing
 from perfsuite.engine._repair import repair_portable
+from perfsuite.engine._runner import JobRunner, LoopRunner
 from perfsuite.engine._schedulers import CheckpointTimer, Debouncer, NotificationQueue
 from perfsuite.engine._sessiontypes import (
     ATTACHMENT_PREFIX,
     CONVERSATION_PREFIX,
     Ack,
+    Activity,
+    FaultHooks,
     PendingPublication,
     SaveAbandoned,
     SessionSettings,
@@ -71,7 +77,7 @@ def freeze_loaded_state() -> int:
     return gc.get_freeze_count()
 
 
-class Session(Opening, Publishing, Mail, WarmLocal):
+class Session(Opening, Publishing, Mail, WarmLocal, Observing):
     """A portable session (E3). Owned by one event-loop thread; blocking publication steps may run
     elsewhere through the asynchronous job (issue 4), never concurrently with each other."""
 
@@ -101,8 +107,14 @@ class Session(Opening, Publishing, Mail, WarmLocal):
         self.frozen_objects: int | None = None  # gc.get_freeze_count() after freeze_loaded, else None
         self._serial = itertools.count(1)
         self.id_source: Callable[[], str] = lambda: uuid.uuid4().hex[:6]
+        # Engine events (issue 19): listeners see what the session does; checked before anything is built.
+        self.observers = Observers()
+        self._internal = 0  # > 0 while the engine calls its own entry points (not inputs)
+        self.runner: JobRunner = LoopRunner()
+        self.faults: FaultHooks | None = None  # documented fault hooks for checkers; never in production
         # Warm-local machinery (E4-E7): the gate, the job's offload, notifications and schedulers.
         self.gate = MutationGate()
+        self.gate.on_admit = self._admitted
         self._offload: Offload | None = None
         self.jobs: collections.deque[PublicationJob] = collections.deque(maxlen=256)
         self.transport_busy = False
@@ -111,13 +123,16 @@ class Session(Opening, Publishing, Mail, WarmLocal):
         self.drain_ms: list[float] = []
         self._observed = 0  # version of observational changes (activity flavours, discards)
         self.registry_debounce = Debouncer(clock, settings.registry_debounce_s, self._registry_due,
-                                           is_deferred=lambda: self.active is not None)
+                                           is_deferred=lambda: self.active is not None,
+                                           observe=self._scheduler_observer("registry-save"))
         self.notifications = NotificationQueue(
             clock, gate_idle=lambda: self.gate.idle and self.active is None,
             transport_idle=lambda: not self.transport_busy,
             live=lambda: self.root_live and not self.stopping,
-            first_delay=settings.notify_first_s, max_delay=settings.notify_max_s)
-        self.checkpoint_timer = CheckpointTimer(clock, settings.checkpoint_interval_s, self._checkpoint_tick)
+            first_delay=settings.notify_first_s, max_delay=settings.notify_max_s,
+            observe=self._scheduler_observer("notifications"))
+        self.checkpoint_timer = CheckpointTimer(clock, settings.checkpoint_interval_s, self._checkpoint_tick,
+                                                observe=self._scheduler_observer("checkpoint-timer"))
 
     # -- open / create / repair ------------------------------------------------------------------------
     @classmethod
@@ -131,6 +146,8 @@ class Session(Opening, Publishing, Mail, WarmLocal):
         settings: SessionSettings | None = None,
         id_source: Callable[[], str] | None = None,
         owner_alive: OwnerProbe | None = None,
+        runner: JobRunner | None = None,
+        faults: FaultHooks | None = None,
     ) -> Session:
         """Open (or create) a portable session: take the lease with a new epoch, adopt HEAD after
         verifying every digest, recover pending publications from staging. A lost HEAD is recovered
@@ -139,11 +156,17 @@ class Session(Opening, Publishing, Mail, WarmLocal):
         one explicitly). A second live owner, and any damage met, is a one-line :class:`SessionError`.
         ``id_source`` makes publication ids (and manifest names) deterministic, e.g. for fixtures;
         ``owner_alive(pid)`` is the liveness probe of the owner a lease or PID lock names (default: the
-        real one; a crash checker passes a model in which the processes its crash killed are dead)."""
+        real one; a crash checker passes a model in which the processes its crash killed are dead).
+        ``runner`` runs accepted jobs (default: the asyncio loop; ``VirtualRunner``: modelled durations in
+        virtual time, for the what-if simulator). ``faults`` builds a deliberately broken engine for a
+        checker (:class:`FaultHooks`)."""
         fs = fs or OsFileSystem()
         session = cls(os.fspath(path), fs, clock or SystemClock(), settings or SessionSettings())
         if id_source is not None:
             session.id_source = id_source
+        if runner is not None:
+            session.runner = runner
+        session.faults = faults
         if owner_alive is not None:
             session.owner_alive = owner_alive
         try:
@@ -191,6 +214,19 @@ class Session(Opening, Publishing, Mail, WarmLocal):
     def idle(self) -> bool:
         return self.active is None
 
+    def activity(self) -> Activity:
+        """What the session has in hand now: accepted job, preparations, notifications, pending saves."""
+        job = self.gate.job
+        return Activity(job.publication.batch.id if job is not None else None,
+                        self.gate.preparing.label if self.gate.preparing is not None else None,
+                        len(self.gate.queue), self.active is not None, len(self.notifications.fifo),
+                        self.registry_debounce.pending)
+
+    def _input(self, operation: str, conversation: str, size: int = 0, **detail: Any) -> None:
+        """Engine event: a caller's input, after it returned (not the engine's own nested calls)."""
+        if self.observers and not self._internal:
+            self.observers.emit(SessionInput(self.root, operation, conversation, size, detail))
+
     # -- acknowledged mutations (synchronous; E3 item 3) -----------------------------------------------
     def _enter_sync(self, token: Token | None) -> None:
         """Every acknowledged mutation drains the gate before it mutates anything (E5)."""
@@ -211,6 +247,7 @@ class Session(Opening, Publishing, Mail, WarmLocal):
         if prompt is not None:
             buffer.insert(Message("user", prompt, self.clock.wall()))
         self._publish_now("spawn", (agent,), owner=owner)
+        self._input("spawn_agent", agent)
 
     def settle(self, agent: str, status: str = "done", result: str | None = None, *,
                token: Token | None = None) -> None:
@@ -227,6 +264,7 @@ class Session(Opening, Publishing, Mail, WarmLocal):
             mail = self._new_mail(str(record.get("parent", ROOT)), agent, "RESULT", result)
             self.sidecar.add_mail(mail, owner)
         self._publish_now("settle", (agent,), owner=owner)
+        self._input("settle", agent, _size(result), status=status)
 
     def set_control(self, key: str, value: Any, *, token: Token | None = None) -> None:
         """Goal, plan and provider state: independently durable control state, acknowledged."""
@@ -239,6 +277,8 @@ class Session(Opening, Publishing, Mail, WarmLocal):
     # -- transcript streaming (not gated) and observational changes (E7) -------------------------------
     def add_message(self, conversation: str, message: Message) -> None:
         self.conversation(conversation).insert(message)
+        if self.observers:
+            self._input("add_message", conversation, _size(message.content))
 
     def attach(self, name: str, data: bytes) -> None:
         """A file snapshot, published as an immutable artifact with the next full publication."""
@@ -255,13 +295,16 @@ class Session(Opening, Publishing, Mail, WarmLocal):
             raise SessionError(f"{self.root}: no agent {agent!r}")
         record["activity"] = flavour
         self._observe()
+        self._input("set_activity", agent, flavour=flavour)
 
     # -- explicit saves --------------------------------------------------------------------------------
     def save_registry(self, *, token: Token | None = None) -> PublicationReport:
         """The sidecar-only registry save (required commit, synchronous): never rewrites a transcript,
         rebuilds the prompt index or scans snapshots; it projects the committed root fields (E7)."""
         self._enter_sync(token)
-        return self._publish_now("registry", (), sidecar=True)
+        report = self._publish_now("registry", (), sidecar=True)
+        self._input("save_registry", ROOT)
+        return report
 
     def full_save(self, *, rescan: bool = False, token: Token | None = None) -> PublicationReport:
         """Every modified conversation, new attachments and the sidecar (explicit save). ``rescan``
@@ -272,12 +315,16 @@ class Session(Opening, Publishing, Mail, WarmLocal):
             for buffer in self.buffers.values():
                 buffer.dirty_from = 0
             self._unpublished_attachments.update(self.attachments)
-        return self._publish_now("full", None)
+        report = self._publish_now("full", None)
+        self._input("full_save", ROOT)
+        return report
 
     def checkpoint(self, conversation: str = ROOT, *, token: Token | None = None) -> PublicationReport:
         """An explicit checkpoint of one conversation with the sidecar (synchronous writer)."""
         self._enter_sync(token)
-        return self._publish_now("checkpoint", (conversation,))
+        report = self._publish_now("checkpoint", (conversation,))
+        self._input("checkpoint", conversation)
+        return report
 
     # -- generations -----------------------------------------------------------------------------------
     def retire(self, *, pinned: Iterable[str] = ()) -> tuple[int, bool]:
@@ -345,6 +392,10 @@ class Session(Opening, Publishing, Mail, WarmLocal):
     def __exit__(self, *exc: object) -> None:
         if self.pending is None:
             self.close()
+
+
+def _size(text: str | None) -> int:
+    return len((text or "").encode("utf-8", "replace"))
 
 
 # Names other modules import from here (the file-backed profile, the facade, the suite).

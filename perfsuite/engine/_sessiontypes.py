@@ -3,10 +3,10 @@ publications, artifact names). No behaviour beyond running acknowledgements once
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from perfsuite.engine._pipeline import Batch
+from perfsuite.engine._pipeline import Batch, Step
 
 Ack = Callable[[BaseException | None], None]
 CONVERSATION_PREFIX = "conversations/"
@@ -34,6 +34,41 @@ class SessionSettings:
     # gc.freeze() once the session is open: the loaded state (and everything the application holds by
     # then) leaves the cyclic collector, so later full collections do not traverse it (M10 mitigation)
     freeze_loaded: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Activity:
+    """What a session has in hand right now (issue 19: read this, not the gate or the schedulers):
+    an accepted job, a running or queued preparation, a publication in a driver, queued notifications,
+    an observational change waiting for its debounced registry save (E5-E7)."""
+
+    job: str | None  # the accepted job's publication id
+    preparing: str | None  # the label of the preparation running under the gate
+    queued: int  # preparations waiting for the gate
+    publishing: bool  # a publication is in a driver (synchronous writer or job)
+    notifications: int  # offered notifications not yet run
+    registry_save_pending: bool
+
+    @property
+    def quiet(self) -> bool:
+        """Nothing accepted, running, queued or pending: the session will do nothing on its own but timers
+        for requests in flight (E7 in-flight checkpoints)."""
+        return (self.job is None and self.preparing is None and not self.queued and not self.publishing
+                and not self.notifications and not self.registry_save_pending)
+
+
+@dataclass(frozen=True, slots=True)
+class FaultHooks:
+    """Documented fault hooks (issue 19): how a checker builds a deliberately broken engine without
+    patching its classes. Never set in production; ``Session.open(..., faults=...)``.
+
+    ``acknowledge_after``: run a publication's acknowledgements right after this phase (e.g. "commit":
+    before HEAD adoption, the E4 violation the crash checker must catch) instead of after finish.
+    ``reorder_steps``: rewrite the order of a publication's steps (e.g. a file-backed sidecar replaced
+    before its transcripts' barrier, E3/E7)."""
+
+    acknowledge_after: str | None = None
+    reorder_steps: Callable[[Iterator[Step]], Iterator[Step]] | None = None
 
 
 def artifact_for(conversation: str) -> str:

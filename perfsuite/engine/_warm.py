@@ -5,10 +5,10 @@ checkpoint timer, notifications, and the shutdown order. A part of
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterable
 
+from perfsuite.engine._events import GateDrained
 from perfsuite.engine._gate import DrainRefused, Preparation, Token
 from perfsuite.engine._job import Admission, PublicationJob
 from perfsuite.engine._offload import Offload, ProcessOffload, make_offload
@@ -51,6 +51,8 @@ class WarmLocal:
         job.drain(limit_s=self.settings.drain_limit_s if limit_s is None else limit_s)
         elapsed = (time.perf_counter() - started) * 1e3
         self.drain_ms.append(elapsed)
+        if self.observers:
+            self.observers.emit(GateDrained(self.root, job.publication.batch.id, elapsed))
         return elapsed
 
     def accept_job(self, batch: Batch, token: Token, acks: Iterable[Ack] = (), *,
@@ -61,16 +63,13 @@ class WarmLocal:
             raise DrainRefused("a job can only be accepted by the preparation that holds the gate")
         acks = list(acks)
         publication = self.publication(batch)
+        self._apply_faults(publication, acks)
         job = PublicationJob(publication, self.offload(), lambda j: self._job_done(j, acks), admission=admission)
         self.gate.job = job
         self.active = publication
         self.jobs.append(job)
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            job.drain(limit_s=None)
-        else:
-            job.start(loop)
+        self._watch(publication, "job")
+        self.runner.start(job)  # the running loop (or inline without one); virtual time in the simulator
         return job
 
     def _job_done(self, job: PublicationJob, acks: list[Ack]) -> None:
@@ -80,6 +79,7 @@ class WarmLocal:
         self.gate.job = None
         self.active = None
         self.reports.append(publication.report())
+        self._settled(publication)
         if publication.outcome == "failed":
             self._retain(publication, acks, publication.error or RuntimeError("failed"))
             self.problems.append(self.save_failed or "save failed")
@@ -93,10 +93,7 @@ class WarmLocal:
         """Queued preparations run once the gate is free, from the loop (never on a draining stack)."""
         if not self.gate.queue:
             return
-        try:
-            asyncio.get_running_loop().call_soon(self._pump)
-        except RuntimeError:
-            self._pump()
+        self.runner.soon(self._pump)
 
     def _pump(self) -> None:
         if not self.closed:
@@ -116,7 +113,12 @@ class WarmLocal:
         self.conversation(to)
         acks = [ack] if ack else []
         if not self.warm:
-            self.append_mail(to, body, sender=sender, kind=kind, ack=ack)
+            self._internal += 1
+            try:
+                self.append_mail(to, body, sender=sender, kind=kind, ack=ack)
+            finally:
+                self._internal -= 1
+            self._input("deliver_background", to, _size(body))
             return
 
         def prepare(token: Token) -> None:
@@ -125,6 +127,7 @@ class WarmLocal:
             self.accept_job(self.freeze(kind, (), owner=owner), token, acks, admission=admission)
 
         self.submit_preparation(f"mail:{to}", prepare)
+        self._input("deliver_background", to, _size(body))
 
     def request_checkpoint(self, conversation: str = ROOT, *, admission: Admission | None = None,
                            ack: Ack | None = None) -> bool:
@@ -136,6 +139,7 @@ class WarmLocal:
         running = self.gate.job
         if (running is not None and running.publication.batch.kind == "checkpoint"
                 and conversation in running.publication.batch.texts) or key in self.gate.queued_keys():
+            self._input("request_checkpoint", conversation)
             return False  # coalesced; later edits stay dirty for the next opportunity
         acks = [ack] if ack else []
 
@@ -154,6 +158,7 @@ class WarmLocal:
                 self.publish(batch, acks)
 
         self.submit_preparation(key, prepare, key=key)
+        self._input("request_checkpoint", conversation)
         return True
 
     # -- observational changes and their debounced registry save (E7) ----------------------------------
@@ -175,18 +180,26 @@ class WarmLocal:
     def notify(self, callback: Notification) -> bool:
         """Offer a notification (waiter wake, wake offer): never queued behind preparations, never run
         under a token. Returns whether it ran immediately."""
-        return self.notifications.offer(callback)
+        ran = self.notifications.offer(callback)
+        self._input("notify", ROOT)
+        return ran
 
     def request_started(self, conversation: str = ROOT) -> None:
         self.checkpoint_timer.request_started(conversation)
+        self._input("request_started", conversation)
 
     def request_finished(self, conversation: str = ROOT) -> None:
         self.checkpoint_timer.request_finished(conversation)
+        self._input("request_finished", conversation)
 
     def _checkpoint_tick(self, conversations: frozenset[str]) -> None:
-        for conversation in sorted(conversations):
-            if conversation in self.buffers:
-                self.request_checkpoint(conversation)
+        self._internal += 1  # the timer's own checkpoints are not inputs
+        try:
+            for conversation in sorted(conversations):
+                if conversation in self.buffers:
+                    self.request_checkpoint(conversation)
+        finally:
+            self._internal -= 1
 
     # -- shutdown (E7) ---------------------------------------------------------------------------------
     def shutdown(self) -> None:
@@ -194,6 +207,13 @@ class WarmLocal:
         then release the lease. Pending recovery blocks shutdown (E7)."""
         if self.closed:
             return
+        self._internal += 1  # shutdown's flush is the engine's own doing, not inputs
+        try:
+            self._shutdown()
+        finally:
+            self._internal -= 1
+
+    def _shutdown(self) -> None:
         self.stopping = True
         self.notifications.close(proceed=True)
         self.checkpoint_timer.stop()
@@ -212,3 +232,7 @@ class WarmLocal:
             if self._needs_publish(ROOT, self.buffers[ROOT]):
                 self.checkpoint(ROOT)
         self.close()
+
+
+def _size(text: str) -> int:
+    return len(text.encode("utf-8", "replace"))

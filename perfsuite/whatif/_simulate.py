@@ -1,29 +1,36 @@
-"""Virtual-time replay of a trace through the engine's real schedulers (SPEC section 6).
+"""Virtual-time replay of a trace through the engine's own sessions (SPEC section 6, issue 19).
 
-Each trace session becomes a :class:`_SimSession`: a real :class:`~perfsuite.engine.Session` subclass on
-a :class:`~perfsuite.engine.VirtualClock`, so the real ``Debouncer``, ``NotificationQueue``,
-``CheckpointTimer`` and ``MutationGate`` run with the wiring ``Session.__init__`` gives them, and the
-real ``set_activity``, ``discard_mail``, ``deliver_background``, ``request_checkpoint``,
-``_registry_due``, ``_checkpoint_tick`` and ``notify`` drive them. Only the publication itself is
-modelled: freeze returns a lightweight batch and the job completes after the kind's measured duration.
+Each trace session is a real :class:`~perfsuite.engine.Session` (not a subclass: one scheduling core) on
+a :class:`~perfsuite.engine.VirtualClock` and a :class:`~perfsuite.engine.MemoryFileSystem`: its gate,
+schedulers, job acceptance, finish order and every publication phase are the engine's code. Only time
+is modelled: a :class:`~perfsuite.engine.VirtualRunner` keeps each accepted job (and the gate) for its
+kind's measured duration before its phases run; the synchronous writer takes no virtual time.
+Publications and what each captured are read from the engine's events.
 """
 
 from __future__ import annotations
 
 import collections
+import itertools
 import math
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
-from perfsuite.engine import ConversationBuffer, OsFileSystem, Session, SessionError, SessionSettings, VirtualClock
-from perfsuite.engine._clock import TimerHandle
-from perfsuite.engine._gate import DrainRefused, Token
-from perfsuite.engine._generations import Lease
-from perfsuite.engine._job import Admission, PublicationJob
+from perfsuite.engine import (
+    Event,
+    MemoryFileSystem,
+    Message,
+    PublicationAcknowledged,
+    PublicationFailed,
+    PublicationSubmitted,
+    Session,
+    SessionError,
+    SessionSettings,
+    VirtualClock,
+    VirtualRunner,
+)
 from perfsuite.engine._schedulers import Observations
-from perfsuite.engine._sidecar import MailRecord
 from perfsuite.errors import PerfsuiteError
 from perfsuite.workloads.traces import OBSERVATIONAL, Trace, TraceEvent
 
@@ -110,184 +117,109 @@ class Replay:
     recorded_publications: int  # ``publication`` events in the trace (a recorded run's real count)
 
 
-@dataclass
-class _SimBatch:
-    """What a modelled freeze captured: enough for select (changed?) and install (E4 phases 1, 4, 7)."""
+class TraceDriver:
+    """The side of a replay that tracks what the trace changed (SPEC section 6): it prepares the session
+    the trace assumes, streams messages, delivers woken mail, and keeps each unpublished change with its
+    time until a publication captures it. The virtual-time model and the real-time validation both use
+    it, on the same engine ``Session``; only ``now`` (virtual or wall seconds) differs."""
 
-    id: str
-    kind: str
-    texts: dict[str, int]  # conversation -> message tick frozen
-    observed: int  # observational version frozen (``candidate["observed"]`` in Session._freeze_batch)
-    owner: str
-    activity: dict[str, Any]
-    mailbox_version: int
-    changed: bool
-    frozen_at: float
+    def __init__(self, session: Session, now: Callable[[], float]) -> None:
+        self.session = session
+        self.now = now
+        self.version = 0  # Session._observe's count: one per activity change and per successful discard
+        self.changes: list[tuple[int, float]] = []
+        self.texts: dict[str, collections.deque[tuple[int, float]]] = {}
+        self.discardable: dict[str, list[str]] = {}
 
+    def prepare(self, events: Iterable[TraceEvent]) -> None:
+        """Before the trace starts, the state it assumes: the root transcript committed, every agent that
+        appears before (or without) a spawn event spawned (idle, committed), the mail it discards posted."""
+        session = self.session
+        session.checkpoint("root")
+        first: dict[str, str] = {}
+        for event in events:
+            first.setdefault(event.conversation, event.kind)
+        for agent in sorted(c for c, kind in first.items() if c != "root" and kind != "spawn"):
+            session.spawn_agent(agent)
+        for event in events:
+            if event.kind == "discard" and event.conversation in session.buffers:
+                record = session.append_mail(event.conversation, "to be discarded", sender="whatif")
+                self.discardable.setdefault(event.conversation, []).append(record.id)
 
-@dataclass
-class _SimPublication:
-    batch: _SimBatch
+    def _text(self, conversation: str) -> None:
+        buffer = self.session.conversation(conversation)
+        self.texts.setdefault(conversation, collections.deque()).append((buffer.tick, self.now()))
 
-
-@dataclass
-class _SimJob:
-    """A virtual publication job: completes after its duration, or at once when a sync caller drains it."""
-
-    publication: _SimPublication
-    acks: list[Callable[[BaseException | None], None]]
-    session: _SimSession
-    timer: TimerHandle | None = None
-
-    def drain(self, limit_s: float | None = None) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-        self.session._job_finished(self)
-
-
-class _SimSession(Session):
-    """A real Session whose publications are virtual. Its schedulers, gate and scheduling methods are
-    the engine's own; the overrides below replace only freeze, the job and the sync driver."""
-
-    def __init__(self, name: str, clock: VirtualClock, setting: Setting, durations: Mapping[str, float],
-                 sink: list[Publication]) -> None:
-        super().__init__(os.path.join(os.sep, "whatif", name), OsFileSystem(), clock, setting.session_settings())
-        self.name = name
-        self.vclock = clock
-        self.lease = Lease(1, "whatif", 0, "whatif")  # ids and mail records name the epoch
-        self.durations = durations
-        self.sink = sink
-        self.text_tick: dict[str, int] = {}
-        self.committed_text: dict[str, int] = {}
-        self.text_pending: dict[str, collections.deque[tuple[int, float]]] = {}
-        self.obs_pending: collections.deque[tuple[int, float]] = collections.deque()
-        self.obs_losses: list[float] = []
-        self.text_losses: list[float] = []
-        self.committed_activity: dict[str, Any] = {}
-        self.mailbox_version = 0
-        self.committed_mailbox_version = 0
-        self._discardable = 0
-        self._ids = 0
-
-    # -- the trace side -------------------------------------------------------------------------------
-    def ensure(self, conversation: str) -> None:
-        """A conversation seen for the first time exists (agents as if spawned: activity idle, committed)."""
-        if conversation in self.buffers:
-            return
-        self.buffers[conversation] = ConversationBuffer(conversation)
-        if conversation != "root":
-            self.sidecar.agents[conversation] = {"name": conversation, "parent": "root", "activity": "idle",
-                                                 "status": "active"}
-            self.committed_activity[conversation] = "idle"
-
-    # EventSink: how the model tracks what drive() applied
+    # EventSink
     def observed(self) -> None:
-        self.obs_pending.append((self._observed, self.vclock.monotonic()))
+        self.version += 1
+        self.changes.append((self.version, self.now()))
 
     def discard_id(self, conversation: str) -> str:
-        self._discardable += 1
-        record = MailRecord(f"whatif-{self._discardable}", conversation, "whatif", "message", "", 0.0)
-        self.sidecar.add_mail(record, None)  # a committed record to discard
-        return record.id
+        posted = self.discardable.get(conversation)
+        return posted.pop(0) if posted else "none"  # nothing posted: the discard finds nothing
 
     def discarded(self) -> None:
-        self.mailbox_version += 1
         self.observed()
 
     def message(self, conversation: str, size: int) -> None:
-        self._dirty(conversation, self.vclock.monotonic())  # the text itself is not needed: only its tick
+        self.session.add_message(conversation, Message("assistant", "x" * size, self.session.clock.wall()))
+        self._text(conversation)
 
     def wake(self, conversation: str) -> Callable[[Observations], None]:
         def wake(_obs: Observations) -> None:  # the woken waiter delivers the mail into its transcript
-            self._dirty(conversation, self.vclock.monotonic())
+            if self.session.deliver_mail(conversation):
+                self._text(conversation)
 
         return wake
 
-    def _dirty(self, conversation: str, now: float) -> None:
-        tick = self.text_tick.get(conversation, 0) + 1
-        self.text_tick[conversation] = tick
-        self.text_pending.setdefault(conversation, collections.deque()).append((tick, now))
+    def unpublished(self) -> int:
+        return len(self.changes) + sum(len(q) for q in self.texts.values())
 
-    # -- the modelled publication (E4) -------------------------------------------------------------------
-    def _needs_publish(self, conversation: str, buffer: object) -> bool:
-        return self.text_tick.get(conversation, 0) > self.committed_text.get(conversation, 0)
 
-    def freeze(self, kind: str, conversations: Iterable[str] | None, *, owner: str | None = None,
-               sidecar: bool = True) -> Any:
-        wanted = self.buffers.keys() if conversations is None else conversations
-        texts = {c: self.text_tick.get(c, 0) for c in wanted if self._needs_publish(c, None)}
-        activity = {a: r.get("activity") for a, r in self.sidecar.agents.items()}
-        # E4 select: a sidecar identical to the committed one and no transcript change is an empty selection.
-        changed = bool(texts) or kind not in ("registry", "checkpoint") \
-            or activity != self.committed_activity or self.mailbox_version != self.committed_mailbox_version
-        self._ids += 1
-        return _SimBatch(f"{kind}-{self._ids}", kind, texts, self._observed, owner or f"{kind}-{self._ids}",
-                         activity, self.mailbox_version, changed, self.vclock.monotonic())
+class _Model:
+    """One trace session in virtual time: the engine's own ``Session`` on a ``VirtualClock`` and an
+    in-memory file system, its jobs held for the kind's modelled duration (``VirtualRunner``). Its
+    publications are read from the engine's events, so nothing here mirrors the engine (issue 19)."""
 
-    def accept_job(self, batch: Any, token: Token, acks: Iterable[Any] = (), *,
-                   admission: Admission | None = None) -> Any:
-        if not self.gate.holds(token):
-            raise DrainRefused("a job can only be accepted by the preparation that holds the gate")
-        job = _SimJob(_SimPublication(batch), list(acks), self)
-        self.gate.job = cast(PublicationJob, job)
-        self.active = cast(Any, job.publication)
-        duration = self.durations.get(cost_kind(batch.kind), DEFAULT_DURATIONS_S[cost_kind(batch.kind)])
-        job.timer = self.vclock.call_later(duration, lambda: self._job_finished(job))
-        return job
-
-    def _job_finished(self, job: _SimJob) -> None:
-        """The job's finish step (install), then Session._job_done's order: release, acknowledge, pump."""
-        self._install_batch(job.publication.batch)
-        self.gate.job = None
-        self.active = None
-        for ack in job.acks:
-            ack(None)
-        self._schedule_pump()
-
-    def publish(self, batch: Any, acks: Iterable[Any] = ()) -> Any:
-        """The synchronous writer (explicit saves, ``save`` events): every phase inline, no virtual time."""
-        self.active = cast(Any, _SimPublication(batch))
-        self.gate.sync_depth += 1
+    def __init__(self, name: str, clock: VirtualClock, fs: MemoryFileSystem, setting: Setting,
+                 durations: Mapping[str, float], events: Sequence[TraceEvent], sink: list[Publication]) -> None:
+        ids = itertools.count(1)
+        settings = replace(setting.session_settings(), offload="inline")
+        runner = VirtualRunner(clock, lambda kind: durations.get(cost_kind(kind), DEFAULT_DURATIONS_S[cost_kind(kind)]))
+        self.name = name
+        self.sink = sink
+        self.session = Session.open(f"/whatif/{len(fs.dirs)}", create=True, fs=fs, clock=clock, settings=settings,
+                                    id_source=lambda: f"{next(ids):06d}", runner=runner)
+        self.driver = TraceDriver(self.session, clock.monotonic)
         try:
-            self._install_batch(batch)
-        finally:
-            self.gate.sync_depth -= 1
-            self.active = None
-            self._schedule_pump()
-        for ack in acks:
-            ack(None)
-        return None
+            self.driver.prepare(events)
+        except (SessionError, ValueError, KeyError) as exc:
+            raise PerfsuiteError(f"the trace's session {name!r} cannot be prepared: {exc}") from None
+        self.obs_losses: list[float] = []
+        self.text_losses: list[float] = []
+        self._submitted: dict[str, PublicationSubmitted] = {}
+        self.session.observers.subscribe(self._on_event)
 
-    def _install_batch(self, batch: _SimBatch) -> None:
-        """Mirrors Session._finish/_install (adopted) or _noop_install (empty selection), and records."""
-        now = self.vclock.monotonic()
-        for conversation, tick in batch.texts.items():
-            self.committed_text[conversation] = max(self.committed_text.get(conversation, 0), tick)
-            pending = self.text_pending.get(conversation)
+    def _on_event(self, event: Event) -> None:
+        if isinstance(event, PublicationSubmitted):
+            self._submitted[event.publication] = event
+        elif isinstance(event, PublicationAcknowledged | PublicationFailed):
+            submitted = self._submitted.pop(event.publication)
+            outcome = event.outcome if isinstance(event, PublicationAcknowledged) else "failed"
+            if outcome != "failed":
+                self._captured(submitted, event.at)
+            self.sink.append(Publication(self.name, event.kind, outcome, submitted.at, event.at))
+
+    def _captured(self, submitted: PublicationSubmitted, now: float) -> None:
+        """What the finished publication captured at freeze is published: its losses end now (E4, E7)."""
+        changes = self.driver.changes
+        while changes and changes[0][0] <= submitted.observed:
+            self.obs_losses.append(now - changes.pop(0)[1])
+        for conversation, tick in submitted.ticks.items():
+            pending = self.driver.texts.get(conversation)
             while pending and pending[0][0] <= tick:
                 self.text_losses.append(now - pending.popleft()[1])
-        if batch.changed:
-            self.committed_activity = batch.activity
-            self.committed_mailbox_version = batch.mailbox_version
-            if batch.observed >= self._observed:
-                self.registry_debounce.absorb()  # this commit captured every observational change (E7)
-        self.sidecar.reveal(batch.owner)
-        while self.obs_pending and self.obs_pending[0][0] <= batch.observed:
-            self.obs_losses.append(now - self.obs_pending.popleft()[1])
-        self.sink.append(Publication(self.name, batch.kind, "adopted" if batch.changed else "noop",
-                                     batch.frozen_at, now))
-
-    def _schedule_pump(self) -> None:
-        # Session defers the pump with loop.call_soon: a zero-delay timer at the same virtual instant.
-        if self.gate.queue:
-            self.vclock.call_later(0.0, self._pump)
-
-    def idle_now(self) -> bool:
-        return (not self.registry_debounce.pending and self.gate.idle and self.active is None
-                and not self.notifications.fifo)
-
-    def unpublished(self) -> int:
-        return len(self.obs_pending) + sum(len(p) for p in self.text_pending.values())
 
 
 class EventSink(Protocol):
@@ -354,51 +286,52 @@ def _noop_notification(_obs: Observations) -> None:
 
 
 def replay(trace: Trace, setting: Setting, durations: Mapping[str, float] | None = None) -> Replay:
-    """Replay ``trace`` in virtual time for one setting. Timers due at an event's time fire before it.
-    After the trace's end the in-flight checkpoint timers stop and pending saves run out."""
+    """Replay ``trace`` in virtual time for one setting through the engine's own sessions (``_Model``).
+    Timers due at an event's time fire before it. After the trace's end the in-flight checkpoint timers
+    stop and pending saves run out."""
     durations = dict(durations or DEFAULT_DURATIONS_S)
     clock = VirtualClock()
+    fs = MemoryFileSystem()
     sink: list[Publication] = []
-    sessions: dict[str, _SimSession] = {}
-    recorded = 0
+    by_session: dict[str, list[TraceEvent]] = {}
+    for event in trace.events:
+        if event.kind != "publication":
+            by_session.setdefault(event.session, []).append(event)
+    models = {name: _Model(name, clock, fs, setting, durations, events, sink) for name, events in by_session.items()}
+    recorded = trace.count("publication")
     for event in trace.events:
         if event.kind == "publication":
-            recorded += 1
             continue
         clock.run_until(event.time)
-        session = sessions.get(event.session)
-        if session is None:
-            session = sessions[event.session] = _SimSession(event.session, clock, setting, durations, sink)
-        if event.kind != "spawn":
-            session.ensure(event.conversation)
+        model = models[event.session]
         try:
-            drive(session, event, session)
+            drive(model.session, event, model.driver)
         except (SessionError, ValueError, KeyError, RuntimeError) as exc:
             raise PerfsuiteError(f"{trace.source}: {event.kind} of {event.conversation!r} at {event.time:g} s "
                                  f"cannot be replayed: {exc}") from None
     clock.run_until(trace.duration_s)
-    for session in sessions.values():
-        session.checkpoint_timer.stop()
+    for model in models.values():
+        model.session.checkpoint_timer.stop()
     limit = trace.duration_s + _TAIL_LIMIT_S
-    while not all(s.idle_now() for s in sessions.values()):
+    while not all(m.session.activity().quiet for m in models.values()):
         due = clock.next_due()
         if due is None or due > limit:
             break
         clock.run_until(due)
-    all_sessions = list(sessions.values())
+    sessions = [m.session for m in models.values()]
     return Replay(
         setting=setting,
         duration_s=trace.duration_s,
         publications=tuple(sorted(sink, key=lambda p: p.done_at)),
-        observational_losses=tuple(x for s in all_sessions for x in s.obs_losses),
-        text_losses=tuple(x for s in all_sessions for x in s.text_losses),
-        notification_waits=tuple(x for s in all_sessions for x in s.notifications.waits),
-        unpublished=sum(s.unpublished() for s in all_sessions),
-        notifications_pending=sum(len(s.notifications.fifo) for s in all_sessions),
-        debounce_fired=sum(s.registry_debounce.fired for s in all_sessions),
-        debounce_absorbed=sum(s.registry_debounce.absorbed for s in all_sessions),
-        debounce_deferred=sum(s.registry_debounce.deferred for s in all_sessions),
-        checkpoint_ticks=sum(s.checkpoint_timer.ticks for s in all_sessions),
+        observational_losses=tuple(x for m in models.values() for x in m.obs_losses),
+        text_losses=tuple(x for m in models.values() for x in m.text_losses),
+        notification_waits=tuple(x for s in sessions for x in s.notifications.waits),
+        unpublished=sum(m.driver.unpublished() for m in models.values()),
+        notifications_pending=sum(s.activity().notifications for s in sessions),
+        debounce_fired=sum(s.registry_debounce.fired for s in sessions),
+        debounce_absorbed=sum(s.registry_debounce.absorbed for s in sessions),
+        debounce_deferred=sum(s.registry_debounce.deferred for s in sessions),
+        checkpoint_ticks=sum(s.checkpoint_timer.ticks for s in sessions),
         recorded_publications=recorded,
     )
 

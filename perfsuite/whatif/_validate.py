@@ -30,10 +30,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from perfsuite.engine import Message, OsFileSystem, Session, SystemClock
-from perfsuite.engine._schedulers import Observations
+from perfsuite.engine import OsFileSystem, Session, SystemClock
 from perfsuite.errors import PerfsuiteError
-from perfsuite.whatif._simulate import DEFAULT_DURATIONS_S, Setting, cost_kind, drive, replay
+from perfsuite.whatif._simulate import DEFAULT_DURATIONS_S, Setting, TraceDriver, cost_kind, drive, replay
 from perfsuite.workloads.traces import Trace, TraceEvent
 
 #: allowed differences: publications (count) and crash-loss window (seconds of compressed, real time);
@@ -146,37 +145,13 @@ class Validation:
                 "passed": self.passed, "problems": list(self.problems)}
 
 
-class _Replayer:
-    """Applies trace events to a real session and tracks changes, as :class:`_SimSession` does."""
+class _Replayer(TraceDriver):
+    """The simulator's trace driver on the wall clock (times since ``t0``), errors kept for after the run."""
 
     def __init__(self, session: Session) -> None:
-        self.session = session
-        self.version = 0  # Session._observe's count: one per activity change and per successful discard
-        self.changes: list[tuple[int, float]] = []
-        self.texts: dict[str, collections.deque[tuple[int, float]]] = {}
-        self.discardable: dict[str, list[str]] = {}
+        super().__init__(session, lambda: time.monotonic() - self.t0)
         self.t0 = 0.0
         self.error: BaseException | None = None
-
-    def prepare(self, events: tuple[TraceEvent, ...]) -> None:
-        """Before t0, the state the simulator starts from: the root transcript committed, every agent
-        spawned (idle, committed), and the mail that the trace discards posted."""
-        session = self.session
-        session.checkpoint("root")
-        spawned = {e.conversation for e in events if e.kind == "spawn"}
-        for agent in sorted({e.conversation for e in events if e.conversation != "root"} - spawned):
-            session.spawn_agent(agent)
-        for event in events:
-            if event.kind == "discard":
-                record = session.append_mail(event.conversation, "to be discarded", sender="whatif")
-                self.discardable.setdefault(event.conversation, []).append(record.id)
-
-    def _text(self, conversation: str) -> None:
-        buffer = self.session.conversation(conversation)
-        self.texts.setdefault(conversation, collections.deque()).append((buffer.tick, self.now()))
-
-    def now(self) -> float:
-        return time.monotonic() - self.t0
 
     def apply(self, event: TraceEvent) -> None:
         try:
@@ -184,31 +159,8 @@ class _Replayer:
         except BaseException as exc:  # surfaced after the replay, not swallowed by the loop
             self.error = self.error or exc
 
-    # EventSink
-    def observed(self) -> None:
-        self.version += 1
-        self.changes.append((self.version, self.now()))
-
-    def discard_id(self, conversation: str) -> str:
-        return self.discardable[conversation].pop(0)
-
-    def discarded(self) -> None:
-        self.observed()
-
-    def message(self, conversation: str, size: int) -> None:
-        self.session.add_message(conversation, Message("assistant", "x" * size, time.time()))
-        self._text(conversation)
-
-    def wake(self, conversation: str) -> Callable[[Observations], None]:
-        def wake(_obs: Observations) -> None:
-            if self.session.deliver_mail(conversation):
-                self._text(conversation)
-
-        return wake
-
     def idle(self) -> bool:
-        s = self.session
-        return (not s.registry_debounce.pending and s.gate.idle and s.active is None and not s.notifications.fifo)
+        return self.session.activity().quiet
 
 
 def _reduce(fs: _ObservingFileSystem, replayer: _Replayer, wall: float) -> Observed:

@@ -26,12 +26,15 @@ import numpy as np
 from perfsuite.engine import (
     DelayModel,
     DiagnosticLog,
+    Event,
     FileSystem,
     FullRewriteLog,
     LatencyFileSystem,
     Message,
     OsFileSystem,
+    PhaseFinished,
     PublicationReport,
+    PublicationSubmitted,
     RecordingFileSystem,
     Session,
     SessionSettings,
@@ -42,6 +45,7 @@ from perfsuite.engine._job import Admission
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness import AckCallback, Operation, OperationContext
 from perfsuite.workloads.storage import storage_metrics, storage_model
+from perfsuite.workloads.tracing import record_from_environment
 
 __all__ = [
     "checkpoint",
@@ -115,18 +119,23 @@ def _text(rng: random.Random, chars: int, label: str) -> str:
 
 
 class SessionOperation(Operation):
-    """Common part: a session opened on the recording layer, idle waits and per-publication metrics."""
+    """Common part: a session opened on the recording layer, idle waits and per-publication metrics.
+    Main-thread time per phase of asynchronous jobs comes from the engine's events (issue 19)."""
 
     def __init__(self, ctx: OperationContext) -> None:
         self.ctx = ctx
         self.rng = random.Random(1000 + ctx.sample)
         self.layers = _Layers(ctx)
         self.fs = self.layers.fs
+        record_from_environment()  # --record-trace reaches worker processes this way (no sitecustomize)
         try:
             self.session = Session.open(_workdir(ctx), fs=self.fs, settings=_settings(ctx))
         except Exception as exc:  # a bad fixture is bad input, reported in one line
             raise PerfsuiteError(f"mode {ctx.mode}: cannot open session {ctx.workdir}: {exc}") from None
         self.session.problems.clear()
+        self.job_main_ms: dict[str, dict[str, float]] = {}  # job publication id -> phase -> main-thread ms
+        self.admissions: list[Admission] = []  # held admissions this operation made, released at close
+        self.session.observers.subscribe(self._on_event)
         if self.session.warm:
             self.session.offload()  # a long-lived session's worker is already running: start it in setup
         self.reports_before = 0
@@ -143,12 +152,21 @@ class SessionOperation(Operation):
         self.ops_before = self.fs.mark()
         self.objects_before = set(self.session.store.known_objects)
 
+    def _on_event(self, event: Event) -> None:
+        """Engine events: a job's freeze and each phase's main-thread time (what ``main_thread_ms`` sums)."""
+        if isinstance(event, PublicationSubmitted):
+            if event.driver == "job":
+                self.job_main_ms[event.publication] = {"freeze": event.freeze_ms}
+        elif isinstance(event, PhaseFinished):
+            phases = self.job_main_ms.get(event.publication)
+            if phases is not None:
+                phases[event.phase] = phases.get(event.phase, 0.0) + event.main_ms
+
     async def wait_idle(self) -> None:
         """No pending job, preparation, notification or debounce; then mark (outside the window)."""
         session = self.session
         deadline = time.monotonic() + 60
-        while not (session.gate.idle and session.active is None and not session.notifications.fifo
-                   and not session.registry_debounce.pending):
+        while not session.activity().quiet:
             if time.monotonic() > deadline:
                 raise PerfsuiteError("the engine did not become idle within 60 s")
             await asyncio.sleep(0.001)
@@ -164,11 +182,13 @@ class SessionOperation(Operation):
             for name, value in report.phases_ms.items():
                 phases[name] = phases.get(name, 0.0) + value
         main: dict[str, float] = {}
-        for job in self.session.jobs:
-            if job.publication.batch.id in {r.id for r in reports}:
-                for name, value in job.trace.main_ms.items():
+        freeze = [self.job_main_ms[r.id]["freeze"] for r in reports if r.id in self.job_main_ms]
+        for report in reports:
+            for name, value in self.job_main_ms.get(report.id, {}).items():
+                if name != "freeze":
                     main[name] = main.get(name, 0.0) + value
-                main["freeze"] = main.get("freeze", 0.0) + job.publication.batch.freeze_ms
+        if freeze:
+            main["freeze"] = sum(freeze)
         stored = sum(self._object_size(d) for d in set(self.session.store.known_objects) - self.objects_before)
         ops = self.fs.since(self.ops_before)  # a process offload's worker relays its operations here (E4)
         out: dict[str, Any] = {
@@ -201,8 +221,9 @@ class SessionOperation(Operation):
         session = self.session
         if session.closed:
             return
-        if session.gate.job is not None:
-            session.gate.job.admission.release()
+        if session.activity().job is not None:
+            for admission in self.admissions:
+                admission.release()
             session.drain(limit_s=30)
         if session.pending is not None:
             session.abandon_pending()
@@ -255,6 +276,7 @@ class _StalledAdmission(SessionOperation):
 
     def submit(self, ack: AckCallback) -> None:
         admission = Admission(released=False)
+        self.admissions.append(admission)
 
         def counted(error: BaseException | None) -> None:
             self.acks += 1
@@ -269,7 +291,7 @@ class _StalledAdmission(SessionOperation):
             signalled = True
         self.extra["time_to_signal_ms"] = (time.perf_counter() - started) * 1e3
         self.extra["signalled"] = int(signalled)
-        self.extra["job_retained"] = int(self.session.gate.job is not None and self.acks == 0)
+        self.extra["job_retained"] = int(self.session.activity().job is not None and self.acks == 0)
         asyncio.get_running_loop().call_later(self.release_after_s, admission.release)
 
     def metrics(self) -> Mapping[str, Any]:

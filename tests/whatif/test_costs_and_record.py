@@ -14,6 +14,7 @@ import pytest
 from perfsuite import __version__, cli
 from perfsuite.engine import Message, Session
 from perfsuite.errors import PerfsuiteError
+from perfsuite.harness import load_recipe, run_recipe
 from perfsuite.whatif import Setting, load_costs, read_costs, read_trace, recording, replay
 from perfsuite.whatif._costs import cache_path
 
@@ -63,20 +64,64 @@ def test_recording_a_session_gives_a_replayable_trace(tmp_path: Path) -> None:
     assert getattr(Session.set_activity, "__wrapped__", None) is None  # uninstalled
 
 
-def test_recording_reaches_worker_processes(tmp_path: Path) -> None:
+def test_recording_reaches_processes_that_ask_the_environment(tmp_path: Path) -> None:
+    """A process of the user's own opts in with ``record_from_environment`` (issue 19: no sitecustomize)."""
     child = textwrap.dedent(f"""
         from perfsuite.engine import Session
+        from perfsuite.workloads.tracing import record_from_environment
+        record_from_environment()
         s = Session.open({str(tmp_path / "child")!r}, create=True)
         s.spawn_agent("agent-7")
         s.set_activity("agent-7", "waiting")
         s.close()
     """)
+    before = os.environ.get("PYTHONPATH")
     with recording(tmp_path / "w.jsonl"):
+        assert os.environ.get("PYTHONPATH") == before  # nothing injected
         subprocess.run([sys.executable, "-c", child], check=True, env=dict(os.environ), timeout=60)
     trace = read_trace(tmp_path / "w.jsonl")
     events = [e for e in trace.events if e.kind == "activity"]
     assert len(events) == 1 and events[0].flavour == "waiting" and events[0].session.startswith("child@")
     assert "PERFSUITE_RECORD_TRACE" not in os.environ
+
+
+def test_record_trace_in_process_isolation_keeps_the_users_sitecustomize(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 19: a process-isolated sample's session is recorded (the workload reads the environment),
+    and a sitecustomize of the user's on PYTHONPATH still runs in the worker (nothing shadows it)."""
+    small_session = tmp_path / "fixture"
+    session = Session.open(small_session, create=True)
+    session.add_message("root", Message("user", "hello", 0.0))
+    session.full_save()
+    session.close()
+    site = tmp_path / "site"
+    site.mkdir()
+    marker = tmp_path / "marker"
+    (site / "sitecustomize.py").write_text(
+        "import os\n"
+        "if os.environ.get('USER_SITE_MARKER'):\n"
+        "    open(os.environ['USER_SITE_MARKER'], 'a').write(f'{os.getpid()}\\n')\n", encoding="utf-8")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p))
+    monkeypatch.setenv("USER_SITE_MARKER", str(marker))
+    file = tmp_path / "r.toml"
+    file.write_text(textwrap.dedent("""
+        name = "t"
+        samples = 1
+        warmup = 0
+        isolation = "process"
+        [modes.sync]
+        operation = "perfsuite.workloads.engine:mailbox_delivery"
+        path = "sync"
+    """))
+    with recording(tmp_path / "p.jsonl"):
+        run_recipe(load_recipe(str(file)), output_dir=tmp_path / "out", fixture=small_session,
+                   fixture_info={"name": "small"})
+    trace = read_trace(tmp_path / "p.jsonl")
+    mail = [e for e in trace.events if e.kind == "mail"]
+    assert mail and all(e.session.split("@")[1].split(".")[0] != str(os.getpid()) for e in mail)  # the worker's
+    assert trace.count("publication") >= 1
+    pids = {line for line in marker.read_text().split() if line} if marker.exists() else set()
+    assert pids and str(os.getpid()) not in pids  # the user's sitecustomize ran in the worker
 
 
 def test_demo_records_a_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from perfsuite.engine import VirtualClock
+from perfsuite.engine import MemoryFileSystem, VirtualClock
 from perfsuite.engine._schedulers import CheckpointTimer, Debouncer, NotificationQueue
 from perfsuite.errors import PerfsuiteError
 from perfsuite.whatif import Setting, TraceEvent, make_trace, replay
-from perfsuite.whatif._simulate import _SimSession
+from perfsuite.whatif._simulate import _Model
 
 FAST = {"registry": 0.01, "checkpoint": 0.5, "mail": 0.32}
 
@@ -124,7 +124,7 @@ def test_the_replay_runs_the_engines_own_scheduler_classes(monkeypatch: pytest.M
     replay(trace, Setting(), FAST)
     assert calls == {"debounce": 1, "tick": 1, "notify": 1}
     setting = Setting(debounce_s=3.0, checkpoint_interval_s=7.0, notify_max_s=0.25)
-    session = _SimSession("x", VirtualClock(), setting, FAST, [])
+    session = _Model("x", VirtualClock(), MemoryFileSystem(), setting, FAST, (), []).session
     assert type(session.registry_debounce) is Debouncer and session.registry_debounce.delay == 3.0
     assert type(session.checkpoint_timer) is CheckpointTimer and session.checkpoint_timer.interval == 7.0
     assert type(session.notifications) is NotificationQueue and session.notifications.max_delay == 0.25
