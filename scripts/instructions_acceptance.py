@@ -14,8 +14,9 @@
 
 ``plant DIR`` clones this repository's HEAD into DIR (a scratch clone; this checkout is not touched) and
 commits there a planted CPU cost in ``perfsuite/engine/_pipeline.py:select_changes``, which runs on the
-loop thread in both drivers: a pure-Python loop of ``--iterations`` additions (default 400, about 160,000
-instructions with CPython 3.11 here: some 2% of a mailbox publication). It prints both commits, for
+loop thread in both drivers: a pure-Python loop of ``--iterations`` xors of small integers (default 400,
+about 140,000 instructions per publication with CPython 3.11 here: some 2% of a mailbox publication; small
+integers are cached objects, so the plant allocates nothing and only the instruction costs move). It prints both commits, for
 ``perfsuite ab BASE PLANTED`` (run from DIR or this checkout) once ``ab`` exists.
 
 ``profile-diff`` profiles mailbox-delivery (``--mode``, default sync) under callgrind in this checkout
@@ -113,16 +114,18 @@ def plant(directory: Path, iterations: int) -> tuple[str, str]:
     lines = target.read_text(encoding="utf-8").splitlines(keepends=True)
     start = next(i for i, ln in enumerate(lines) if ln.startswith(f"def {PLANT_FUNCTION}("))
     doc = next(i for i in range(start, len(lines)) if lines[i].rstrip().endswith('"""'))
+    rounds = -(-iterations // 200)  # small ints only (range(200), xor): cached objects, so nothing is allocated
     planted = [
-        f"    _planted = 0  # PLANTED CPU cost (issue 22 acceptance): {iterations} additions on the loop thread\n",
-        f"    for _i in range({iterations}):\n",
-        "        _planted += _i\n",
+        f"    _planted = 0  # PLANTED CPU cost (issue 22 acceptance): {rounds * 200} xors on the loop thread\n",
+        f"    for _j in range({rounds}):\n",
+        "        for _i in range(200):  # no allocation: the allocation costs stay as they were\n",
+        "            _planted ^= _i\n",
     ]
     lines[doc + 1:doc + 1] = planted
     target.write_text("".join(lines), encoding="utf-8")
     git = ["git", "-C", str(directory), "-c", "user.name=planted", "-c", "user.email=planted@invalid"]
     subprocess.run([*git, "commit", "--quiet", "-am",
-                    f"PLANTED: {iterations} additions in {PLANT_FUNCTION} (issue 22 acceptance, not for merging)"],
+                    f"PLANTED: {iterations} xors in {PLANT_FUNCTION} (issue 22 acceptance, not for merging)"],
                    check=True)
     head = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
     return base, head
@@ -132,7 +135,7 @@ def cmd_plant(args: argparse.Namespace) -> int:
     base, head = plant(Path(args.directory).resolve(), args.iterations)
     print(f"scratch clone: {Path(args.directory).resolve()}")
     print(f"base commit:    {base}")
-    print(f"planted commit: {head} ({PLANTED_KEY}, {args.iterations} additions)")
+    print(f"planted commit: {head} ({PLANTED_KEY}, {args.iterations} xors)")
     print(f"then, once it exists: perfsuite ab {base} {head}")
     return 0
 
