@@ -14,10 +14,10 @@
 
 ``plant DIR`` clones this repository's HEAD into DIR (a scratch clone; this checkout is not touched) and
 commits there a planted CPU cost in ``perfsuite/engine/_pipeline.py:select_changes``, which runs on the
-loop thread in both drivers: a pure-Python loop of ``--iterations`` xors of small integers (default 400,
-about 140,000 instructions per publication with CPython 3.11 here: some 2% of a mailbox publication; small
-integers are cached objects, so the plant allocates nothing and only the instruction costs move). It prints both commits, for
-``perfsuite ab BASE PLANTED`` (run from DIR or this checkout) once ``ab`` exists.
+loop thread in both drivers: a pure-Python loop of ``--iterations`` xors of small integers (default 600,
+about 160,000 instructions per publication with CPython 3.11 here: some 2% of a mailbox publication; small
+integers are cached objects, so the plant allocates nothing and only the instruction costs move). It prints
+both commits, for ``perfsuite ab BASE PLANTED`` (run from DIR or this checkout).
 
 ``profile-diff`` profiles mailbox-delivery (``--mode``, default sync) under callgrind in this checkout
 and in the planted clone, then ``perfsuite profile --diff``; exit 1 unless the function that gained the
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=spread)
     p = sub.add_parser("plant", help="scratch clone of HEAD with a planted CPU cost committed")
     p.add_argument("directory")
-    p.add_argument("--iterations", type=int, default=400)
+    p.add_argument("--iterations", type=int, default=600)
     p.set_defaults(func=cmd_plant)
     p = sub.add_parser("profile-diff", help="callgrind profiles of base and planted; the diff must name it")
     p.add_argument("--planted", required=True, help="the scratch clone made by `plant`")
@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=compare)
     p = sub.add_parser("all", help="spread, then plant into a temporary clone and profile-diff")
     p.add_argument("--passes", type=int, default=10)
-    p.add_argument("--iterations", type=int, default=400)
+    p.add_argument("--iterations", type=int, default=600)
     p.add_argument("--mode", default="sync")
     p.add_argument("--output-dir")
     args = parser.parse_args(argv)
