@@ -53,13 +53,16 @@ def read_folded(path: Path) -> dict[tuple[str, ...], int]:
 
 def _tree(stacks: Stacks, base: Stacks | None) -> _Node:
     root = _Node("all")
-    for source, attr in ((stacks, "value"), (base or {}, "base")):
+    for source, is_base in ((stacks, False), (base or {}, True)):
         for stack, value in source.items():
-            node = root
-            setattr(node, attr, getattr(node, attr) + value)
+            path = [root]
             for name in stack:
-                node = node.children.setdefault(name, _Node(name))
-                setattr(node, attr, getattr(node, attr) + value)
+                path.append(path[-1].children.setdefault(name, _Node(name)))
+            for node in path:  # plain attributes, no setattr: the no-patching scan reads every setattr
+                if is_base:
+                    node.base += value
+                else:
+                    node.value += value
     return root
 
 
