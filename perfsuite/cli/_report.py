@@ -3,17 +3,31 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from perfsuite.cli._common import add_phase_options, phase_outputs, thresholds, wide_console
 
 
+def _read(paths: list[str], skip_bad: bool) -> list[Any]:
+    """Every results document under ``paths``; with ``--skip-bad``, one stderr line per document left out."""
+    from perfsuite.report import scan_results
+
+    results = []
+    for path in paths:
+        found, skipped = scan_results(path, skip_bad=skip_bad)
+        results += found
+        for line in skipped:
+            print(f"perfsuite: skipped {line}", file=sys.stderr)
+    return results
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
-    from perfsuite.report import find_floor, read_results, summary_table
+    from perfsuite.report import find_floor, summary_table
     from perfsuite.report._history import order_results
     from perfsuite.report._load import read_siblings
 
-    results = [r for path in args.results for r in read_results(path)]
+    results = _read(args.results, args.skip_bad)
     pool = {str(r.path): r for r in results}
     for r in results:  # the run's fsync floor may sit beside a file given alone
         if r.path is not None:
@@ -38,25 +52,39 @@ def _cmd_evidence(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from perfsuite.report import compare, compare_markdown, compare_table
+    from perfsuite.report import compare
 
-    comparison = compare(args.base, args.new, **thresholds(args))
-    if args.markdown:
-        print(compare_markdown(comparison, everything=args.all), end="")
-    else:
-        wide_console().print(compare_table(comparison, everything=args.all))
+    comparison = compare(
+        args.base, args.new, require_all=args.require_all, cross_machine=args.cross_machine,
+        allow_incomplete=args.allow_incomplete, skip_bad=args.skip_bad, **thresholds(args),
+    )
+    print_comparison(comparison, "compare", markdown=args.markdown, everything=args.all)
     return comparison.exit_status
+
+
+def print_comparison(comparison: Any, command: str, *, markdown: bool, everything: bool) -> None:
+    """The verdict line first, then the table (text) or the Markdown; skipped documents on stderr."""
+    from perfsuite.report import compare_headline, compare_markdown, compare_table
+
+    for line in comparison.skipped:
+        print(f"perfsuite: skipped {line}", file=sys.stderr)
+    if markdown:
+        print(compare_markdown(comparison, everything=everything), end="")
+        return
+    print(f"perfsuite {command}: {compare_headline(comparison)}")
+    wide_console().print(compare_table(comparison, everything=everything))
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
     from rich import box
     from rich.table import Table
 
-    from perfsuite.report import history
+    from perfsuite.report import history_results
     from perfsuite.report._format import fmt_level, short_commit
 
     options = {"penalty_per_log_n": args.penalty, "min_change": args.min_change}
-    hist = history(args.directory, metrics=args.metric, **{k: v for k, v in options.items() if v is not None})
+    hist = history_results(_read([args.directory], args.skip_bad), metrics=args.metric,
+                           **{k: v for k, v in options.items() if v is not None})
     table = Table(
         title=f"perfsuite history: {len(hist.steps)} step(s) over {hist.runs} run(s)",
         box=box.SIMPLE_HEAD,
@@ -90,9 +118,9 @@ def _cmd_bars(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from perfsuite.report import bars, read_results
+    from perfsuite.report import bars
 
-    results = [r for path in args.results for r in read_results(path)]
+    results = _read(args.results, args.skip_bad)
     table = Table(title="SPEC section 8 bars (newest result of each recipe)", box=box.SIMPLE_HEAD,
                   title_justify="left")
     for column in ("bar", "recipe", "measured", "target", "verdict"):
@@ -106,17 +134,24 @@ def _cmd_bars(args: argparse.Namespace) -> int:
 
 
 def _cmd_dashboard(args: argparse.Namespace) -> int:
-    from perfsuite.report import dashboard
+    from perfsuite.report import build_dashboard
 
-    site = dashboard(args.directory, args.output)
+    site = build_dashboard(_read([args.directory], args.skip_bad), args.output)
     print(f"dashboard: {site.index} ({len(site.pages)} recipe page(s), {len(site.images)} figures)")
     return 0
+
+
+def _skip_bad(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--skip-bad", action="store_true",
+                   help="leave out documents that do not load (torn, invalid), one stderr line each, instead of "
+                   "stopping with exit 2 (issue 14)")
 
 
 def register(sub: Any) -> None:
     """Register report, evidence, compare, history and dashboard (exit 2 on unusable input)."""
     report = sub.add_parser("report", help="the summary table of results files (as `run` prints it)")
     report.add_argument("results", nargs="+", metavar="RESULT", help="a results file or a directory of them")
+    _skip_bad(report)
     add_phase_options(report)
     report.set_defaults(func=_cmd_report)
 
@@ -132,14 +167,28 @@ def register(sub: Any) -> None:
 
     compare = sub.add_parser(
         "compare",
-        help="compare two runs; exit 1 on a significant regression (the CI gate)",
-        description="Per recipe, mode and metric: ratio of medians and Mann-Whitney U; a change needs both. "
-        "Exit status: 0 no significant regression, 1 significant regression, 2 unusable input.",
+        help="compare two runs; exit 1 on a regression, 3 when it cannot tell (the CI gate)",
+        description="Per recipe, mode and metric. Timings: ratio of medians and Mann-Whitney U, a change needs "
+        "both; beyond the factor but not significant is inconclusive; each headline states the smallest ratio "
+        "it could detect. Costs (allocation, bytes written, fsync/rename/create counts): medians against a "
+        "tolerance (1%% and at least 1 KiB or 1 operation). Exit status: 0 no regression, 1 regression, "
+        "2 unusable input, 3 inconclusive.",
     )
-    compare.add_argument("base", metavar="BASE", help="baseline results file or directory (matched by recipe)")
-    compare.add_argument("new", metavar="NEW", help="new results file or directory")
+    compare.add_argument("base", metavar="BASE",
+                         help="baseline results file or directory (matched by recipe); alone: an A/B output "
+                         "directory or its ab.json (perfsuite ab)")
+    compare.add_argument("new", metavar="NEW", nargs="?", help="new results file or directory")
     compare.add_argument("--markdown", action="store_true", help="Markdown for a PR comment or job summary")
     compare.add_argument("--all", action="store_true", help="every metric, not only headline and changed ones")
+    compare.add_argument("--require-all", action="store_true",
+                         help="exit 2 when the recipe sets differ (default: compare the common recipes, list the rest)")
+    compare.add_argument("--cross-machine", action="store_true",
+                         help="compare results of different machines (CPU model, cores, filesystem, Python) anyway; "
+                         "said in the first line")
+    compare.add_argument("--allow-incomplete", action="store_true",
+                         help="compare running/interrupted documents under a loud 'incomplete' status (exit 3 at "
+                         "best) instead of refusing them")
+    _skip_bad(compare)
     thresholds(compare)
     compare.set_defaults(func=_cmd_compare)
 
@@ -148,6 +197,7 @@ def register(sub: Any) -> None:
     hist.add_argument("--metric", action="append", help="a metric to follow, repeatable (default: headline ones)")
     hist.add_argument("--penalty", type=float, help="PELT penalty per ln(runs) (default: 5)")
     hist.add_argument("--min-change", type=float, help="smallest relative step (default: 0.10)")
+    _skip_bad(hist)
     hist.set_defaults(func=_cmd_history)
 
     bars = sub.add_parser("bars", help="the bars of SPEC section 8 as verdicts, from results files",
@@ -155,10 +205,12 @@ def register(sub: Any) -> None:
                           "recipe is absent are reported as not measured.")
     bars.add_argument("results", nargs="+", metavar="RESULT", help="results files or directories")
     bars.add_argument("--strict", action="store_true", help="exit 1 when a measured bar is not met")
+    _skip_bad(bars)
     bars.set_defaults(func=_cmd_bars)
 
     dash = sub.add_parser("dashboard", help="a static HTML dashboard (index + one page per recipe)")
     dash.add_argument("directory", metavar="DIR", help="a directory of results files (searched recursively)")
     dash.add_argument("-o", "--output", required=True, metavar="OUT", help="where to write the site")
+    _skip_bad(dash)
     dash.set_defaults(func=_cmd_dashboard)
 

@@ -24,8 +24,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfsuite.report._compare import LOWER, metric_direction
 from perfsuite.report._load import Result, read_results
+from perfsuite.report._metrics import LOWER, metric_direction
 
 __all__ = [
     "HISTORY_METRICS",
