@@ -13,7 +13,7 @@ import asyncio
 import os
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import numpy as np
 
 from perfsuite.engine import (
     DiagnosticLog,
+    FsOp,
     FullRewriteLog,
     Message,
     OsFileSystem,
@@ -39,6 +40,7 @@ __all__ = [
     "checkpoint",
     "diagnostic_append",
     "drain_after_submit",
+    "io_counts",
     "mailbox_delivery",
     "registry_save",
     "stalled_admission",
@@ -70,6 +72,26 @@ def _workdir(ctx: OperationContext) -> Path:
     return ctx.workdir
 
 
+_CREATING = os.O_EXCL | os.O_TRUNC
+
+
+def io_counts(ops: Sequence[FsOp]) -> dict[str, int]:
+    """Per-publication costs from the recording I/O layer (E1, issue 15): file fsyncs, directory fsyncs,
+    renames (``replace``) and files created (opened with ``O_CREAT`` and ``O_EXCL`` or ``O_TRUNC``: a file
+    written from scratch; an append-open of an existing log is not one). Deterministic, so gated exactly."""
+    counts = {"file_fsyncs": 0, "dir_fsyncs": 0, "renames": 0, "files_created": 0}
+    for op in ops:
+        if op.kind == "fsync":
+            counts["file_fsyncs"] += 1
+        elif op.kind == "fsync_dir":
+            counts["dir_fsyncs"] += 1
+        elif op.kind == "replace":
+            counts["renames"] += 1
+        elif op.kind == "open" and op.flags & os.O_CREAT and op.flags & _CREATING:
+            counts["files_created"] += 1
+    return counts
+
+
 def _text(rng: random.Random, chars: int, label: str) -> str:
     words = ["result", "exit", "status", "stdout", "line", "ok", "error", "path", "file", "test"]
     out: list[str] = [label]
@@ -97,6 +119,7 @@ class SessionOperation(Operation):
             self.session.offload()  # a long-lived session's worker is already running: start it in setup
         self.reports_before = 0
         self.bytes_before = 0
+        self.ops_before = 0
         self.objects_before: set[str] = set()
         self.extra: dict[str, Any] = {}
 
@@ -104,6 +127,7 @@ class SessionOperation(Operation):
         """Called at the start of submit: everything after this is the sample's publication."""
         self.reports_before = len(self.session.reports)
         self.bytes_before = self.fs.bytes_written
+        self.ops_before = self.fs.mark()
         self.objects_before = set(self.session.store.known_objects)
 
     async def wait_idle(self) -> None:
@@ -142,6 +166,7 @@ class SessionOperation(Operation):
             "bytes_stored": stored,
             "staged_bytes": sum(r.staged_bytes for r in reports),
             "hashed_bytes": sum(r.hashed_bytes for r in reports),
+            **io_counts(self.fs.since(self.ops_before)),
         }
         if main:
             out["main_thread_ms"] = main
@@ -379,17 +404,20 @@ class _DiagnosticAppend(Operation):
         self.delta = 0
         self.written = 0
         self.flush_bytes = 0
+        self.counts: dict[str, int] = {}
         self.path = directory / name
 
     def submit(self, ack: AckCallback) -> None:
-        mark = self.fs.bytes_written
+        mark, ops = self.fs.bytes_written, self.fs.mark()
         self.written = self.log.flush()
         self.delta = os.path.getsize(self.path) - self.size_before
         self.flush_bytes = self.fs.bytes_written - mark
+        self.counts = io_counts(self.fs.since(ops))
         ack(None)
 
     def metrics(self) -> Mapping[str, Any]:
-        return {"bytes_written": self.flush_bytes, "delta_bytes": self.delta, "log_bytes": self.size_before}
+        return {"bytes_written": self.flush_bytes, "delta_bytes": self.delta, "log_bytes": self.size_before,
+                **self.counts}
 
     def close(self) -> None:
         if isinstance(self.log, DiagnosticLog):
@@ -427,6 +455,10 @@ class _TranscriptBarrier(Operation):
         self.messages = _param(ctx, "messages", 6000, int)
         self.rewrite_at = [n for n in (100, 1000, 3000, 6000) if n <= self.messages]
         self.dir = ctx.scratch / "transcript"
+        # record_io: count bytes written, fsyncs, renames and creates (costs, issue 15); off by default, so
+        # the latency-by-length figures are not taxed by the recording layer
+        record = _param(ctx, "record_io", False, bool)
+        self.fs = RecordingFileSystem(OsFileSystem(), keep_data=False) if record else None
         self.rng = random.Random(ctx.sample)
         self.latencies: list[int] = []
         self.barriers: list[int] = []
@@ -437,7 +469,7 @@ class _TranscriptBarrier(Operation):
 
     async def _run(self, ack: AckCallback) -> None:
         try:
-            log = TranscriptLog.open(self.dir)
+            log = TranscriptLog.open(self.dir, fs=self.fs)
             barrier = self.kind == "append+barrier"
             for i in range(self.messages):
                 message = Message("user" if i % 2 else "assistant", "m" * self.rng.randint(1024, 4096), float(i))
@@ -476,10 +508,13 @@ class _TranscriptBarrier(Operation):
             out["barrier_p50_us"] = float(np.percentile(np.array(self.barriers) / 1e3, 50))
         for n, ms in self.rewrites.items():
             out[f"rewrite_ms_at_{n}"] = ms
+        if self.fs is not None:
+            out["bytes_written"] = self.fs.bytes_written
+            out.update(io_counts(self.fs.ops))
         return out
 
 
 def transcript_barrier(ctx: OperationContext) -> Operation:
     """E2 latency by transcript length. Params: ``operation_kind`` = "append", "append+barrier" or "rewrite";
-    ``messages`` (6000)."""
+    ``messages`` (6000); ``record_io`` (false: true adds bytes written and the I/O counts as costs)."""
     return _TranscriptBarrier(ctx)
