@@ -7,6 +7,11 @@ privately for every sample. Typical use::
     from perfsuite.harness import load_recipe, run_recipe
     result = run_recipe(load_recipe("idle-control"), output_dir="results/local")
     print(result.path, result.verdicts())
+
+Several versions of the code under test, interleaved in one run (what ``perfsuite ab`` uses)::
+
+    variants = [CodeVariant("base", Path("/tmp/wt-base"), ("mypkg",)), CodeVariant("head", Path("."), ("mypkg",))]
+    pair = run_variants(recipe, variants, outputs={"base": Path("b.json"), "head": Path("h.json")}, seed=7)
 """
 
 from perfsuite.harness._alloc import AllocationRecord, measure_allocation
@@ -23,10 +28,12 @@ from perfsuite.harness._results import (
 )
 from perfsuite.harness._runner import RunResult, SampleEvent, new_results_path, resume_run, run_recipe
 from perfsuite.harness._sample import SampleFailed, SampleRecord, SampleSpec, measure_sample
+from perfsuite.harness._variants import CodeVariant, VariantsResult, plan_variants, probe_variant, run_variants
 
 __all__ = [
     "AckCallback",
     "AllocationRecord",
+    "CodeVariant",
     "GapWindow",
     "GcEvent",
     "GcRecorder",
@@ -42,6 +49,7 @@ __all__ = [
     "SampleFailed",
     "SampleRecord",
     "SampleSpec",
+    "VariantsResult",
     "apply_gc_policy",
     "list_recipes",
     "load_recipe",
@@ -49,9 +57,12 @@ __all__ = [
     "measure_allocation",
     "measure_sample",
     "new_results_path",
+    "plan_variants",
+    "probe_variant",
     "resolve_operation",
     "resume_run",
     "run_recipe",
+    "run_variants",
     "sample_metrics",
     "validate_results",
     "write_exports",

@@ -102,6 +102,7 @@ class Recipe:
         warmup: int | None = None,
         isolation: str | None = None,
         gc: str | None = None,
+        allocation_samples: int | None = None,
     ) -> Recipe:
         """Command-line overrides, validated like recipe keys (errors name the option)."""
         changes: dict[str, Any] = {}
@@ -116,6 +117,8 @@ class Recipe:
             changes["isolation"] = check.choice("--isolation", isolation, ISOLATIONS)
         if gc is not None:
             changes["gc"] = check.choice("--gc", gc, GC_POLICIES)
+        if allocation_samples is not None:
+            changes["allocation_samples"] = check.positive_int("--allocation-samples", allocation_samples)
         return dataclasses.replace(self, **changes)
 
 

@@ -67,6 +67,7 @@ class SampleEvent:
     total: int
     path: Path
     record: Mapping[str, Any] | None = None
+    variant: str | None = None  # the code variant measured (run_variants), None for a plain run
 
     @property
     def max_gap_ms(self) -> float | None:
@@ -169,6 +170,7 @@ class _Run:
         fixture: Path | None,
         work_dir: Path,
         on_sample: OnSample | None,
+        code: Mapping[str, Any] | None = None,
     ) -> None:
         self.recipe = recipe
         self.doc = document
@@ -176,7 +178,11 @@ class _Run:
         self.fixture = fixture
         self.work_dir = work_dir
         self.on_sample = on_sample
-        self.factories: dict[str, OperationFactory] = {m.name: resolve_operation(m.operation) for m in recipe.modes}
+        self.code = code  # a code variant the worker imports first (run_variants); None: the running code
+        self.last_code: Mapping[str, Any] | None = None  # what the last worker imported, and from where
+        # a code variant's operations import in its worker only (the running code may lack what they need)
+        self.factories: dict[str, OperationFactory] = (
+            {} if code is not None else {m.name: resolve_operation(m.operation) for m in recipe.modes})
 
     # -- plan bookkeeping -----------------------------------------------------------------------
 
@@ -292,11 +298,13 @@ class _Run:
 
     def _in_worker(self, entry: Mapping[str, Any]) -> dict[str, Any]:
         spec = self.spec(entry)
-        request = {
+        request: dict[str, Any] = {
             "kind": "allocation" if spec.kind == "allocation" else "sample",
             "spec": spec.to_dict(),
             "sys_path": [p for p in sys.path if p],
         }
+        if self.code is not None and spec.kind != "control":  # the idle control measures the machine, not code
+            request["code"] = dict(self.code)
         timeout = self.recipe.ack_timeout_s + 120.0
         try:
             proc = subprocess.run(
@@ -322,6 +330,8 @@ class _Run:
             err = [ln for ln in proc.stderr.splitlines() if ln.strip()]
             last = err[-1] if err else "no output"
             raise PerfsuiteError(f"{spec.label}: worker process failed (exit {proc.returncode}): {last}")
+        if reply.get("code") is not None:
+            self.last_code = reply["code"]
         return dict(reply["record"])
 
     def finish(self) -> RunResult:
@@ -405,6 +415,11 @@ def resume_run(
     """M4: continue an interrupted run file, keeping its samples, recorded recipe and plan."""
     path = Path(path)
     doc = load_results(path)
+    if doc.get("variant"):
+        raise PerfsuiteError(
+            f"{path}: measured interleaved with other code variants (perfsuite ab); it cannot be resumed alone: "
+            "run the comparison again"
+        )
     recipe = Recipe.from_dict(doc["recipe"], source=f"{path}: recipe")
     done, total = doc["progress"]["done"], doc["progress"]["total"]
     if recipe.fixture and fixture is None:
