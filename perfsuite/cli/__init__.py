@@ -1,6 +1,6 @@
 """The one ``perfsuite`` command. Argument parsing and printing live here, never in the library.
 
-One module per command group (``_run``, ``_fixtures``, ``_crash``, ``_report``, ``_whatif``, ``_profile``),
+One module per command group (``_run``, ``_fixtures``, ``_crash``, ``_report``, ``_ab``, ``_whatif``, ``_profile``),
 each with ``_cmd_<name>(args) -> int`` functions and a ``register(sub)`` that adds its parsers.
 Library code raises :class:`~perfsuite.errors.PerfsuiteError` for bad input; :func:`main` turns it into
 one line on stderr and exit status 2 (house rule 5).
@@ -25,7 +25,7 @@ resolve_fixture_hook: FixtureResolver = default_resolve_fixture
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from perfsuite.cli import _crash, _fixtures, _profile, _report, _run, _whatif
+    from perfsuite.cli import _ab, _crash, _fixtures, _profile, _report, _run, _whatif
 
     parser = argparse.ArgumentParser(
         prog="perfsuite",
@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     _fixtures.register(sub)
     _crash.register(sub)
     _report.register(sub)
+    _ab.register(sub)
     _whatif.register(sub)
     _profile.register(sub)
     return parser
