@@ -91,13 +91,13 @@ def _choose_code(side: str, revision: Revision, operations: Sequence[str]) -> tu
     """The variant for one side: the engine alone, or with its own operations if HEAD's do not import."""
     flags: list[str] = []
     variant = CodeVariant(side, revision.tree, CODE_UNDER_TEST, git=revision.git_state(),
-                          info={"revision": revision.name, "code": "engine"})
+                          info={"revision": revision.name, "from_revision": "engine"})
     try:
         probe_variant(variant, operations)
         return variant, flags
     except PerfsuiteError as first:
         fallback = CodeVariant(side, revision.tree, FALLBACK_CODE, git=revision.git_state(),
-                               info={"revision": revision.name, "code": "engine and operations",
+                               info={"revision": revision.name, "from_revision": "engine and operations",
                                      "fallback_reason": str(first)})
         try:
             probe_variant(fallback, operations)

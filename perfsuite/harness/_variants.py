@@ -141,6 +141,7 @@ def _document(recipe: Recipe, variant: CodeVariant, names: Sequence[str], plan: 
     doc["order"] = order
     doc["progress"] = {"done": 0, "total": len(order)}
     doc["variant"] = {
+        **dict(variant.info),  # the caller's notes first: the harness's own keys below win
         "name": variant.name,
         "of": list(names),
         "seed": seed,
@@ -148,7 +149,6 @@ def _document(recipe: Recipe, variant: CodeVariant, names: Sequence[str], plan: 
                        "one shared idle-control window per round",
         "code": {"root": str(variant.root), "packages": list(variant.packages), "imported": None},
         "instrument": git_state(),
-        **dict(variant.info),
     }
     if run_id is not None:
         doc["run_id"] = run_id
