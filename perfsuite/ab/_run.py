@@ -144,7 +144,7 @@ def run_ab(
     on_sample: OnSample | None = None,
     alpha: float = DEFAULT_ALPHA,
     factor: float = DEFAULT_FACTOR,
-    require_all: bool = False,
+    gate: str = "all",
 ) -> AbResult:
     """Measure ``recipes`` for BASE and HEAD (``None``: the working tree) interleaved, write both documents
     per recipe and the pairing under ``output_dir``, and compare them; see the module docstring."""
@@ -206,7 +206,7 @@ def run_ab(
             "notes": notes,
             "flags": flags,
         })
-    comparison = compare(output_dir, alpha=alpha, factor=factor, require_all=require_all)
+    comparison = compare(output_dir, alpha=alpha, factor=factor, gate=gate)
     return AbResult(output_dir, pairing, base_rev, head_rev, comparison, time.monotonic() - started, seed)
 
 

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from perfsuite.cli._common import fixture_hook, thresholds
+from perfsuite.cli._common import add_gate_option, fixture_hook, thresholds
 from perfsuite.errors import PerfsuiteError
 
 
@@ -36,22 +36,28 @@ def _cmd_ab(args: argparse.Namespace) -> int:
     output = Path(args.output_dir) if args.output_dir else Path("results/local") / f"ab-{stamp}"
     resolver = fixture_hook()
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True)) as progress:
-        tasks: dict[str, Any] = {}
+    progress = Progress(*columns, console=Console(stderr=True))  # started at the first sample: an error before
+    tasks: dict[str, Any] = {}  # it stays one line
 
-        def on_sample(event: SampleEvent) -> None:
-            task = tasks.get(event.recipe)
-            if task is None:
-                task = tasks[event.recipe] = progress.add_task(event.recipe, total=event.total)
-            who = f"{event.variant} " if event.variant else ""
-            what = event.kind if event.mode is None else f"{who}{event.mode} {event.kind} {event.index}"
-            progress.update(task, completed=event.done, total=event.total, description=f"{event.recipe}: {what}")
+    def on_sample(event: SampleEvent) -> None:
+        if not tasks:
+            progress.start()
+        task = tasks.get(event.recipe)
+        if task is None:
+            task = tasks[event.recipe] = progress.add_task(event.recipe, total=event.total)
+        who = f"{event.variant} " if event.variant else ""
+        what = event.kind if event.mode is None else f"{who}{event.mode} {event.kind} {event.index}"
+        progress.update(task, completed=event.done, total=event.total, description=f"{event.recipe}: {what}")
 
+    try:
         result = run_ab(
             args.base, args.head, recipes, resolve_fixture=lambda name: resolver(name, None), output_dir=output,
             seed=args.seed, work_root=Path(args.work_dir) if args.work_dir else None, on_sample=on_sample,
-            **thresholds(args),
+            gate=args.gate, **thresholds(args),
         )
+    finally:
+        if tasks:
+            progress.stop()
     print_comparison(result.comparison, "ab", markdown=args.markdown, everything=False)
     line = (f"ab: BASE {result.base.describe()} vs HEAD {result.head.describe()}: {len(recipes)} recipe(s), "
             f"{recipes[0].samples} samples per mode per revision, interleaved (seed {result.seed}), "
@@ -92,4 +98,5 @@ def register(sub: Any) -> None:
     ab.add_argument("--markdown", action="store_true", help="print the comparison as Markdown")
     ab.add_argument("--alpha", type=float, help="Mann-Whitney U significance level (default: 0.05)")
     ab.add_argument("--factor", type=float, help="median ratio that counts as a change, either way (default: 1.1)")
+    add_gate_option(ab)
     ab.set_defaults(func=_cmd_ab)

@@ -78,6 +78,13 @@ def traced(command: Command, name: str) -> Command:
     return run
 
 
+def add_gate_option(parser: argparse.ArgumentParser) -> None:
+    """``--gate all|costs`` of `compare` and `ab`."""
+    parser.add_argument("--gate", choices=("all", "costs"), default="all",
+                        help="what may fail the gate: timings and costs (default), or only the deterministic costs "
+                        "(timings still compared, shown as info; for noisy shared runners)")
+
+
 def add_phase_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--phase", action="store_true",
                         help="also print each mode's phase breakdown (freeze..finish, GC; main-thread time) and "

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from perfsuite.cli._common import add_phase_options, phase_outputs, thresholds, wide_console
+from perfsuite.cli._common import add_gate_option, add_phase_options, phase_outputs, thresholds, wide_console
 
 
 def _read(paths: list[str], skip_bad: bool) -> list[Any]:
@@ -56,7 +56,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     comparison = compare(
         args.base, args.new, require_all=args.require_all, cross_machine=args.cross_machine,
-        allow_incomplete=args.allow_incomplete, skip_bad=args.skip_bad, **thresholds(args),
+        allow_incomplete=args.allow_incomplete, skip_bad=args.skip_bad, gate=args.gate, **thresholds(args),
     )
     print_comparison(comparison, "compare", markdown=args.markdown, everything=args.all)
     return comparison.exit_status
@@ -189,6 +189,7 @@ def register(sub: Any) -> None:
                          help="compare running/interrupted documents under a loud 'incomplete' status (exit 3 at "
                          "best) instead of refusing them")
     _skip_bad(compare)
+    add_gate_option(compare)
     thresholds(compare)
     compare.set_defaults(func=_cmd_compare)
 

@@ -50,6 +50,7 @@ from perfsuite.report._power import smallest_detectable_ratio
 __all__ = [
     "DEFAULT_ALPHA",
     "DEFAULT_FACTOR",
+    "GATES",
     "GATING_METRICS",
     "HEADLINE_METRICS",
     "HIGHER",
@@ -64,6 +65,8 @@ __all__ = [
 
 DEFAULT_ALPHA = 0.05
 DEFAULT_FACTOR = 1.10
+#: what may fail the gate: everything, or only the deterministic costs (timings then shown as info)
+GATES = ("all", "costs")
 #: recipe metrics whose regression fails the gate besides the registries (a direction is needed too)
 GATING_METRICS = ("metrics.*",)
 #: metrics left out of comparisons: ``window_ms`` is the acknowledgement plus a constant tail
@@ -222,7 +225,8 @@ def _cost_change(recipe: str, mode: str, metric: str, base: Sequence[float], new
 
 
 def _timing_change(
-    recipe: str, mode: str, metric: str, base: Sequence[float], new: Sequence[float], alpha: float, factor: float
+    recipe: str, mode: str, metric: str, base: Sequence[float], new: Sequence[float], alpha: float, factor: float,
+    gate: str = "all",
 ) -> MetricChange:
     import numpy as np
     from scipy.stats import mannwhitneyu
@@ -234,7 +238,7 @@ def _timing_change(
     if math.isnan(p):
         p = 1.0
     direction = metric_direction(metric)
-    gating = _gating(metric, mode, direction)
+    gating = _gating(metric, mode, direction) and gate == "all"
     headline = TIMING_HEADLINES.get(metric)
     floor = headline.min_change_ms if headline is not None and mode != "control" else 0.0
     beyond = (ratio >= factor or ratio <= 1.0 / factor) and abs(sn.median - sb.median) >= floor
@@ -312,8 +316,12 @@ def compare_results(
     notes: Sequence[str] = (),
     flags: Sequence[str] = (),
     skipped: Sequence[str] = (),
+    gate: str = "all",
 ) -> Comparison:
-    """Compare loaded results (the latest of each recipe per side); see the module docstring."""
+    """Compare loaded results (the latest of each recipe per side); see the module docstring. ``gate="costs"``
+    lets only the deterministic costs fail the gate (timings are still compared, and shown as info)."""
+    if gate not in GATES:
+        raise PerfsuiteError(f"--gate must be one of {', '.join(GATES)}, got {gate!r}")
     if not 0 < alpha < 1:
         raise PerfsuiteError(f"--alpha must be between 0 and 1, got {alpha:g}")
     if not factor > 1:
@@ -344,7 +352,9 @@ def compare_results(
         )
     changes: list[MetricChange] = []
     for b, n in pairs:
-        changes += _compare_pair(b, n, base_name, new_name, alpha, factor, out_notes)
+        changes += _compare_pair(b, n, base_name, new_name, alpha, factor, out_notes, gate)
+    if gate == "costs":
+        flags = [*flags, "costs-only gate: timings shown, not gating"]
     underpowered = sorted({(c.base.n, c.new.n) for c in changes if c.underpowered and c.gating})
     if underpowered:
         out_notes.append(
@@ -372,7 +382,7 @@ def compare_results(
 
 
 def _compare_pair(
-    b: Result, n: Result, base_name: str, new_name: str, alpha: float, factor: float, notes: list[str]
+    b: Result, n: Result, base_name: str, new_name: str, alpha: float, factor: float, notes: list[str], gate: str
 ) -> list[MetricChange]:
     import numpy as np
 
@@ -404,7 +414,7 @@ def _compare_pair(
                         notes.append(f"{change.label}: not deterministic in {side} (range {spread:g} >= tolerance "
                                      f"{change.tolerance:g}); compared by medians")
             else:
-                change = _timing_change(b.recipe, mode, metric, vb[metric], vn[metric], alpha, factor)
+                change = _timing_change(b.recipe, mode, metric, vb[metric], vn[metric], alpha, factor, gate)
             changes.append(change)
     return changes
 
@@ -419,6 +429,7 @@ def compare(
     cross_machine: bool = False,
     allow_incomplete: bool = False,
     skip_bad: bool = False,
+    gate: str = "all",
 ) -> Comparison:
     """Compare two results files or directories of results (matched by recipe name), or, with ``new``
     omitted, the two sides of an A/B pairing (``perfsuite ab``'s output directory or its ``ab.json``).
@@ -427,7 +438,7 @@ def compare(
     """
     if new is None:
         return _compare_pairing(base, alpha=alpha, factor=factor, require_all=require_all,
-                                cross_machine=cross_machine, allow_incomplete=allow_incomplete)
+                                cross_machine=cross_machine, allow_incomplete=allow_incomplete, gate=gate)
     b, skipped_b = scan_results(base, skip_bad=skip_bad)
     n, skipped_n = scan_results(new, skip_bad=skip_bad)
     if Path(base).is_dir() != Path(new).is_dir():
@@ -438,7 +449,7 @@ def compare(
                 raise PerfsuiteError(f"recipe {recipe!r} is absent from {name}")
     return compare_results(
         b, n, alpha=alpha, factor=factor, base_name=str(base), new_name=str(new), require_all=require_all,
-        cross_machine=cross_machine, allow_incomplete=allow_incomplete, skipped=[*skipped_b, *skipped_n],
+        cross_machine=cross_machine, allow_incomplete=allow_incomplete, skipped=[*skipped_b, *skipped_n], gate=gate,
     )
 
 
