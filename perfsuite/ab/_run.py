@@ -14,7 +14,9 @@ one line (a venv per revision is not implemented). Fixtures are resolved once, b
 and every sample of both sides copies the same fixture; the fixture spec digest each revision would build
 is compared and a difference is stated. The output directory holds ``base/`` and ``head/`` (one results
 document per recipe each, the schema of ``perfsuite run``) and the pairing ``ab.json``
-(:mod:`perfsuite.report._pairing`); the verdict is :func:`perfsuite.report.compare` of that pairing.
+(:mod:`perfsuite.report._pairing`) with the thresholds used; the verdict is :func:`perfsuite.report.compare`
+of that pairing, also written as Markdown: ``compare.md`` (everything, for a job summary) and ``summary.md``
+(the verdict and the headline table, for a pull-request comment).
 """
 
 from __future__ import annotations
@@ -33,7 +35,15 @@ from typing import Any
 from perfsuite.ab._git import Revision, materialise, repo_root, working_tree
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness import CodeVariant, Recipe, SampleEvent, probe_variant, run_variants, write_json_atomic
-from perfsuite.report import DEFAULT_ALPHA, DEFAULT_FACTOR, PAIRING_FILE, PAIRING_FORMAT, Comparison, compare
+from perfsuite.report import (
+    DEFAULT_ALPHA,
+    DEFAULT_FACTOR,
+    PAIRING_FILE,
+    PAIRING_FORMAT,
+    Comparison,
+    compare,
+    compare_markdown,
+)
 
 __all__ = ["AB_SAMPLES", "CODE_UNDER_TEST", "FALLBACK_CODE", "AbResult", "run_ab"]
 
@@ -144,7 +154,7 @@ def run_ab(
     on_sample: OnSample | None = None,
     alpha: float = DEFAULT_ALPHA,
     factor: float = DEFAULT_FACTOR,
-    gate: str = "all",
+    gate: str | None = None,
 ) -> AbResult:
     """Measure ``recipes`` for BASE and HEAD (``None``: the working tree) interleaved, write both documents
     per recipe and the pairing under ``output_dir``, and compare them; see the module docstring."""
@@ -205,9 +215,19 @@ def run_ab(
             "recipes": entries,
             "notes": notes,
             "flags": flags,
+            "options": {"alpha": alpha, "factor": factor, "gate": gate or "all"},
         })
-    comparison = compare(output_dir, alpha=alpha, factor=factor, gate=gate)
+    comparison = compare(output_dir)  # exactly what `perfsuite compare DIR` says later
+    _write_text(output_dir / "compare.md", compare_markdown(comparison))
+    _write_text(output_dir / "summary.md", compare_markdown(comparison, details=False))
     return AbResult(output_dir, pairing, base_rev, head_rev, comparison, time.monotonic() - started, seed)
+
+
+def _write_text(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise PerfsuiteError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
 def _side(revision: Revision, variant: CodeVariant) -> dict[str, Any]:

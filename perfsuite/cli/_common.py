@@ -80,7 +80,7 @@ def traced(command: Command, name: str) -> Command:
 
 def add_gate_option(parser: argparse.ArgumentParser) -> None:
     """``--gate all|costs`` of `compare` and `ab`."""
-    parser.add_argument("--gate", choices=("all", "costs"), default="all",
+    parser.add_argument("--gate", choices=("all", "costs"),
                         help="what may fail the gate: timings and costs (default), or only the deterministic costs "
                         "(timings still compared, shown as info; for noisy shared runners)")
 

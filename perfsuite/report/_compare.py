@@ -423,18 +423,17 @@ def compare(
     base: Path | str,
     new: Path | str | None = None,
     *,
-    alpha: float = DEFAULT_ALPHA,
-    factor: float = DEFAULT_FACTOR,
+    alpha: float | None = None,
+    factor: float | None = None,
     require_all: bool = False,
     cross_machine: bool = False,
     allow_incomplete: bool = False,
     skip_bad: bool = False,
-    gate: str = "all",
+    gate: str | None = None,
 ) -> Comparison:
     """Compare two results files or directories of results (matched by recipe name), or, with ``new``
-    omitted, the two sides of an A/B pairing (``perfsuite ab``'s output directory or its ``ab.json``).
-
-    A single file against a directory compares that file's recipe only.
+    omitted, the two sides of an A/B pairing (``perfsuite ab``'s output directory or its ``ab.json``), with
+    the pairing's own thresholds unless given. A single file against a directory compares that file's recipe.
     """
     if new is None:
         return _compare_pairing(base, alpha=alpha, factor=factor, require_all=require_all,
@@ -448,12 +447,14 @@ def compare(
             if not side:
                 raise PerfsuiteError(f"recipe {recipe!r} is absent from {name}")
     return compare_results(
-        b, n, alpha=alpha, factor=factor, base_name=str(base), new_name=str(new), require_all=require_all,
-        cross_machine=cross_machine, allow_incomplete=allow_incomplete, skipped=[*skipped_b, *skipped_n], gate=gate,
+        b, n, alpha=DEFAULT_ALPHA if alpha is None else alpha, factor=DEFAULT_FACTOR if factor is None else factor,
+        base_name=str(base), new_name=str(new), require_all=require_all, cross_machine=cross_machine,
+        allow_incomplete=allow_incomplete, skipped=[*skipped_b, *skipped_n], gate=gate or "all",
     )
 
 
-def _compare_pairing(path: Path | str, **options: object) -> Comparison:
+def _compare_pairing(path: Path | str, *, alpha: float | None, factor: float | None, gate: str | None,
+                     **options: bool) -> Comparison:
     from perfsuite.report._load import read_result
 
     if find_pairing(path) is None:
@@ -467,5 +468,10 @@ def _compare_pairing(path: Path | str, **options: object) -> Comparison:
         info = pairing.side(side)
         commit = str(info.get("commit") or "")[:7] or "?"
         names.append(f"{side} {info.get('revision', side)} ({commit}{', dirty' if info.get('dirty') else ''})")
-    return compare_results(base, new, base_name=names[0], new_name=names[1], notes=pairing.notes,
-                           flags=pairing.flags, **options)  # type: ignore[arg-type]
+    recorded = pairing.data.get("options") or {}  # the thresholds `perfsuite ab` used: the same verdict again
+    return compare_results(
+        base, new, base_name=names[0], new_name=names[1], notes=pairing.notes, flags=pairing.flags,
+        alpha=float(recorded.get("alpha", DEFAULT_ALPHA)) if alpha is None else alpha,
+        factor=float(recorded.get("factor", DEFAULT_FACTOR)) if factor is None else factor,
+        gate=str(recorded.get("gate", "all")) if gate is None else gate, **options,
+    )
