@@ -34,7 +34,15 @@ from typing import Any
 
 from perfsuite.ab._git import Revision, materialise, repo_root, working_tree
 from perfsuite.errors import PerfsuiteError
-from perfsuite.harness import CodeVariant, Recipe, SampleEvent, probe_variant, run_variants, write_json_atomic
+from perfsuite.harness import (
+    CodeVariant,
+    Recipe,
+    SampleEvent,
+    imports_packages,
+    probe_variant,
+    run_variants,
+    write_json_atomic,
+)
 from perfsuite.report import (
     DEFAULT_ALPHA,
     DEFAULT_FACTOR,
@@ -119,6 +127,18 @@ def _choose_code(side: str, revision: Revision, operations: Sequence[str]) -> tu
         return fallback, flags
 
 
+def _code_recipes(recipes: Sequence[Recipe]) -> tuple[list[Recipe], list[str]]:
+    """(recipes with an operation that imports the code under test, names of the others)."""
+    touches: dict[str, bool] = {}
+    kept, skipped = [], []
+    for recipe in recipes:
+        for mode in recipe.modes:
+            if mode.operation not in touches:
+                touches[mode.operation] = imports_packages(mode.operation, CODE_UNDER_TEST)
+        (kept if any(touches[m.operation] for m in recipe.modes) else skipped).append(recipe)
+    return kept, [r.name for r in skipped]
+
+
 def _spec_digest(tree: Path, fixture: str) -> str | None:
     """The fixture spec digest ``tree``'s code would build (``None`` when it cannot say)."""
     env = {**os.environ, "PYTHONPATH": str(tree), "PERFSUITE_FIXTURES": str(tree / "fixtures")}
@@ -155,10 +175,16 @@ def run_ab(
     alpha: float = DEFAULT_ALPHA,
     factor: float = DEFAULT_FACTOR,
     gate: str | None = None,
+    skip_machine_only: bool = False,
 ) -> AbResult:
     """Measure ``recipes`` for BASE and HEAD (``None``: the working tree) interleaved, write both documents
-    per recipe and the pairing under ``output_dir``, and compare them; see the module docstring."""
+    per recipe and the pairing under ``output_dir``, and compare them; see the module docstring.
+    ``skip_machine_only`` leaves out recipes none of whose operations import the code under test (they
+    measure the machine, e.g. idle-control and fsync-floor: between two revisions they can only add noise)."""
     started = time.monotonic()
+    skipped: list[str] = []
+    if skip_machine_only:
+        recipes, skipped = _code_recipes(recipes)
     if not recipes:
         raise PerfsuiteError("no recipe to measure")
     for recipe in recipes:
@@ -184,6 +210,9 @@ def run_ab(
             f"{head_rev.describe()}; harness, operations, recipes and fixtures from the running checkout "
             f"{instrument}; samples interleaved in one plan (seed {seed}), one idle control for both",
         ]
+        if skipped:
+            notes.append(f"not measured: {', '.join(skipped)} (they import no code under test: the machine, not "
+                         "the revisions; every recipe has its own idle control)")
         if instrument.resolve() != head_rev.tree.resolve() and head is None:
             flags.append(f"instrument from {instrument}, not from HEAD's tree {head_rev.tree}")
         entries = []

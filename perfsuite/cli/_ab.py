@@ -53,7 +53,7 @@ def _cmd_ab(args: argparse.Namespace) -> int:
         result = run_ab(
             args.base, args.head, recipes, resolve_fixture=lambda name: resolver(name, None), output_dir=output,
             seed=args.seed, work_root=Path(args.work_dir) if args.work_dir else None, on_sample=on_sample,
-            gate=args.gate, **thresholds(args),
+            gate=args.gate, skip_machine_only=not (args.all or args.recipes), **thresholds(args),
         )
     finally:
         if tasks:
@@ -84,7 +84,8 @@ def register(sub: Any) -> None:
     ab.add_argument("base", metavar="BASE", help="the baseline revision (branch, tag, commit, e.g. the merge base)")
     ab.add_argument("head", metavar="HEAD", nargs="?", help="the revision to test (default: the working tree)")
     ab.add_argument("-r", "--recipe", action="append", dest="recipes", metavar="RECIPE",
-                    help="a recipe name or .toml path, repeatable (default: the quick set)")
+                    help="a recipe name or .toml path, repeatable (default: the quick set's recipes that import the "
+                    "engine: mailbox-delivery, root-checkpoint, diagnostic-append)")
     ab.add_argument("--all", action="store_true", help="the whole catalogue instead of the quick set")
     ab.add_argument("--samples", type=int, help=f"samples per mode per revision (default: {AB_SAMPLES})")
     ab.add_argument("--warmup", type=int, help="discarded warm-up samples per mode per revision (recipe default: 1)")

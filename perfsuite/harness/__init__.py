@@ -28,7 +28,14 @@ from perfsuite.harness._results import (
 )
 from perfsuite.harness._runner import RunResult, SampleEvent, new_results_path, resume_run, run_recipe
 from perfsuite.harness._sample import SampleFailed, SampleRecord, SampleSpec, measure_sample
-from perfsuite.harness._variants import CodeVariant, VariantsResult, plan_variants, probe_variant, run_variants
+from perfsuite.harness._variants import (
+    CodeVariant,
+    VariantsResult,
+    imports_packages,
+    plan_variants,
+    probe_variant,
+    run_variants,
+)
 
 __all__ = [
     "AckCallback",
@@ -51,6 +58,7 @@ __all__ = [
     "SampleSpec",
     "VariantsResult",
     "apply_gc_policy",
+    "imports_packages",
     "list_recipes",
     "load_recipe",
     "load_results",

@@ -46,7 +46,7 @@ from perfsuite.harness._runner import (
     _work_dir,
 )
 
-__all__ = ["CodeVariant", "VariantsResult", "plan_variants", "probe_variant", "run_variants"]
+__all__ = ["CodeVariant", "VariantsResult", "imports_packages", "plan_variants", "probe_variant", "run_variants"]
 
 OnSample = Callable[[SampleEvent], None]
 
@@ -129,6 +129,15 @@ def probe_variant(variant: CodeVariant, operations: Sequence[str], *, timeout: f
     request = {"kind": "probe", "operations": list(operations), "code": variant.request(),
                "sys_path": [p for p in sys.path if p]}
     return dict(_worker(request, timeout).get("code") or {})
+
+
+def imports_packages(operation: str, packages: Sequence[str], *, timeout: float = 120.0) -> bool:
+    """Whether importing ``operation`` (in a fresh worker, the running code) imports any of ``packages``: an
+    operation that does not cannot tell two versions of them apart (it measures the machine)."""
+    request = {"kind": "probe", "operations": [operation], "watch": list(packages),
+               "sys_path": [p for p in sys.path if p]}
+    record = _worker(request, timeout).get("record") or {}
+    return any((record.get("imported") or {}).values())
 
 
 def _document(recipe: Recipe, variant: CodeVariant, names: Sequence[str], plan: Sequence[Mapping[str, Any]],

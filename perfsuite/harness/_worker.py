@@ -9,7 +9,8 @@ the operation prints goes to stderr, so it cannot corrupt the reply.
 them, each named package is loaded from ``root`` (an ``importlib`` spec with
 ``submodule_search_locations``), so its submodules come from there too while the harness, and every
 other package, stay the running interpreter's. A ``probe`` request only loads the code and imports the
-operations named in ``operations``: the caller learns, before measuring, whether they import against it.
+operations named in ``operations``: the caller learns, before measuring, whether they import against it,
+and (``watch``: package names) whether importing them imported those packages at all.
 """
 
 from __future__ import annotations
@@ -59,12 +60,13 @@ def load_code(code: Mapping[str, Any]) -> dict[str, str]:
     return loaded
 
 
-def _probe(operations: Sequence[str]) -> dict[str, Any]:
+def _probe(operations: Sequence[str], watch: Sequence[str]) -> dict[str, Any]:
     from perfsuite.harness._operation import resolve_operation
 
     for spec in operations:
         resolve_operation(spec)
-    return {"operations": list(operations)}
+    imported = {name: any(m == name or m.startswith(name + ".") for m in sys.modules) for name in watch}
+    return {"operations": list(operations), "imported": imported}
 
 
 async def _serve(kind: str, spec_data: dict[str, Any]) -> dict[str, Any]:
@@ -95,7 +97,7 @@ def main() -> int:
                 sys.path.insert(0, entry)
         code = load_code(request["code"]) if request.get("code") else None
         if request["kind"] == "probe":
-            record = _probe(request.get("operations", []))
+            record = _probe(request.get("operations", []), request.get("watch", []))
         else:
             record = asyncio.run(_serve(request["kind"], request["spec"]))
     except PerfsuiteError as exc:

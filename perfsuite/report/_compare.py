@@ -6,7 +6,9 @@ Three kinds of metric (:mod:`perfsuite.report._metrics`):
   the medians are compared against a tolerance (1% and at least 1 KiB or 1 operation by default); a change
   beyond it is a change whatever the p-value (3 allocation samples against 3 can never reach p < 0.05);
 * **timings** with a known direction: changed only when both tests agree, the two-sided Mann-Whitney U on
-  the samples gives p < ``alpha`` and the ratio of medians (new / base) is beyond ``factor`` either way
+  the samples gives p < ``alpha`` and the ratio (new / base: the Hodges-Lehmann estimate, the median of all
+  pairwise ratios, :mod:`perfsuite.report._power`; the ratio of medians when a value is not positive) is
+  beyond ``factor`` either way
   (and, for the headlines, the medians moved by at least ``min_change_ms``). Every gating timing states
   the **smallest detectable ratio** at its sample counts and spread (:mod:`perfsuite.report._power`). A
   gating timing beyond the factor whose test does not reach significance is **inconclusive**: never a
@@ -45,7 +47,7 @@ from perfsuite.report._metrics import (
     metric_direction,
 )
 from perfsuite.report._pairing import find_pairing, read_pairing
-from perfsuite.report._power import smallest_detectable_ratio
+from perfsuite.report._power import hodges_lehmann_ratio, smallest_detectable_ratio
 
 __all__ = [
     "DEFAULT_ALPHA",
@@ -93,10 +95,11 @@ def _min_p(n_base: int, n_new: int) -> float:
 
 @dataclass(frozen=True, slots=True)
 class MetricChange:
-    """One recipe/mode/metric: medians, ratio and the verdict: ``regressed``, ``improved``, ``changed`` (no
-    known direction), ``inconclusive`` (a gating timing beyond the factor whose test did not reach alpha) or
-    ``unchanged``. ``kind`` is ``cost`` (tolerance; ``p_value`` is ``None``) or ``timing`` (Mann-Whitney U;
-    ``detectable`` is the smallest ratio the test could have seen, ``None`` when none at these counts)."""
+    """One recipe/mode/metric: medians, ratio (Hodges-Lehmann for timings, of medians for costs) and the
+    verdict: ``regressed``, ``improved``, ``changed`` (no known direction), ``inconclusive`` (a gating timing
+    beyond the factor whose test did not reach alpha) or ``unchanged``. ``kind`` is ``cost`` (tolerance;
+    ``p_value`` is ``None``) or ``timing`` (Mann-Whitney U; ``detectable`` is the smallest ratio the test
+    could have seen, ``None`` when none at these counts)."""
 
     recipe: str
     mode: str
@@ -233,7 +236,8 @@ def _timing_change(
 
     b, n = np.asarray(base, dtype=float), np.asarray(new, dtype=float)
     sb, sn = Stat.from_values(b), Stat.from_values(n)
-    ratio = _ratio(sb.median, sn.median)
+    estimate = hodges_lehmann_ratio(b, n)
+    ratio = _ratio(sb.median, sn.median) if estimate is None else estimate
     p = float(mannwhitneyu(b, n, alternative="two-sided").pvalue)
     if math.isnan(p):
         p = 1.0
@@ -241,7 +245,7 @@ def _timing_change(
     gating = _gating(metric, mode, direction) and gate == "all"
     headline = TIMING_HEADLINES.get(metric)
     floor = headline.min_change_ms if headline is not None and mode != "control" else 0.0
-    beyond = (ratio >= factor or ratio <= 1.0 / factor) and abs(sn.median - sb.median) >= floor
+    beyond = (ratio >= factor or ratio <= 1.0 / factor) and abs(ratio - 1.0) * abs(sb.median) >= floor
     underpowered = _min_p(b.size, n.size) >= alpha
     detectable = None
     if gating:

@@ -106,3 +106,11 @@ def test_unusable_input_is_one_line_and_exit_2(scratch_repo: Path, run_perfsuite
     proc = subprocess.run([sys.executable, "-m", "perfsuite", "ab", "HEAD", *TINY], cwd=outside,
                           env=env_for(scratch_repo), capture_output=True, text=True, check=False, timeout=120)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "not in a git repository" in proc.stderr
+
+
+def test_the_default_set_leaves_out_recipes_that_measure_only_the_machine() -> None:
+    from perfsuite.ab._run import _code_recipes
+    from perfsuite.harness import load_recipe
+
+    kept, skipped = _code_recipes([load_recipe(n) for n in ("idle-control", "fsync-floor", "diagnostic-append")])
+    assert [r.name for r in kept] == ["diagnostic-append"] and skipped == ["idle-control", "fsync-floor"]

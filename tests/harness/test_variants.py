@@ -155,3 +155,10 @@ def test_probe_says_when_operations_do_not_import_against_a_variant(
 def test_variants_need_process_isolation(tmp_path: Path, variants: tuple[CodeVariant, CodeVariant]) -> None:
     with pytest.raises(PerfsuiteError, match="process isolation"):
         run_variants(_recipe(isolation="inline"), variants, outputs={"base": tmp_path / "b", "head": tmp_path / "h"})
+
+
+def test_imports_packages_tells_machine_only_operations_apart() -> None:
+    from perfsuite.harness import imports_packages
+
+    assert imports_packages("perfsuite.workloads.basic:idle", ["perfsuite.engine"]) is False
+    assert imports_packages("perfsuite.workloads.engine:mailbox_delivery", ["perfsuite.engine"]) is True
