@@ -56,7 +56,7 @@ from perfsuite.report import (
 __all__ = ["AB_SAMPLES", "CODE_UNDER_TEST", "FALLBACK_CODE", "AbResult", "run_ab"]
 
 #: samples per mode per revision (recipes say 6 for a single run; see the README for how this was chosen)
-AB_SAMPLES = 12
+AB_SAMPLES = 16
 #: imported from each revision's tree
 CODE_UNDER_TEST: tuple[str, ...] = ("perfsuite.engine",)
 #: ... and when the running checkout's operations do not import against a revision's engine
