@@ -45,7 +45,8 @@ def test_a_planted_fsync_fails_the_gate_and_every_reader_reads_the_pair(scratch_
     assert fsyncs == {"base": [5, 5], "head": [10, 10]}
     assert git(scratch_repo, "worktree", "list").count("\n") == 0  # the temporary worktree is gone
     # the pairing and the documents are what the other commands read
-    assert run_perfsuite(scratch_repo, "compare", str(out), "--gate", "costs").returncode == 1
+    same = run_perfsuite(scratch_repo, "compare", str(out))  # the pairing's own thresholds and gate
+    assert same.returncode == 1 and same.stdout.splitlines()[0].replace("perfsuite compare:", "perfsuite ab:") == first
     again = run_perfsuite(scratch_repo, "compare", str(out / "base"), str(out / "head"), "--gate", "costs")
     assert again.returncode == 1 and "metrics.file_fsyncs" in again.stdout.splitlines()[0]
     assert run_perfsuite(scratch_repo, "report", str(out)).returncode == 0
