@@ -198,8 +198,6 @@ def _gating(metric: str, mode: str, direction: str | None) -> bool:
 
 
 def _cost_change(recipe: str, mode: str, metric: str, base: Sequence[float], new: Sequence[float]) -> MetricChange:
-    import numpy as np
-
     cost = COST_METRICS[metric]
     b, n = Stat.from_values(base), Stat.from_values(new)
     delta = n.median - b.median
@@ -223,7 +221,7 @@ def _cost_change(recipe: str, mode: str, metric: str, base: Sequence[float], new
         gating=_gating(metric, mode, cost.direction),
         underpowered=False,
         kind="cost",
-        tolerance=float(np.float64(tolerance)),
+        tolerance=float(tolerance),
     )
 
 

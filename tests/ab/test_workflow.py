@@ -10,178 +10,34 @@ variables shrink the run to a tiny recipe and gate on costs only: the steps' log
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import os
-import re
 import shutil
-import subprocess
 import sys
-import textwrap
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .conftest import FSYNC_FILE, FSYNC_OLD, GIT_ENV, SOURCE, commit, edit, git, plant_fsync
+from .conftest import FSYNC_FILE, FSYNC_OLD, SOURCE, commit, edit, git, plant_fsync
 
-yaml = pytest.importorskip("yaml")
+pytest.importorskip("yaml")
+_spec = importlib.util.spec_from_file_location("run_workflow", SOURCE / "scripts" / "run_workflow.py")
+assert _spec is not None and _spec.loader is not None
+workflow = importlib.util.module_from_spec(_spec)
+sys.modules["run_workflow"] = workflow  # dataclasses look their module up there
+_spec.loader.exec_module(workflow)
+Job, run_job, ARTIFACT_URL, MARKER = workflow.Job, workflow.run_job, workflow.ARTIFACT_URL, workflow.MARKER
 
-WORKFLOW = SOURCE / ".github" / "workflows" / "bench.yml"
-MARKER = "<!-- perfsuite-ab -->"
-ARTIFACT_URL = "https://github.example/octo/project/actions/runs/42/artifacts/1"
 VARS = {
     "vars.PERFSUITE_AB_ARGS": "-r ci-tiny --samples 2 --warmup 0 --allocation-samples 1 --gate costs",
     "vars.PERFSUITE_RUN_ARGS": "ci-tiny --samples 2 --warmup 0",
 }
 
-FAKE_GH = textwrap.dedent('''\
-    #!{python}
-    """A fake `gh api`: issue comments kept in a JSON file; every call logged."""
-    import json, os, re, sys
-    state_path = os.environ["FAKE_GH_STATE"]
-    state = json.load(open(state_path)) if os.path.exists(state_path) else {{"comments": [], "calls": []}}
-    args = sys.argv[1:]
-    state["calls"].append(args)
-    assert args[0] == "api" and os.environ.get("GH_TOKEN"), args
-    method, endpoint, body, jq = "GET", None, None, None
-    i = 1
-    while i < len(args):
-        a = args[i]
-        if a == "--method": method = args[i + 1]; i += 2; continue
-        if a == "--jq": jq = args[i + 1]; i += 2; continue
-        if a == "-F": key, _, value = args[i + 1].partition("="); body = open(value[1:]).read(); i += 2; continue
-        if a == "--paginate": i += 1; continue
-        endpoint = a; i += 1
-    out = ""
-    if method == "GET" and re.fullmatch(r"repos/[^/]+/[^/]+/issues/\\d+/comments", endpoint):
-        marker = re.fullmatch(r'\\.\\[\\] \\| select\\(\\.body \\| startswith\\("(.*)"\\)\\) \\| \\.id', jq).group(1)
-        out = "".join(f"{{c['id']}}\\n" for c in state["comments"] if c["body"].startswith(marker))
-    elif method == "POST":
-        state["comments"].append({{"id": 1000 + len(state["comments"]), "body": body}})
-        out = "{{}}"
-    elif method == "PATCH":
-        cid = int(endpoint.rsplit("/", 1)[1])
-        (comment,) = [c for c in state["comments"] if c["id"] == cid]
-        comment["body"] = body
-        out = "{{}}"
-    else:
-        sys.exit(f"fake gh: unexpected call {{args}}")
-    json.dump(state, open(state_path, "w"))
-    sys.stdout.write(out)
-''')
-
-
-# -- GitHub expressions: just what the workflow uses; anything else fails the test ----------------------
-
-
-_TOKEN = re.compile(r"\s+|'[^']*'|&&|\|\||==|!=|!|\(|\)|[A-Za-z_][\w.\-]*\(\)|[A-Za-z_][\w.\-]*")
-
-
-def _evaluate(expression: str, context: Mapping[str, Any]) -> Any:
-    def value(name: str) -> Any:
-        if name in context:
-            return context[name]
-        if name.startswith(("github.event.", "steps.")):
-            return ""  # absent from this event / a step that did not run: GitHub gives null
-        raise KeyError(f"the test does not know {name!r}: add it to the context")
-
-    status = context["__status__"]
-    functions = {"always()": "True", "success()": repr(status == "success"), "failure()": repr(status == "failure")}
-    words = {"&&": " and ", "||": " or ", "!": " not ", "==": "==", "!=": "!=", "(": "(", ")": ")"}
-    out = []
-    pos = 0
-    expression = expression.strip()
-    while pos < len(expression):
-        match = _TOKEN.match(expression, pos)
-        assert match is not None, f"cannot parse {expression!r} at {pos}"
-        token = match.group(0)
-        pos = match.end()
-        if token.isspace():
-            continue
-        if token.startswith("'"):
-            out.append(repr(token[1:-1]))
-        elif token in functions:
-            out.append(functions[token])
-        elif token in words:
-            out.append(words[token])
-        else:
-            out.append(repr(value(token)))
-    return eval(" ".join(out))  # the tokens above are literals, operators and repr()s only
-
-
-def _substitute(text: str, context: Mapping[str, Any]) -> str:
-    return re.sub(r"\$\{\{(.*?)\}\}", lambda m: str(_evaluate(m.group(1), context)), str(text))
-
-
-@dataclass
-class Job:
-    """One run of the workflow's job: per step its exit status, outputs and log; the summary and the job's state."""
-
-    steps: dict[str, dict[str, Any]] = field(default_factory=dict)
-    summary: str = ""
-    failed: bool = False
-
-
-def run_job(repo: Path, event: str, context: Mapping[str, str], bin_dir: Path, tmp: Path,
-            extra_env: Mapping[str, str]) -> Job:
-    workflow = yaml.safe_load(WORKFLOW.read_text())
-    (job_spec,) = workflow["jobs"].values()
-    job = Job()
-    summary = tmp / f"summary-{len(list(tmp.glob('summary-*')))}.md"
-    summary.write_text("")
-    ctx: dict[str, Any] = {**context, "github.event_name": event}
-    for index, step in enumerate(job_spec["steps"]):
-        sid = step.get("id", f"step{index}")
-        ctx["__status__"] = "failure" if job.failed else "success"
-        for key, val in job.steps.items():
-            for out_key, out_val in val["outputs"].items():
-                ctx[f"steps.{key}.outputs.{out_key}"] = out_val
-        condition = str(step.get("if", "success()")).replace("${{", "").replace("}}", "")
-        if not any(f in condition for f in ("always()", "success()", "failure()", "cancelled()")):
-            condition = f"success() && ({condition})"  # GitHub's implicit status check
-        if not _evaluate(condition, ctx):
-            job.steps[sid] = {"ran": False, "outputs": {}, "name": step.get("name")}
-            continue
-        if "uses" in step:  # GitHub's actions: the checkout is the scratch repo; the upload's URL is faked
-            outputs = {"artifact-url": ARTIFACT_URL} if step["uses"].startswith("actions/upload-artifact") else {}
-            job.steps[sid] = {"ran": True, "status": 0, "outputs": outputs}
-            continue
-        if step.get("name") == "Install perfsuite":
-            assert step["run"].strip() == "python -m pip install -e ."  # replaced by PYTHONPATH below
-            continue
-        env = {**os.environ, **GIT_ENV, **extra_env, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-               "PYTHONPATH": str(repo)}
-        for scope in (workflow.get("env") or {}, job_spec.get("env") or {}, step.get("env") or {}):
-            env.update({k: _substitute(v, ctx) for k, v in scope.items()})
-        output = tmp / f"output-{sid}-{index}"
-        output.write_text("")
-        env.update({"GITHUB_OUTPUT": str(output), "GITHUB_STEP_SUMMARY": str(summary)})
-        script = tmp / f"step-{index}.sh"
-        script.write_text(step["run"])
-        shell = ["bash", "--noprofile", "--norc", "-eo", "pipefail"] if step.get("shell") == "bash" else ["bash", "-e"]
-        proc = subprocess.run([*shell, str(script)], cwd=repo, env=env, capture_output=True, text=True, timeout=900,
-                              check=False)
-        outputs = dict(line.split("=", 1) for line in output.read_text().splitlines() if "=" in line)
-        job.steps[sid] = {"ran": True, "status": proc.returncode, "outputs": outputs, "log": proc.stdout + proc.stderr,
-                          "name": step.get("name")}
-        if proc.returncode != 0 and not step.get("continue-on-error"):
-            job.failed = True
-    job.summary = summary.read_text()
-    return job
-
 
 @pytest.fixture
 def fake_tools(tmp_path: Path) -> tuple[Path, Path]:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "gh").write_text(FAKE_GH.format(python=sys.executable))
-    (bin_dir / "perfsuite").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m perfsuite "$@"\n')
-    for tool in bin_dir.iterdir():
-        tool.chmod(0o755)
-    state = tmp_path / "gh-state.json"
-    return bin_dir, state
+    return workflow.fake_tools(tmp_path / "bin"), tmp_path / "gh-state.json"
 
 
 def _fresh_runner(repo: Path) -> None:
