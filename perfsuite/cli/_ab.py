@@ -98,6 +98,6 @@ def register(sub: Any) -> None:
     ab.add_argument("--work-dir", metavar="DIR", help="where private fixture copies live (default: temp dir)")
     ab.add_argument("--markdown", action="store_true", help="print the comparison as Markdown")
     ab.add_argument("--alpha", type=float, help="Mann-Whitney U significance level (default: 0.05)")
-    ab.add_argument("--factor", type=float, help="median ratio that counts as a change, either way (default: 1.1)")
+    ab.add_argument("--factor", type=float, help="ratio that counts as a change, either way (default: 1.1)")
     add_gate_option(ab)
     ab.set_defaults(func=_cmd_ab)

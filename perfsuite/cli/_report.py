@@ -157,7 +157,7 @@ def register(sub: Any) -> None:
 
     def thresholds(p: argparse.ArgumentParser) -> None:
         p.add_argument("--alpha", type=float, help="Mann-Whitney U significance level (default: 0.05)")
-        p.add_argument("--factor", type=float, help="median ratio that counts as a change, either way (default: 1.1)")
+        p.add_argument("--factor", type=float, help="ratio that counts as a change, either way (default: 1.1)")
 
     evidence = sub.add_parser("evidence", help="the ADR evidence paragraph (Markdown) of a results file")
     evidence.add_argument("result", metavar="RESULT", help="a results file")
@@ -168,10 +168,10 @@ def register(sub: Any) -> None:
     compare = sub.add_parser(
         "compare",
         help="compare two runs; exit 1 on a regression, 3 when it cannot tell (the CI gate)",
-        description="Per recipe, mode and metric. Timings: ratio of medians and Mann-Whitney U, a change needs "
-        "both; beyond the factor but not significant is inconclusive; each headline states the smallest ratio "
-        "it could detect. Costs (allocation, bytes written, fsync/rename/create counts): medians against a "
-        "tolerance (1%% and at least 1 KiB or 1 operation). Exit status: 0 no regression, 1 regression, "
+        description="Per recipe, mode and metric. Timings: the Hodges-Lehmann ratio and Mann-Whitney U, a change "
+        "needs both; beyond the factor but not significant is inconclusive; each headline states the smallest "
+        "ratio it could detect. Costs (allocation, bytes written, fsync/rename/create counts): medians against a "
+        "tolerance (1% and at least 1 KiB or 1 operation). Exit status: 0 no regression, 1 regression, "
         "2 unusable input, 3 inconclusive.",
     )
     compare.add_argument("base", metavar="BASE",
