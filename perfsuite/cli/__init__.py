@@ -1,33 +1,45 @@
 """The one ``perfsuite`` command. Argument parsing and printing live here, never in the library.
 
-One module per command group (``_run``, ``_fixtures``, ``_crash``, ``_report``, ``_ab``, ``_whatif``, ``_profile``),
+One module per command group (``_run``, ``_fixtures``, ``_crash``, ``_report``, ``_ab``, ``_store``,
+``_whatif``, ``_profile``, ``_session``),
 each with ``_cmd_<name>(args) -> int`` functions and a ``register(sub)`` that adds its parsers.
 Library code raises :class:`~perfsuite.errors.PerfsuiteError` for bad input; :func:`main` turns it into
-one line on stderr and exit status 2 (house rule 5).
+one line on stderr and exit status 2 (house rule 4). So does any ``OSError`` (a read-only output, a
+regular file where a directory is expected, ENOSPC: ``PATH: strerror``), a bad option (argparse errors
+are one line too, see :class:`~perfsuite.cli._common.OneLineParser`) and, as a last resort, any other
+exception (``PERFSUITE_DEBUG=1`` shows its traceback). SIGTERM is handled like SIGINT: status 143
+(SIGINT: 130); ``run`` keeps what it measured and prints the ``--resume`` hint for both (issue 14).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from perfsuite import __version__
-from perfsuite.cli._common import Command, FixtureResolver, default_resolve_fixture
+from perfsuite.cli._common import Command, FixtureResolver, OneLineParser, default_resolve_fixture, describe_error
 from perfsuite.cli._run import DEFAULT_RUN_RECIPES
-from perfsuite.errors import PerfsuiteError
+from perfsuite.errors import PerfsuiteError, Terminated
 
-__all__ = ["DEFAULT_RUN_RECIPES", "build_parser", "main", "resolve_fixture_hook"]
+__all__ = ["DEFAULT_RUN_RECIPES", "build_parser", "main", "resolve_fixture_hook", "results_writer_hook"]
 
 #: injectable hook for `run` and `profile` (tests and the fixture builders replace it)
 resolve_fixture_hook: FixtureResolver = default_resolve_fixture
+#: injectable writer of `run`'s results documents, ``(path, document) -> None`` (``None``: the atomic
+#: writer of :mod:`perfsuite.harness`); tests inject ENOSPC here (issue 14 case 6)
+results_writer_hook: Any = None
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from perfsuite.cli import _ab, _crash, _fixtures, _profile, _report, _run, _whatif
+    from perfsuite.cli import _ab, _crash, _fixtures, _profile, _report, _run, _session, _store, _whatif
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="perfsuite",
         description="A durable session store for agent conversations, and the benchmark suite that "
         "measures it under heartbeat-gap recipes.",
@@ -40,29 +52,70 @@ def build_parser() -> argparse.ArgumentParser:
     _crash.register(sub)
     _report.register(sub)
     _ab.register(sub)
+    _store.register(sub)
     _whatif.register(sub)
     _profile.register(sub)
+    _session.register(sub)
     return parser
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def _sigterm_as_exception() -> Iterator[None]:
+    """While a command runs, SIGTERM raises :class:`Terminated` in the main thread (like SIGINT)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _error(text: str) -> None:
+    try:
+        print(f"perfsuite: error: {text}", file=sys.stderr)
+    except OSError:  # stderr itself is gone: nothing more to say
+        pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a one-line argument error (exit 2)
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     func: Command | None = getattr(args, "func", None)
     if func is None:
         parser.print_help()
         return 0
-    try:
-        return func(args)
-    except PerfsuiteError as exc:
-        print(f"perfsuite: error: {exc}", file=sys.stderr)
-        return exc.exit_status
-    except KeyboardInterrupt:
-        print("perfsuite: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:  # `perfsuite ... | head`: the reader left; say nothing more
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
+    with _sigterm_as_exception():
+        try:
+            return func(args)
+        except PerfsuiteError as exc:
+            _error(describe_error(exc))
+            return exc.exit_status
+        except Terminated:
+            print("perfsuite: terminated", file=sys.stderr)
+            return Terminated.exit_status
+        except KeyboardInterrupt:
+            print("perfsuite: interrupted", file=sys.stderr)
+            return 130
+        except BrokenPipeError:  # `perfsuite ... | head`: the reader left; say nothing more
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 141
+        except OSError as exc:  # issue 14 case 6: a read-only output, a file for a directory, ENOSPC
+            _error(describe_error(exc))
+            return 2
+        except Exception as exc:  # house rule 4, last resort: one line, never a traceback
+            if os.environ.get("PERFSUITE_DEBUG"):
+                raise
+            _error(f"unexpected {describe_error(exc)} (PERFSUITE_DEBUG=1 shows the traceback)")
+            return 2
 
 
 if __name__ == "__main__":

@@ -9,7 +9,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from perfsuite.cli._common import add_gate_option, fixture_hook, thresholds
+from perfsuite.cli._common import (
+    add_gate_option,
+    finite_float,
+    fixture_hook,
+    non_empty,
+    non_negative_int,
+    output_dir,
+    positive_int,
+    thresholds,
+)
 from perfsuite.errors import PerfsuiteError
 
 
@@ -81,23 +90,27 @@ def register(sub: Any) -> None:
         "them as `perfsuite compare` does. Exit status: 0 no regression, 1 regression, 2 unusable input, "
         "3 inconclusive.",
     )
-    ab.add_argument("base", metavar="BASE", help="the baseline revision (branch, tag, commit, e.g. the merge base)")
-    ab.add_argument("head", metavar="HEAD", nargs="?", help="the revision to test (default: the working tree)")
-    ab.add_argument("-r", "--recipe", action="append", dest="recipes", metavar="RECIPE",
+    ab.add_argument("base", metavar="BASE", type=non_empty,
+                    help="the baseline revision (branch, tag, commit, e.g. the merge base)")
+    ab.add_argument("head", metavar="HEAD", nargs="?", type=non_empty,
+                    help="the revision to test (default: the working tree)")
+    ab.add_argument("-r", "--recipe", action="append", dest="recipes", metavar="RECIPE", type=non_empty,
                     help="a recipe name or .toml path, repeatable (default: the quick set's recipes that import the "
                     "engine: mailbox-delivery, root-checkpoint, diagnostic-append)")
     ab.add_argument("--all", action="store_true", help="the whole catalogue instead of the quick set")
-    ab.add_argument("--samples", type=int, help=f"samples per mode per revision (default: {AB_SAMPLES})")
-    ab.add_argument("--warmup", type=int, help="discarded warm-up samples per mode per revision (recipe default: 1)")
-    ab.add_argument("--allocation-samples", type=int, help="allocation-pass samples per mode per revision "
+    ab.add_argument("--samples", type=positive_int, help=f"samples per mode per revision (default: {AB_SAMPLES})")
+    ab.add_argument("--warmup", type=non_negative_int,
+                    help="discarded warm-up samples per mode per revision (recipe default: 1)")
+    ab.add_argument("--allocation-samples", type=positive_int, help="allocation-pass samples per mode per revision "
                     "(recipe default: 3; costs need no p-value)")
     ab.add_argument("--gc", choices=("collect-before", "natural"), help="GC policy before each sample")
-    ab.add_argument("--seed", type=int, help="seed of the interleaved order (default: random, recorded)")
-    ab.add_argument("--output-dir", metavar="DIR",
+    ab.add_argument("--seed", type=non_negative_int, help="seed of the interleaved order (default: random, recorded)")
+    ab.add_argument("--output-dir", metavar="DIR", type=output_dir,
                     help="a new or empty directory for base/, head/ and ab.json (default: results/local/ab-<time>)")
-    ab.add_argument("--work-dir", metavar="DIR", help="where private fixture copies live (default: temp dir)")
+    ab.add_argument("--work-dir", metavar="DIR", type=output_dir,
+                    help="where private fixture copies live (default: temp dir)")
     ab.add_argument("--markdown", action="store_true", help="print the comparison as Markdown")
-    ab.add_argument("--alpha", type=float, help="Mann-Whitney U significance level (default: 0.05)")
-    ab.add_argument("--factor", type=float, help="ratio that counts as a change, either way (default: 1.1)")
+    ab.add_argument("--alpha", type=finite_float, help="Mann-Whitney U significance level (default: 0.05)")
+    ab.add_argument("--factor", type=finite_float, help="ratio that counts as a change, either way (default: 1.1)")
     add_gate_option(ab)
     ab.set_defaults(func=_cmd_ab)

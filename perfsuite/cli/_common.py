@@ -1,17 +1,230 @@
-"""What every command module of the CLI shares: consoles, thresholds, --phase, fixtures, --record-trace."""
+"""What every command module of the CLI shares: consoles, thresholds, --phase, fixtures, --record-trace,
+the one-line argument parser and the ``type=`` validators every option uses (issue 14: bad input is one
+line and exit 2, caught at parse time, before anything is built or measured)."""
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from perfsuite.errors import PerfsuiteError
 
 Command = Callable[[argparse.Namespace], int]
 FixtureResolver = Callable[[str | None, str | None], tuple[Path | None, dict[str, Any]]]
+
+
+# -- one-line errors (house rule 4) ----------------------------------------------------------------
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are one line on stderr and exit status 2 (no usage block).
+
+    Subparsers inherit the class, so ``perfsuite run --samples 0`` prints
+    ``perfsuite: error: run: argument --samples: expected a positive integer, got '0'``.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        sub = self.prog.partition(" ")[2]
+        where = f"{sub}: " if sub else ""
+        self.exit(2, f"perfsuite: error: {where}{one_line(message)} (see {self.prog} --help)\n")
+
+
+def one_line(text: str) -> str:
+    """``text`` folded onto one line (a library message must never spill a second line on stderr)."""
+    return " ".join(part.strip() for part in str(text).splitlines() if part.strip()) or "(no message)"
+
+
+def describe_os_error(exc: OSError) -> str:
+    """``PATH: strerror`` for an OSError; a ``shutil.Error`` list becomes its first entry and a count."""
+    if isinstance(exc, shutil.Error) and exc.args and isinstance(exc.args[0], list) and exc.args[0]:
+        entries = exc.args[0]
+        first = entries[0]
+        text = f"{first[1]}: {first[2]}" if isinstance(first, tuple) and len(first) == 3 else str(first)
+        more = f" (and {len(entries) - 1} more)" if len(entries) > 1 else ""
+        return one_line(f"{text}{more}")
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    names = [str(n) for n in (exc.filename, exc.filename2) if n is not None]
+    return one_line(f"{' -> '.join(names)}: {reason}" if names else reason)
+
+
+def describe_error(exc: BaseException) -> str:
+    """The one line :func:`perfsuite.cli.main` prints for any error (without the ``perfsuite: error:``)."""
+    if isinstance(exc, OSError):
+        return describe_os_error(exc)
+    text = one_line(str(exc)) if str(exc).strip() else ""
+    if isinstance(exc, PerfsuiteError):
+        return text or type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+# -- argparse ``type=`` validators (issue 14: every option checked at parse time) -------------------
+
+
+def _show(text: str) -> str:
+    """The offending value as typed: bare, or quoted when blank or padded (so ``''`` is visible)."""
+    text = str(text)
+    return text if text and text.strip() == text else repr(text)
+
+
+def _number(text: str, kind: str) -> float:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected {kind}, got {_show(text)}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected {kind}, got {_show(text)}")
+    return value
+
+
+def _integer(text: str, kind: str) -> int:
+    try:
+        return int(str(text).strip(), 10)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected {kind}, got {_show(text)}") from None
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1 (``--samples``, ``--jobs``, ``--repeat``...)."""
+    value = _integer(text, "a positive integer")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {_show(text)} (must be at least 1)")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An integer >= 0 (``--warmup``, ``--show``, ``--seed``)."""
+    value = _integer(text, "an integer >= 0")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {_show(text)}")
+    return value
+
+
+def finite_float(text: str) -> float:
+    """Any finite number (no NaN, no infinity)."""
+    return _number(text, "a finite number")
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0 (``whatif --speed``: it divides)."""
+    value = _number(text, "a finite number > 0")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {_show(text)}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """A finite number >= 0 (``history --penalty``, ``--min-change``)."""
+    value = _number(text, "a finite number >= 0")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {_show(text)}")
+    return value
+
+
+def seconds_or_all(text: str) -> float | None:
+    """``whatif --validate-seconds``: seconds > 0, or ``all`` (``None``: the whole trace). 0 is an error:
+    it used to mean "all" and silently replayed a 1860 s trace."""
+    if str(text).strip().lower() == "all":
+        return None
+    value = _number(text, "seconds > 0 or 'all'")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0 or 'all', got {_show(text)}")
+    return value
+
+
+def interval_list(*, allow_zero: bool = True) -> Callable[[str], tuple[float, ...]]:
+    """``"0.1,0.5,2"`` -> (0.1, 0.5, 2.0): finite seconds >= 0 (> 0 unless ``allow_zero``); ``""`` is an
+    error, not the default (issue 14 case 9). Messages as :func:`perfsuite.whatif.parse_intervals`'s."""
+
+    def parse(text: str) -> tuple[float, ...]:
+        values: list[float] = []
+        for part in str(text).split(","):
+            item = part.strip()
+            if not item:
+                raise argparse.ArgumentTypeError(f"empty value in {text!r}; expected comma-separated seconds")
+            try:
+                value = float(item)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"{item!r} is not a number of seconds") from None
+            if not math.isfinite(value):
+                raise argparse.ArgumentTypeError(f"{item!r} is not a finite number of seconds")
+            if value < 0:
+                raise argparse.ArgumentTypeError(f"{item} is negative; intervals must be >= 0 s")
+            if value == 0 and not allow_zero:
+                raise argparse.ArgumentTypeError(f"intervals must be > 0 s, got {item}")
+            values.append(value)
+        return tuple(dict.fromkeys(values))
+
+    parse.__name__ = "interval list"
+    return parse
+
+
+def non_empty(text: str) -> str:
+    """A non-blank string (names, paths read later)."""
+    if not str(text).strip():
+        raise argparse.ArgumentTypeError("expected a non-empty value, got ''")
+    return str(text)
+
+
+def _check_creatable(path: Path, text: str) -> None:
+    """``path`` (a directory, existing or to be created) must end up a writable directory: its nearest
+    existing ancestor is a directory (not a regular file) we may write in."""
+    probe = path
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: {probe} is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text}: {probe} is not writable")
+
+
+def output_file(text: str) -> str:
+    """A file to write: non-empty, not a directory, in a writable directory (created when missing)."""
+    text = non_empty(text)
+    path = Path(text).expanduser()
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: is a directory, expected a file to write")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise argparse.ArgumentTypeError(f"{text}: not writable")
+    _check_creatable(path.absolute().parent, text)
+    return text
+
+
+def output_dir(text: str) -> str:
+    """A directory to write in: non-empty, a directory if it exists, creatable (not under a file) if not."""
+    text = non_empty(text)
+    path = Path(text).expanduser()
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: not a directory")
+    _check_creatable(path.absolute(), text)
+    return text
+
+
+def input_file(text: str) -> str:
+    """A file to read: non-empty, exists, not a directory."""
+    text = non_empty(text)
+    path = Path(text).expanduser()
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"{text}: no such file")
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: is a directory, expected a file")
+    return text
+
+
+def input_dir(text: str) -> str:
+    """A directory to read: non-empty, exists, a directory."""
+    text = non_empty(text)
+    path = Path(text).expanduser()
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"{text}: no such directory")
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: not a directory")
+    return text
 
 
 def fixture_hook() -> FixtureResolver:
@@ -89,7 +302,8 @@ def add_phase_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--phase", action="store_true",
                         help="also print each mode's phase breakdown (freeze..finish, GC; main-thread time) and "
                         "write it as a stacked bar plot <results>.phases.png")
-    parser.add_argument("--phase-dir", metavar="DIR", help="where --phase writes its plots (default: beside each "
+    parser.add_argument("--phase-dir", metavar="DIR", type=output_dir,
+                        help="where --phase writes its plots (default: beside each "
                         "results file)")
 
 

@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Any
 
+from perfsuite.cli._common import non_negative_int, output_dir, positive_int
 from perfsuite.errors import PerfsuiteError
 
 
@@ -18,8 +19,12 @@ def _cmd_crashcheck(args: argparse.Namespace) -> int:
     from perfsuite.crash import MODELS, CrashConfig, RunResult, run_campaign
 
     console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+    if args.kill is not None and args.corrupt:
+        raise PerfsuiteError("--kill and --corrupt are different campaigns: choose one")
     if args.kill is not None:
         return _crashcheck_kill(args, console)
+    if args.corrupt:
+        return _crashcheck_corrupt(args, console)
     config = CrashConfig(
         workloads=tuple(args.workload or ()), models=tuple(args.model or MODELS), max_states=args.max_states,
         seed=args.seed, seeded_bug=args.seeded_bug, jobs=args.jobs or os.cpu_count() or 1, keep_dir=args.keep,
@@ -88,6 +93,45 @@ def _crashcheck_kill(args: argparse.Namespace, console: Any) -> int:
     return 1 if report.violations else 0
 
 
+def _crashcheck_corrupt(args: argparse.Namespace, console: Any) -> int:
+    """``crashcheck --corrupt``: the corruption campaign (issue 14); exit 1 on any violation (with
+    ``--seeded-bug``: exit 0 only if the bug was caught)."""
+    from rich.table import Table
+
+    from perfsuite.crash import CorruptConfig, CorruptResult, run_corrupt_campaign
+
+    config = CorruptConfig(workloads=tuple(args.workload or ()), seed=args.seed, seeded_bug=args.seeded_bug,
+                           jobs=args.jobs or os.cpu_count() or 1, keep_dir=args.keep, max_cases=args.max_cases,
+                           targets=tuple(args.target or ()))
+
+    def progress(result: CorruptResult) -> None:
+        console.print(f"{result.workload} ({result.profile}): {result.cases} cases, {len(result.violations)} "
+                      f"violations, {result.seconds:.1f} s", markup=False)
+
+    report = run_corrupt_campaign(config, on_result=progress)
+    title = f"crashcheck --corrupt{f' --seeded-bug {report.seeded_bug}' if report.seeded_bug else ''}"
+    table = Table(title=title)
+    for column in ("workload", "profile", "cases", "opened", "refused", "undetectable", "bad cases", "violations",
+                   "seconds"):
+        table.add_column(column, justify="left" if column in ("workload", "profile") else "right", no_wrap=True)
+    for r in report.results:
+        table.add_row(r.workload, r.profile, str(r.cases), str(r.opened), str(r.refused), str(r.undetectable),
+                      str(r.violating), str(len(r.violations)), f"{r.seconds:.1f}")
+    console.print(table)
+    for v in report.violations[: args.show]:
+        console.print(f"[{v.invariant}] {v.workload} ({v.base}): {v.kind} {v.target}: {v.message}"
+                      + (f"\n  kept: {v.kept}" if v.kept else ""), markup=False)
+    if len(report.violations) > args.show:
+        console.print(f"... and {len(report.violations) - args.show} more violations", markup=False)
+    console.print(f"{report.cases} cases, {len(report.violations)} violations, {report.seconds:.1f} s", markup=False)
+    if report.keep_dir and report.violations:
+        console.print(f"violating cases kept in {report.keep_dir}", markup=False)
+    if report.seeded_bug:
+        console.print(f"seeded bug {report.seeded_bug}: {'caught' if report.caught else 'NOT caught'}", markup=False)
+        return 0 if report.caught else 1
+    return 1 if report.violations else 0
+
+
 def register(sub: Any) -> None:
     from perfsuite.crash import MODELS, SEEDED_BUGS, WORKLOADS
 
@@ -97,18 +141,29 @@ def register(sub: Any) -> None:
     crash.add_argument("--workload", action="append", choices=list(WORKLOADS),
                        help="a workload to run, repeatable (default: every standard workload)")
     crash.add_argument("--model", action="append", choices=list(MODELS), help="crash model, repeatable (default: both)")
-    crash.add_argument("--max-states", type=int,
+    crash.add_argument("--max-states", type=positive_int,
                        help="unique crash states per workload and model (default: each workload's cap, 5000 "
                        "unless the workload sets a smaller one)")
-    crash.add_argument("--seed", type=int, default=0, help="seed of the sampled subsets (default: 0)")
+    crash.add_argument("--seed", type=non_negative_int, default=0, help="seed of the sampled subsets (default: 0)")
     crash.add_argument("--seeded-bug", choices=list(SEEDED_BUGS), help="run against a deliberately broken engine")
-    crash.add_argument("--jobs", type=int, help="recovery worker processes (default: CPU count)")
-    crash.add_argument("--keep", metavar="DIR", help="where violating states are kept (default: a temp dir)")
-    crash.add_argument("--show", type=int, default=10, help="violations printed in full (default: 10)")
-    crash.add_argument("--kill", type=int, metavar="N",
+    crash.add_argument("--jobs", type=positive_int, help="recovery worker processes (default: CPU count)")
+    crash.add_argument("--keep", metavar="DIR", type=output_dir,
+                       help="where violating states are kept (default: a temp dir)")
+    crash.add_argument("--show", type=non_negative_int, default=10, help="violations printed in full (default: 10)")
+    crash.add_argument("--kill", type=positive_int, metavar="N",
                        help="instead: the kill campaign, N SIGKILLs of a child running a mixed session workload "
                        "on the real file system, recovery checked after each (200 is the acceptance run); "
                        "--seed seeds the kill points, --keep keeps the sessions")
     crash.add_argument("--profile", action="append", choices=["portable", "file"],
                        help="with --kill: session profile, repeatable (default: both, alternating)")
+    crash.add_argument("--corrupt", action="store_true",
+                       help="instead: the corruption campaign; every file and directory of each finished session "
+                       "workload is deleted, truncated (to 0, to half), overwritten with garbage, has a byte "
+                       "flipped, is replaced by a directory or a dangling symlink, then opened, recovered and "
+                       "retired in a worker process (--workload, --jobs, --keep, --seed, --seeded-bug apply)")
+    crash.add_argument("--max-cases", type=positive_int, metavar="N",
+                       help="with --corrupt: a seeded sample of N cases per workload (default: every case)")
+    crash.add_argument("--target", action="append", metavar="GLOB",
+                       help="with --corrupt: only damage paths matching GLOB, relative to the workload root "
+                       "(e.g. 'sess/HEAD'), repeatable")
     crash.set_defaults(func=_cmd_crashcheck)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from perfsuite.cli._common import fixture_notices
+from perfsuite.cli._common import fixture_notices, non_empty
 from perfsuite.errors import PerfsuiteError
 
 
@@ -42,7 +42,8 @@ def _cmd_fixtures(args: argparse.Namespace) -> int:
     specs = [fx.load_spec(name) for name in names]  # every name checked before anything is built
     built = []
     columns = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True)) as progress:
+    err = Console(stderr=True)
+    with Progress(*columns, console=err, disable=not err.is_terminal) as progress:  # a bar is for a terminal
         for spec in specs:
             task = progress.add_task(spec.name, total=1.0)
 
@@ -63,6 +64,7 @@ def register(sub: Any) -> None:
                               description="Generated fixtures are cached by spec digest outside git and built "
                               "on first use; `build` with no NAME builds them all.")
     fixtures.add_argument("action", choices=("list", "build", "path", "info"), help="what to do")
-    fixtures.add_argument("names", nargs="*", metavar="NAME", help="fixture name (see `perfsuite fixtures list`)")
+    fixtures.add_argument("names", nargs="*", metavar="NAME", type=non_empty,
+                          help="fixture name (see `perfsuite fixtures list`)")
     fixtures.add_argument("--force", action="store_true", help="rebuild even when the cache holds it")
     fixtures.set_defaults(func=_cmd_fixtures)

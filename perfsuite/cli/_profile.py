@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from perfsuite.cli._common import fixture_hook, wide_console
+from perfsuite.cli._common import fixture_hook, non_empty, output_dir, positive_int, wide_console
 from perfsuite.errors import PerfsuiteError
 
 
@@ -56,19 +56,22 @@ def register(sub: Any) -> None:
         "allocation). A profile with too few samples is repeated with more iterations. Times under a profiler "
         "are distorted: use `run` for measurements. Exit status 2 on bad input, a missing profiler, a profiler "
         "failure or a profile without samples.")
-    p.add_argument("recipe", metavar="RECIPE", help="recipe name or .toml path")
+    p.add_argument("recipe", metavar="RECIPE", type=non_empty, help="recipe name or .toml path")
     p.add_argument("--profiler", required=True, choices=PROFILERS, help="the sampling profiler")
-    p.add_argument("--mode", action="append", metavar="MODE", help="profile this mode only (repeatable; default: all)")
-    p.add_argument("--repeat", type=int, metavar="N",
+    p.add_argument("--mode", action="append", metavar="MODE", type=non_empty,
+                   help="profile this mode only (repeatable; default: all)")
+    p.add_argument("--repeat", type=positive_int, metavar="N",
                    help=f"operations per profiled batch (default: {DEFAULT_REPEAT}; more when too few samples)")
-    p.add_argument("--output-dir", default="results/local", help="where artifacts go (default: results/local)")
+    p.add_argument("--output-dir", default="results/local", type=output_dir,
+                   help="where artifacts go (default: results/local)")
     p.add_argument("--native", action="store_true", help="py-spy: include native (C) frames")
-    p.add_argument("--rate", type=int, metavar="HZ", help="py-spy sampling rate (default: 250)")
-    p.add_argument("--profiler-path", metavar="PATH",
+    p.add_argument("--rate", type=positive_int, metavar="HZ", help="py-spy sampling rate (default: 250)")
+    p.add_argument("--profiler-path", metavar="PATH", type=non_empty,
                    help="the profiler executable (default: $PERFSUITE_PY_SPY / $PERFSUITE_SCALENE, else py-spy "
                    "on PATH or beside this Python, `python -m scalene`)")
-    p.add_argument("--session", metavar="PATH", help="a session directory to use as the fixture")
-    p.add_argument("--work-dir", metavar="DIR", help="where private fixture copies live (default: temp dir)")
+    p.add_argument("--session", metavar="PATH", type=non_empty, help="a session directory to use as the fixture")
+    p.add_argument("--work-dir", metavar="DIR", type=output_dir,
+                   help="where private fixture copies live (default: temp dir)")
     p.add_argument("--phase", action="store_true",
                    help="also print and plot the profiled iterations' phase breakdown (main-thread time)")
     p.set_defaults(func=_cmd_profile)

@@ -6,7 +6,17 @@ import argparse
 import sys
 from typing import Any
 
-from perfsuite.cli._common import add_gate_option, add_phase_options, phase_outputs, thresholds, wide_console
+from perfsuite.cli._common import (
+    add_gate_option,
+    add_phase_options,
+    finite_float,
+    non_empty,
+    non_negative_float,
+    output_dir,
+    phase_outputs,
+    thresholds,
+    wide_console,
+)
 
 
 def _read(paths: list[str], skip_bad: bool) -> list[Any]:
@@ -37,7 +47,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
         out.print(summary_table(r, find_floor(r, pool.values())))
         if r.data.get("status") != "complete":
             progress = r.data["progress"]
-            print(f"  ({r.name}: {r.data.get('status')}, {progress['done']} of {progress['total']} entries measured)")
+            why = f": {r.data['error']}" if r.data.get("error") else ""
+            print(f"  ({r.name}: {r.data.get('status')}, {progress['done']} of {progress['total']} entries "
+                  f"measured{why})")
     if getattr(args, "phase", False):
         phase_outputs(order_results(results), args.phase_dir)
     return 0
@@ -54,10 +66,13 @@ def _cmd_evidence(args: argparse.Namespace) -> int:
 def _cmd_compare(args: argparse.Namespace) -> int:
     from perfsuite.report import compare
 
-    comparison = compare(
-        args.base, args.new, require_all=args.require_all, cross_machine=args.cross_machine,
-        allow_incomplete=args.allow_incomplete, skip_bad=args.skip_bad, gate=args.gate, **thresholds(args),
-    )
+    if args.store:
+        comparison = _store_comparison(args)
+    else:
+        comparison = compare(
+            args.base, args.new, require_all=args.require_all, cross_machine=args.cross_machine,
+            allow_incomplete=args.allow_incomplete, skip_bad=args.skip_bad, gate=args.gate, **thresholds(args),
+        )
     print_comparison(comparison, "compare", markdown=args.markdown, everything=args.all)
     return comparison.exit_status
 
@@ -75,40 +90,93 @@ def print_comparison(comparison: Any, command: str, *, markdown: bool, everythin
     wide_console().print(compare_table(comparison, everything=everything))
 
 
+def _store_comparison(args: argparse.Namespace) -> Any:
+    """``compare --store S BASE NEW``: runs of one machine chosen by commit, run id, latest or previous."""
+    from perfsuite.errors import PerfsuiteError
+    from perfsuite.report import compare_results, machine_of, open_store, select_runs
+
+    if args.new is None:
+        raise PerfsuiteError("compare --store needs BASE and NEW (a commit, a run id, latest or previous)")
+    with open_store(args.store) as db:
+        machines = db.machines()
+        if args.machine:
+            machine = db.machine(args.machine)
+        elif len(machines) == 1:
+            machine = machines[0].machine
+        else:
+            names = ", ".join(m.machine.key for m in machines)
+            raise PerfsuiteError(f"{args.store} holds several machines; choose one with --machine ({names})")
+        results = db.results(machine)
+    base, new = select_runs(results, args.base), select_runs(results, args.new)
+    recipes = {r.recipe for r in base} & {r.recipe for r in new}
+    base, new = [r for r in base if r.recipe in recipes], [r for r in new if r.recipe in recipes]
+    if not recipes:
+        raise PerfsuiteError(f"{args.base} and {args.new} share no recipe on {machine.key}")
+    label = machine_of(base[0]).host
+    return compare_results(base, new, **thresholds(args), base_name=f"{args.base} on {label}",
+                           new_name=f"{args.new} on {label}", require_all=args.require_all,
+                           allow_incomplete=args.allow_incomplete, gate=args.gate or "all")
+
+
+def _source(args: argparse.Namespace) -> str:
+    """The results to read: SOURCE (directory, file or store), else --store, else the default store."""
+    from perfsuite.errors import PerfsuiteError
+    from perfsuite.report import DEFAULT_STORE
+
+    if args.source and args.store:
+        raise PerfsuiteError("give either SOURCE or --store, not both")
+    if args.store:
+        from perfsuite.report import open_store
+
+        open_store(args.store).close()  # one-line errors for a missing file or one that is not a store
+    source = args.source or args.store or str(DEFAULT_STORE)
+    if not args.source and not args.store and not DEFAULT_STORE.exists():
+        raise PerfsuiteError(f"no SOURCE given and no results store at {DEFAULT_STORE} "
+                             "(give a results directory, or run `perfsuite store ingest DIR` first)")
+    return str(source)
+
+
 def _cmd_history(args: argparse.Namespace) -> int:
     from rich import box
     from rich.table import Table
 
-    from perfsuite.report import history_results
+    from perfsuite.report import MIN_PELT_RUNS, history
     from perfsuite.report._format import fmt_level, short_commit
 
     options = {"penalty_per_log_n": args.penalty, "min_change": args.min_change}
-    hist = history_results(_read([args.directory], args.skip_bad), metrics=args.metric,
-                           **{k: v for k, v in options.items() if v is not None})
+    hist = history(_source(args), metrics=args.metric, machine=args.machine,
+                   **{k: v for k, v in options.items() if v is not None})
+    hosts = {m.key: m.host for m in hist.machines}
     table = Table(
-        title=f"perfsuite history: {len(hist.steps)} step(s) over {hist.runs} run(s)",
+        title=f"perfsuite history: {len(hist.steps)} step(s) over {hist.runs} run(s) on "
+        f"{len(hist.machines)} machine(s)",
         box=box.SIMPLE_HEAD,
         title_justify="left",
     )
-    for column in ("recipe", "mode", "metric", "step at", "previous", "date", "before", "after", "change", "kind"):
+    columns = ("machine", "recipe", "mode", "metric", "commits", "date", "before", "after", "change", "kind", "by")
+    for column in columns:
         table.add_column(column, justify="right" if column in ("before", "after", "change") else "left")
     for st in hist.steps:
         table.add_row(
+            hosts.get(st.machine, st.machine),
             st.recipe,
             st.mode,
             st.metric,
-            short_commit(st.commit),
-            short_commit(st.previous_commit),
+            f"{short_commit(st.previous_commit)}..{short_commit(st.commit)}",
             st.date[:10],
             fmt_level(st.before),
             fmt_level(st.after),
             f"{st.ratio:.2f}x",
             st.kind,
+            st.method,
         )
     wide_console().print(table)
+    for machine in hist.machines:
+        print(f"machine {machine.key}: {machine.label}")
     print(
-        f"{len(hist.series)} series; ruptures PELT (l2) on noise-standardised medians, penalty "
-        f"{hist.penalty_per_log_n:g} ln(n), steps of at least {hist.min_change:.0%}"
+        f"{len(hist.series)} series; ruptures PELT (l2) on noise-standardised medians from {MIN_PELT_RUNS} runs, "
+        f"penalty {hist.penalty_per_log_n:g} ln(n); below that, the gate's test run against run; steps of at "
+        f"least {hist.min_change:.0%}"
     )
     return 0
 
@@ -134,11 +202,19 @@ def _cmd_bars(args: argparse.Namespace) -> int:
 
 
 def _cmd_dashboard(args: argparse.Namespace) -> int:
-    from perfsuite.report import build_dashboard
+    from perfsuite.report import dashboard
 
-    site = build_dashboard(_read([args.directory], args.skip_bad), args.output)
-    print(f"dashboard: {site.index} ({len(site.pages)} recipe page(s), {len(site.images)} figures)")
+    site = dashboard(_source(args), args.output, machine=args.machine, commit_url=args.commit_url)
+    print(f"dashboard: {site.index} ({len(site.pages)} recipe page(s), {len(site.documents)} results documents)")
     return 0
+
+
+def source_options(p: argparse.ArgumentParser) -> None:
+    """SOURCE (a directory, a results file or a results store), --store, --machine."""
+    p.add_argument("source", nargs="?", metavar="SOURCE", type=non_empty, help="a directory of results files "
+                   "(searched recursively), a results file, or a results store (default: results/perfsuite.sqlite3)")
+    p.add_argument("--store", metavar="PATH", type=non_empty, help="read a results store (`perfsuite store ingest`)")
+    p.add_argument("--machine", metavar="M", type=non_empty, help="only this machine (key, key prefix or host label)")
 
 
 def _skip_bad(p: argparse.ArgumentParser) -> None:
@@ -150,18 +226,20 @@ def _skip_bad(p: argparse.ArgumentParser) -> None:
 def register(sub: Any) -> None:
     """Register report, evidence, compare, history and dashboard (exit 2 on unusable input)."""
     report = sub.add_parser("report", help="the summary table of results files (as `run` prints it)")
-    report.add_argument("results", nargs="+", metavar="RESULT", help="a results file or a directory of them")
+    report.add_argument("results", nargs="+", metavar="RESULT", type=non_empty,
+                        help="a results file or a directory of them")
     _skip_bad(report)
     add_phase_options(report)
     report.set_defaults(func=_cmd_report)
 
     def thresholds(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--alpha", type=float, help="Mann-Whitney U significance level (default: 0.05)")
-        p.add_argument("--factor", type=float, help="ratio that counts as a change, either way (default: 1.1)")
+        p.add_argument("--alpha", type=finite_float, help="Mann-Whitney U significance level (default: 0.05)")
+        p.add_argument("--factor", type=finite_float, help="ratio that counts as a change, either way (default: 1.1)")
 
     evidence = sub.add_parser("evidence", help="the ADR evidence paragraph (Markdown) of a results file")
-    evidence.add_argument("result", metavar="RESULT", help="a results file")
-    evidence.add_argument("--baseline", metavar="RESULT", help="a results file of the same recipe to compare with")
+    evidence.add_argument("result", metavar="RESULT", type=non_empty, help="a results file")
+    evidence.add_argument("--baseline", metavar="RESULT", type=non_empty,
+                          help="a results file of the same recipe to compare with")
     thresholds(evidence)
     evidence.set_defaults(func=_cmd_evidence)
 
@@ -174,10 +252,15 @@ def register(sub: Any) -> None:
         "tolerance (1% and at least 1 KiB or 1 operation). Exit status: 0 no regression, 1 regression, "
         "2 unusable input, 3 inconclusive.",
     )
-    compare.add_argument("base", metavar="BASE",
-                         help="baseline results file or directory (matched by recipe); alone: an A/B output "
-                         "directory or its ab.json (perfsuite ab)")
-    compare.add_argument("new", metavar="NEW", nargs="?", help="new results file or directory")
+    compare.add_argument("base", metavar="BASE", type=non_empty, help="baseline results file or directory (matched "
+                         "by recipe); alone: an A/B output directory or its ab.json (perfsuite ab); with --store: "
+                         "a commit, a run id, latest or previous")
+    compare.add_argument("new", metavar="NEW", type=non_empty, nargs="?",
+                         help="new results file or directory; with --store, as BASE")
+    compare.add_argument("--store", metavar="PATH", type=non_empty,
+                         help="choose BASE and NEW among the runs of a results store")
+    compare.add_argument("--machine", metavar="M", type=non_empty,
+                         help="with --store: the machine (key, key prefix or host label)")
     compare.add_argument("--markdown", action="store_true", help="Markdown for a PR comment or job summary")
     compare.add_argument("--all", action="store_true", help="every metric, not only headline and changed ones")
     compare.add_argument("--require-all", action="store_true",
@@ -193,25 +276,27 @@ def register(sub: Any) -> None:
     thresholds(compare)
     compare.set_defaults(func=_cmd_compare)
 
-    hist = sub.add_parser("history", help="change points (steps) over a directory of runs, with their commits")
-    hist.add_argument("directory", metavar="DIR", help="a directory of results files (searched recursively)")
-    hist.add_argument("--metric", action="append", help="a metric to follow, repeatable (default: headline ones)")
-    hist.add_argument("--penalty", type=float, help="PELT penalty per ln(runs) (default: 5)")
-    hist.add_argument("--min-change", type=float, help="smallest relative step (default: 0.10)")
-    _skip_bad(hist)
+    hist = sub.add_parser("history", help="change points (steps) per machine over runs, with their commit ranges")
+    source_options(hist)
+    hist.add_argument("--metric", action="append", type=non_empty,
+                      help="a metric to follow, repeatable (default: headline ones)")
+    hist.add_argument("--penalty", type=non_negative_float, help="PELT penalty per ln(runs) (default: 5)")
+    hist.add_argument("--min-change", type=non_negative_float, help="smallest relative step (default: 0.10)")
     hist.set_defaults(func=_cmd_history)
 
     bars = sub.add_parser("bars", help="the bars of SPEC section 8 as verdicts, from results files",
                           description="Each bar is judged from the newest result of its recipe; bars whose "
                           "recipe is absent are reported as not measured.")
-    bars.add_argument("results", nargs="+", metavar="RESULT", help="results files or directories")
+    bars.add_argument("results", nargs="+", metavar="RESULT", type=non_empty, help="results files or directories")
     bars.add_argument("--strict", action="store_true", help="exit 1 when a measured bar is not met")
     _skip_bad(bars)
     bars.set_defaults(func=_cmd_bars)
 
-    dash = sub.add_parser("dashboard", help="a static HTML dashboard (index + one page per recipe)")
-    dash.add_argument("directory", metavar="DIR", help="a directory of results files (searched recursively)")
-    dash.add_argument("-o", "--output", required=True, metavar="OUT", help="where to write the site")
-    _skip_bad(dash)
+    dash = sub.add_parser("dashboard", help="a static HTML dashboard: per machine, the latest run against the "
+                          "previous, verdicts and change points; one page per recipe")
+    source_options(dash)
+    dash.add_argument("-o", "--output", required=True, metavar="OUT", type=output_dir, help="where to write the site")
+    dash.add_argument("--commit-url", metavar="TEMPLATE", type=non_empty, help="link commits: a URL with {commit}, "
+                      "e.g. https://github.com/OWNER/REPO/commit/{commit}")
     dash.set_defaults(func=_cmd_dashboard)
 

@@ -10,8 +10,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from perfsuite.cli._common import add_phase_options, fixture_hook, phase_outputs, traced
-from perfsuite.errors import PerfsuiteError
+from perfsuite.cli._common import (
+    add_phase_options,
+    describe_error,
+    fixture_hook,
+    non_empty,
+    non_negative_int,
+    output_dir,
+    output_file,
+    phase_outputs,
+    positive_int,
+    traced,
+)
+from perfsuite.errors import PerfsuiteError, Terminated
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -35,45 +46,73 @@ def _run_table(doc: Mapping[str, Any], floor: Any = None) -> Any:
     return summary_table(doc, floor)
 
 
+def _kept(path: Path) -> tuple[int, int] | None:
+    """(entries done, total) of the document on disk, or ``None`` when there is none to resume."""
+    from perfsuite.harness import load_results
+
+    try:
+        progress = load_results(path)["progress"]
+        return int(progress["done"]), int(progress["total"])
+    except (PerfsuiteError, KeyError, TypeError, ValueError):
+        return None
+
+
+def _print_measured(documents: list[tuple[Path, Mapping[str, Any], tuple[Path, ...]]]) -> list[Any]:
+    """The summary table of every finished document, then its plain ``results:`` lines (scripts read them)."""
+    from rich.console import Console
+
+    from perfsuite.report import Result, find_floor
+
+    measured = [Result(path, document) for path, document, _ in documents]
+    out = Console()
+    for result in measured:
+        out.print(_run_table(result.data, find_floor(result, measured, same_run=True)))
+    for path, _, exports in documents:
+        print(f"results: {path}")
+        for extra in exports:
+            print(f"  {extra}")
+    return measured
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    import perfsuite.cli
     from perfsuite.harness import (
         SampleEvent,
+        check_resumable,
         list_recipes,
         load_recipe,
-        load_results,
         new_results_path,
+        plan_order,
         resolve_operation,
         resume_run,
         run_recipe,
     )
-    from perfsuite.harness._recipe import Recipe
-    from perfsuite.harness._runner import plan_order
 
     if os.getcwd() not in sys.path:  # operations import like `python -m` would (workers get the same)
         sys.path.insert(0, os.getcwd())
     work_root = Path(args.work_dir) if args.work_dir else None
+    if work_root is not None:  # before any fixture is built or sample measured (issue 14 case 6)
+        work_root.mkdir(parents=True, exist_ok=True)
     skipped: list[str] = []
-    err, out = Console(stderr=True), Console()
+    err = Console(stderr=True)
+    plans: list[tuple[Any, Path | None, Path | None, dict[str, Any]]] = []
     if args.resume:
         if args.recipes or any(v is not None for v in (args.samples, args.warmup, args.isolation, args.gc)):
             raise PerfsuiteError(
                 "--resume continues the recorded recipe: give no RECIPE, --samples, --warmup, --isolation or --gc"
             )
         path = Path(args.resume)
-        doc = load_results(path)
-        recipe = Recipe.from_dict(doc["recipe"], source=f"{path}: recipe")
+        _, recipe = check_resumable(path)  # schema, plan, progress, no live writer (issue 14 cases 7, 9)
         for mode in recipe.modes:
             resolve_operation(mode.operation)
-        plans: list[tuple[Recipe, Path, Path | None, dict[str, Any], int]] = [
-            (recipe, path, *fixture_hook()(recipe.fixture, args.session), doc["progress"]["done"])
-        ]
+        plans.append((recipe, path, *fixture_hook()(recipe.fixture, args.session)))
     else:
-        plans = []
         if args.all and args.recipes:
             raise PerfsuiteError("--all runs the whole catalogue: give no RECIPE with it")
+        recipes = []
         for ref in (list_recipes(catalogue_only=True) if args.all else args.recipes or DEFAULT_RUN_RECIPES):
             recipe = load_recipe(ref).with_overrides(
                 samples=args.samples, warmup=args.warmup, isolation=args.isolation, gc=args.gc
@@ -91,9 +130,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
             if reason:
                 skipped.append(f"skipped: {recipe.name}: {reason}")
                 continue
-            fixture, info = fixture_hook()(recipe.fixture, args.session)
-            plans.append((recipe, new_results_path(args.output_dir, recipe.name), fixture, info, 0))
-    documents, paths = [], []
+            recipes.append(recipe)
+        if recipes:  # every recipe checked: nothing measured, nothing written until here
+            Path(args.output_dir).mkdir(parents=True, exist_ok=True)  # unusable: fail before building fixtures
+        for recipe in recipes:
+            plans.append((recipe, None, *fixture_hook()(recipe.fixture, args.session)))
+    writer = perfsuite.cli.results_writer_hook
+    finished: list[tuple[Path, Mapping[str, Any], tuple[Path, ...]]] = []
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
@@ -102,8 +145,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         TextColumn("{task.fields[gap]}"),
     )
     run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"  # one invocation, many documents
-    with Progress(*columns, console=err) as progress:
-        for recipe, path, fixture, info, done in plans:
+    # the bar is for a terminal; in a pipe or a log it would only add lines to stderr (one-line errors)
+    with Progress(*columns, console=err, disable=not err.is_terminal) as progress:
+        for recipe, reserved, fixture, info in plans:
+            # a name nobody else can take, reserved when its run starts (issue 14 case 7)
+            path = reserved or new_results_path(args.output_dir, recipe.name)
+            done = (_kept(path) or (0, 0))[0] if args.resume else 0
             task = progress.add_task(recipe.name, total=len(plan_order(recipe)), completed=done, gap="")
 
             def on_sample(event: SampleEvent, task: Any = task) -> None:
@@ -115,38 +162,32 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
             try:
                 if args.resume:
-                    result = resume_run(
-                        path, fixture=fixture, fixture_info=info, work_root=work_root, on_sample=on_sample
-                    )
+                    result = resume_run(path, fixture=fixture, fixture_info=info, work_root=work_root,
+                                        on_sample=on_sample, writer=writer)
                 else:
-                    result = run_recipe(
-                        recipe,
-                        output=path,
-                        fixture=fixture,
-                        fixture_info=info,
-                        work_root=work_root,
-                        on_sample=on_sample,
-                        run_id=run_id,
-                    )
-            except KeyboardInterrupt:
+                    result = run_recipe(recipe, output=path, fixture=fixture, fixture_info=info, work_root=work_root,
+                                        on_sample=on_sample, run_id=run_id, writer=writer)
+            except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM (Terminated): keep, hint, 130 / 143
                 progress.stop()
-                print(
-                    f"perfsuite: interrupted; measured samples kept in {path}; "
-                    f"continue with: perfsuite run --resume {path}",
-                    file=sys.stderr,
-                )
-                return 130
-            documents.append(result.document)
-            paths.append((result.path, result.exports))
-    from perfsuite.report import Result, find_floor
-
-    measured = [Result(path, document) for document, (path, _) in zip(documents, paths)]
-    for result in measured:
-        out.print(_run_table(result.data, find_floor(result, measured, same_run=True)))
-    for path, exports in paths:  # plain lines, never wrapped: scripts read them
-        print(f"results: {path}")
-        for extra in exports:
-            print(f"  {extra}")
+                _print_measured(finished)
+                word, status = ("terminated", 143) if isinstance(exc, Terminated) else ("interrupted", 130)
+                if _kept(path) is None:
+                    print(f"perfsuite: {word}", file=sys.stderr)
+                else:
+                    print(f"perfsuite: {word}; measured samples kept in {path}; "
+                          f"continue with: perfsuite run --resume {path}", file=sys.stderr)
+                return status
+            except Exception as exc:  # a failed sample, ENOSPC, a read-only output...: one line
+                progress.stop()
+                _print_measured(finished)
+                kept = _kept(path)
+                if kept is None or kept[0] == 0:
+                    raise  # nothing measured to keep: main() prints the one line, exit 2
+                print(f"perfsuite: error: {describe_error(exc)}; {kept[0]} of {kept[1]} entries kept in {path}; "
+                      f"continue with: perfsuite run --resume {path}", file=sys.stderr)
+                return 1
+            finished.append((result.path, result.document, tuple(result.exports)))
+    measured = _print_measured(finished)
     for line in skipped:  # one line per recipe that could not run here, with the reason
         print(line)
     if getattr(args, "phase", False):
@@ -157,8 +198,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     """`demo` and `run`."""
     demo = sub.add_parser("demo", help="write, sync and fork a conversation with the engine; show the disk")
-    demo.add_argument("directory", nargs="?", help="where to write (default: a temporary directory)")
-    demo.add_argument("--record-trace", metavar="FILE", help="record the engine's trace events (JSON lines)")
+    demo.add_argument("directory", nargs="?", type=output_dir, help="where to write (default: a temporary directory)")
+    demo.add_argument("--record-trace", metavar="FILE", type=output_file,
+                      help="record the engine's trace events (JSON lines)")
     demo.set_defaults(func=traced(_cmd_demo, "demo"))
 
     run = sub.add_parser("run", help="run recipes under the heartbeat; write results, print verdicts")
@@ -166,20 +208,23 @@ def register(sub: Any) -> None:
         "recipes",
         nargs="*",
         metavar="RECIPE",
+        type=non_empty,
         help=f"recipe name or .toml path (default, the quick set: {' '.join(DEFAULT_RUN_RECIPES)})",
     )
     run.add_argument("--all", action="store_true",
                      help="run the whole recipe catalogue in recipes/ (recipes with catalogue = false, the "
                      "peers, run only when named)")
-    run.add_argument("--samples", type=int, help="samples per mode (recipe default: 6)")
-    run.add_argument("--warmup", type=int, help="discarded warm-up samples per mode (recipe default: 1)")
+    run.add_argument("--samples", type=positive_int, help="samples per mode (recipe default: 6)")
+    run.add_argument("--warmup", type=non_negative_int, help="discarded warm-up samples per mode (recipe default: 1)")
     run.add_argument("--isolation", choices=("process", "inline"), help="fresh process per sample, or one")
     run.add_argument("--gc", choices=("collect-before", "natural"), help="GC policy before each sample")
-    run.add_argument("--output-dir", default="results/local", help="where results go (default: results/local)")
-    run.add_argument("--resume", metavar="FILE", help="continue an interrupted results file")
-    run.add_argument("--session", metavar="PATH", help="a session directory to use as the fixture")
-    run.add_argument("--work-dir", metavar="DIR", help="where private fixture copies live (default: temp dir)")
+    run.add_argument("--output-dir", default="results/local", type=output_dir,
+                     help="where results go (default: results/local)")
+    run.add_argument("--resume", metavar="FILE", type=non_empty, help="continue an interrupted results file")
+    run.add_argument("--session", metavar="PATH", type=non_empty, help="a session directory to use as the fixture")
+    run.add_argument("--work-dir", metavar="DIR", type=output_dir,
+                     help="where private fixture copies live (default: temp dir)")
     add_phase_options(run)
-    run.add_argument("--record-trace", metavar="FILE",
+    run.add_argument("--record-trace", metavar="FILE", type=output_file,
                      help="record every sample's engine events as a what-if trace (adds a write per event)")
     run.set_defaults(func=traced(_cmd_run, "run"))

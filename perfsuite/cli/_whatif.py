@@ -6,6 +6,14 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from perfsuite.cli._common import (
+    interval_list,
+    non_empty,
+    non_negative_int,
+    output_file,
+    positive_float,
+    seconds_or_all,
+)
 from perfsuite.errors import PerfsuiteError
 
 
@@ -28,18 +36,14 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
         raise PerfsuiteError(f"{trace.source}: the trace has no events")
     if args.save_trace:
         print(f"trace: {whatif.write_trace(trace, args.save_trace)}")
-    debounce = whatif.parse_intervals(args.debounce, "--debounce") if args.debounce else None
-    checkpoint = (whatif.parse_intervals(args.checkpoint_interval, "--checkpoint-interval", allow_zero=False)
-                  if args.checkpoint_interval else whatif.DEFAULT_CHECKPOINT_S)
-    notify = (whatif.parse_intervals(args.notify_max, "--notify-max", allow_zero=False)
-              if args.notify_max else whatif.DEFAULT_NOTIFY_MAX_S)
+    debounce = args.debounce  # parsed and checked by interval_list (issue 14: "" is an error, not the default)
+    checkpoint = args.checkpoint_interval or whatif.DEFAULT_CHECKPOINT_S
+    notify = args.notify_max or whatif.DEFAULT_NOTIFY_MAX_S
     if args.validate:
         grid = whatif.make_grid(debounce or (2.0,), checkpoint, notify)
         if len(grid) != 1:
             raise PerfsuiteError("--validate checks one setting: give one value to each grid option")
-        if args.validate_seconds < 0:
-            raise PerfsuiteError(f"--validate-seconds must be >= 0, got {args.validate_seconds:g}")
-        seconds = args.validate_seconds if args.validate_seconds > 0 else None
+        seconds = args.validate_seconds  # None: `--validate-seconds all`, the whole trace
         print(f"validating {grid[0].label} on the first {seconds or trace.duration_s:g} s of {trace.source} "
               f"at speed {args.speed:g} (about {(seconds or trace.duration_s) / args.speed:.0f} s)...", flush=True)
         check = whatif.validate(trace, grid[0], speed=args.speed, seconds=seconds)
@@ -96,25 +100,31 @@ def register(sub: Any) -> None:
         "match within max(1, 5%) and the crash-loss window within 30 ms + 10% (compressed time) plus the slowest "
         "real publication's excess over its median. Exit status 2 "
         "on bad input; with --validate, 1 when the simulation does not match the real session.")
-    w.add_argument("--trace", metavar="FILE", help="a trace file (JSON lines: time, session, conversation, kind, size)")
+    w.add_argument("--trace", metavar="FILE", type=non_empty,
+                   help="a trace file (JSON lines: time, session, conversation, kind, size)")
     w.add_argument("--storm", action="store_true", help="the generated permission storm (SPEC M6)")
     w.add_argument("--unattended", action="store_true", help="a generated unattended agent run (checkpoints)")
-    w.add_argument("--seed", type=int, help="seed of the generated trace")
-    w.add_argument("--save-trace", metavar="FILE", help="also write the replayed trace to FILE")
-    w.add_argument("--debounce", metavar="S,S,...", help="registry debounce intervals (default: 0.1,0.5,1,2,5,10)")
-    w.add_argument("--checkpoint-interval", metavar="S,S,...", help="in-flight checkpoint intervals (default: 30)")
-    w.add_argument("--notify-max", metavar="S,S,...", help="notification backoff limits (default: 0.5)")
-    w.add_argument("--csv", metavar="OUT", help="write one row per setting")
-    w.add_argument("--json", metavar="OUT", help="write the sweep (or the validation) as JSON")
-    w.add_argument("--plot", metavar="OUT.png", help="the trade-off plot, Pareto-optimal settings marked")
-    w.add_argument("--costs", metavar="FILE", help="per-publication costs to use instead of this machine's cache")
+    w.add_argument("--seed", type=non_negative_int, help="seed of the generated trace")
+    w.add_argument("--save-trace", metavar="FILE", type=output_file, help="also write the replayed trace to FILE")
+    w.add_argument("--debounce", metavar="S,S,...", type=interval_list(allow_zero=True),
+                   help="registry debounce intervals (default: 0.1,0.5,1,2,5,10)")
+    w.add_argument("--checkpoint-interval", metavar="S,S,...", type=interval_list(allow_zero=False),
+                   help="in-flight checkpoint intervals (default: 30)")
+    w.add_argument("--notify-max", metavar="S,S,...", type=interval_list(allow_zero=False),
+                   help="notification backoff limits (default: 0.5)")
+    w.add_argument("--csv", metavar="OUT", type=output_file, help="write one row per setting")
+    w.add_argument("--json", metavar="OUT", type=output_file, help="write the sweep (or the validation) as JSON")
+    w.add_argument("--plot", metavar="OUT.png", type=output_file,
+                   help="the trade-off plot, Pareto-optimal settings marked")
+    w.add_argument("--costs", metavar="FILE", type=non_empty,
+                   help="per-publication costs to use instead of this machine's cache")
     w.add_argument("--no-costs", action="store_true", help="skip bytes (no allocation pass)")
     w.add_argument("--remeasure", action="store_true", help="measure this machine's costs again")
     w.add_argument("--validate", action="store_true",
                    help="replay the trace's start in real time through a real Session and compare")
-    w.add_argument("--validate-seconds", type=float, default=120.0, metavar="S",
-                   help="how much of the trace --validate replays (default: 120; 0: all)")
-    w.add_argument("--speed", type=float, default=10.0, metavar="FACTOR",
+    w.add_argument("--validate-seconds", type=seconds_or_all, default=120.0, metavar="S",
+                   help="how much of the trace --validate replays, in seconds > 0, or 'all' (default: 120)")
+    w.add_argument("--speed", type=positive_float, default=10.0, metavar="FACTOR",
                    help="--validate compresses time: trace times and scheduler intervals divided by FACTOR "
                    "(default: 10)")
     w.set_defaults(func=_cmd_whatif)

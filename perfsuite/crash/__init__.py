@@ -3,6 +3,8 @@
 ``run_campaign(CrashConfig(...))`` records each workload on the recorder, replays its trace into the
 page-cache model (``atomic-rename`` or ``split-rename``), enumerates crash states, recovers each in worker
 processes with the engine's real open path (crashing recovery too), and checks the invariants.
+``run_corrupt_campaign(CorruptConfig(...))`` damages every file and directory of each finished session
+workload instead, and checks that open, recovery and retirement lose nothing silently (issue 14).
 """
 
 from perfsuite.crash._bugs import SEEDED_BUGS, SeededBug
@@ -16,6 +18,15 @@ from perfsuite.crash._check import (
     run_campaign,
     snapshot,
 )
+from perfsuite.crash._corrupt import (
+    CorruptConfig,
+    CorruptReport,
+    CorruptResult,
+    CorruptViolation,
+    run_corrupt_campaign,
+    session_workloads,
+)
+from perfsuite.crash._damage import KINDS as DAMAGE_KINDS
 from perfsuite.crash._invariants import CheckContext, Invariant, Outcome, transcript_invariants
 from perfsuite.crash._kill import PROFILES, KillConfig, KillReport, KillViolation, run_kill_campaign
 from perfsuite.crash._model import MODELS, CrashCheckError, FsState, MicroOp, Timeline
@@ -26,6 +37,7 @@ from perfsuite.crash._trace import Ack, Note, Oracle, Trace, TraceRecorder, Work
 from perfsuite.crash._workloads import WORKLOADS, Workload, record_workload, register_workload
 
 __all__ = [
+    "DAMAGE_KINDS",
     "MODELS",
     "PROFILES",
     "SEEDED_BUGS",
@@ -33,6 +45,10 @@ __all__ = [
     "Ack",
     "CampaignReport",
     "CheckContext",
+    "CorruptConfig",
+    "CorruptReport",
+    "CorruptResult",
+    "CorruptViolation",
     "CrashCheckError",
     "CrashConfig",
     "CrashSpec",
@@ -63,7 +79,9 @@ __all__ = [
     "record_workload",
     "register_workload",
     "run_campaign",
+    "run_corrupt_campaign",
     "run_kill_campaign",
+    "session_workloads",
     "snapshot",
     "transcript_invariants",
 ]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from perfsuite.crash._model import CrashCheckError
+from perfsuite.crash._open_bugs import head_lost_fallback, lease_pid_zero, mid_transcript_cut
 from perfsuite.engine import FileSystem, FsyncFailed
 from perfsuite.engine._fs import DelegatingFileSystem
 
@@ -148,14 +149,17 @@ def ack_before_adoption() -> Iterator[None]:
 @dataclass(frozen=True, slots=True)
 class SeededBug:
     """A named broken engine: ``wrap`` turns the recording file system into the one the engine gets;
-    ``patch`` (optional) is held while the workload runs; ``shows_in`` names the standard workloads
-    expected to expose it."""
+    ``patch`` (optional) is held while the workload runs, and also during recovery when ``in_recovery``
+    (a bug in the open path); ``shows_in`` names the standard workloads expected to expose it in the
+    crash campaign, ``corrupt`` whether the corruption campaign (``crashcheck --corrupt``) must catch it."""
 
     name: str
     description: str
     wrap: Callable[[FileSystem], FileSystem]
     shows_in: tuple[str, ...]
     patch: Callable[[], contextlib.AbstractContextManager[None]] | None = None
+    in_recovery: bool = False
+    corrupt: bool = False
 
 
 def _same(fs: FileSystem) -> FileSystem:
@@ -177,6 +181,16 @@ SEEDED_BUGS: Mapping[str, SeededBug] = {
                   ("transcript-fsync-eio", "session-fault", "session-file-fault")),
         SeededBug("no-temp-fsync", "rewrite without fsyncing the temp file before replace", NoTempFsync,
                   ("transcript", "transcript-fsync-eio")),
+        # Issue 14: bugs of the open path, so they also hold during recovery.
+        SeededBug("lease-pid-zero", "a torn LEASE is read as pid 0, which os.kill(0, 0) finds alive: the session "
+                  "is unopenable for good", _same, ("session-create",), patch=lease_pid_zero, in_recovery=True,
+                  corrupt=True),
+        SeededBug("head-lost-fallback", "a lost HEAD falls back to the newest generation named as a parent (or to "
+                  "an empty session), a damaged one to an older generation, and retire deletes newer ones", _same,
+                  (), patch=head_lost_fallback, in_recovery=True, corrupt=True),
+        SeededBug("mid-transcript-cut", "a damaged line in the middle of a transcript is taken for a torn tail: "
+                  "every later message is cut off", _same, (), patch=mid_transcript_cut, in_recovery=True,
+                  corrupt=True),
     )
 }
 

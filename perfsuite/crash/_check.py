@@ -9,6 +9,7 @@ checks every outcome against the workload's invariants and keeps violating state
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import shutil
@@ -25,7 +26,7 @@ from perfsuite.crash._invariants import CheckContext, Outcome
 from perfsuite.crash._model import MODELS, CrashCheckError, FsState, Timeline, materialize, snapshot
 from perfsuite.crash._replay import build_timeline
 from perfsuite.crash._states import CrashSpec, CrashState, Enumeration, describe_spec, enumerate_states
-from perfsuite.crash._trace import Trace, TraceRecorder
+from perfsuite.crash._trace import CRASHED, Trace, TraceRecorder
 from perfsuite.crash._workloads import Workload, get_workload, record_workload, standard_workloads
 from perfsuite.engine import FileSystem, OsFileSystem
 
@@ -143,23 +144,30 @@ def _recover_twice(workload: Workload, bug: str | None, state: FsState, root: st
 
 
 def recover_batch(workload_name: str, model: str, bug: str | None, nested: Enumeration,
-                  states: list[tuple[int, FsState]], scratch: str | None = None) -> list[tuple[int, list[Outcome]]]:
+                  states: list[tuple[int, FsState]], scratch: str | None = None, crashed: tuple[int, ...] = ()
+                  ) -> list[tuple[int, list[Outcome]]]:
     """Worker task: recover each state twice; crash each recovery that did durable work and recover the
-    resulting states again. Runs in a worker process; everything it needs comes in its arguments."""
+    resulting states again. Runs in a worker process; everything it needs comes in its arguments
+    (``crashed``: the pids the crash killed, for the crash model of ownership)."""
     workload = get_workload(workload_name)
     base = os.path.realpath(tempfile.mkdtemp(prefix="perfsuite-crash-", dir=scratch))
     results: list[tuple[int, list[Outcome]]] = []
+    CRASHED.clear()
+    CRASHED.update(crashed)
+    broken = seeded_bug(bug) if bug else None
+    patch = broken.patch() if broken and broken.patch and broken.in_recovery else contextlib.nullcontext()
     try:
-        for state_id, state in states:
-            root = os.path.join(base, f"s{state_id}")
-            recorder = TraceRecorder(OsFileSystem())
-            first = _recover_twice(workload, bug, state, root, "recover", recorder)
-            outcomes = [first]
-            if recorder.ops and nested.max_states and first.post is not None:
-                outcomes.extend(_crash_recovery(workload, model, bug, nested, state, root, recorder, first.post,
-                                                os.path.join(base, f"s{state_id}-r")))
-            shutil.rmtree(root, ignore_errors=True)
-            results.append((state_id, outcomes))
+        with patch:
+            for state_id, state in states:
+                root = os.path.join(base, f"s{state_id}")
+                recorder = TraceRecorder(OsFileSystem())
+                first = _recover_twice(workload, bug, state, root, "recover", recorder)
+                outcomes = [first]
+                if recorder.ops and nested.max_states and first.post is not None:
+                    outcomes.extend(_crash_recovery(workload, model, bug, nested, state, root, recorder, first.post,
+                                                    os.path.join(base, f"s{state_id}-r")))
+                shutil.rmtree(root, ignore_errors=True)
+                results.append((state_id, outcomes))
     finally:
         shutil.rmtree(base, ignore_errors=True)
     return results
@@ -258,7 +266,7 @@ def _explore(trace: Trace, workload: Workload, model: str, config: CrashConfig, 
         batch.append((state_id, crash.state))
         if len(batch) >= BATCH:
             in_flight.add(executor.submit(recover_batch, trace.workload, model, trace.seeded_bug, nested, batch,
-                                          config.scratch_dir))
+                                          config.scratch_dir, (trace.pid,)))
             batch = []
         while len(in_flight) >= window:
             done, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
@@ -266,7 +274,7 @@ def _explore(trace: Trace, workload: Workload, model: str, config: CrashConfig, 
                 finish(future)
     if batch:
         in_flight.add(executor.submit(recover_batch, trace.workload, model, trace.seeded_bug, nested, batch,
-                                          config.scratch_dir))
+                                          config.scratch_dir, (trace.pid,)))
     for future in in_flight:
         finish(future)
     return RunResult(trace.workload, model, len(trace.ops), len(tl.micro), len(tl.persistence_points),

@@ -16,15 +16,14 @@ The exception is ``session-async``, which runs the job on its real asyncio loop 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import itertools
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from perfsuite.crash._session_invariants import SESSION, session_invariants
-from perfsuite.crash._trace import WorkloadEnv
+from perfsuite.crash._trace import WorkloadEnv, owner_alive_after_crash
 from perfsuite.crash._workloads import Workload, register_workload
 from perfsuite.engine import (
     Fault,
@@ -423,21 +422,6 @@ def run_session_async(env: WorkloadEnv) -> None:
 
 
 # -- recovery ----------------------------------------------------------------------------------------------
-@contextlib.contextmanager
-def owners_dead() -> Iterator[None]:
-    """A crash kills every process: the owner named in a LEASE or PID lock of a crash state is dead, even
-    when its pid is still alive here (the recording workload, a recovery in this worker). Only the
-    liveness probe changes: the engine's own stale-owner path (break the lease, take a new epoch) runs."""
-    from perfsuite.engine import _filesession, _generations
-
-    saved = _generations._pid_alive, _filesession._pid_alive
-    _generations._pid_alive = _filesession._pid_alive = lambda pid: False
-    try:
-        yield
-    finally:
-        _generations._pid_alive, _filesession._pid_alive = saved
-
-
 def snapshot_session(session: Session) -> dict[str, Any]:
     """What an opened session holds, comparable across recoveries (no epochs, tokens or problem text)."""
     pending = session.pending
@@ -482,19 +466,18 @@ def _recover(session: Session) -> dict[str, Any]:
 
 def recover_portable(root: str, fs: FileSystem) -> Mapping[str, Any]:
     """``Session.open`` (create: what an application does), retry of a recovered pending publication,
-    then what ``deliver_mail`` would deliver again; the lease is released."""
-    with owners_dead():
-        session = Session.open(os.path.join(root, SESSION), create=True, fs=fs, clock=VirtualClock(),
-                               settings=settings(), id_source=_ids("r"))
-        return _recover(session)
+    then what ``deliver_mail`` would deliver again; the lease is released. The owner a LEASE names is
+    judged by the crash model of ownership (:func:`owner_alive_after_crash`), not stubbed."""
+    session = Session.open(os.path.join(root, SESSION), create=True, fs=fs, clock=VirtualClock(),
+                           settings=settings(), id_source=_ids("r"), owner_alive=owner_alive_after_crash)
+    return _recover(session)
 
 
 def recover_file(root: str, fs: FileSystem) -> Mapping[str, Any]:
     """``FileSession.open`` (create), then what ``deliver_mail`` would deliver again; the lock is removed."""
-    with owners_dead():
-        session = FileSession.open(os.path.join(root, SESSION), create=True, fs=fs, clock=VirtualClock(),
-                                   settings=settings())
-        return _recover(session)
+    session = FileSession.open(os.path.join(root, SESSION), create=True, fs=fs, clock=VirtualClock(),
+                               settings=settings(), owner_alive=owner_alive_after_crash)
+    return _recover(session)
 
 
 register_workload(Workload(

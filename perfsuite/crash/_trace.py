@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfsuite.crash._model import FsState
-from perfsuite.engine import FileSystem, FsOp, RecordingFileSystem
+from perfsuite.engine import FileSystem, FsOp, RecordingFileSystem, owner_alive
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +69,7 @@ class Trace:
     oracle: Oracle
     seeded_bug: str | None = None
     initial: FsState | None = None  # the durable tree the trace started from (None: empty)
+    pid: int = 0  # the process that ran the workload: a crash state's crash killed it
 
     def rel(self, path: str) -> str:
         """``path`` relative to the workload root, for messages."""
@@ -83,6 +84,19 @@ class Trace:
             detail += f" -> {self.rel(op.dst)}" if op.kind == "replace" else ""
             lines.append(f"{mark} #{op.seq} {op.kind} {self.rel(op.path)}{detail}")
         return lines
+
+
+# -- ownership after a crash -------------------------------------------------------------------------------
+CRASHED: set[int] = set()  # pids a crash killed, besides this process (set by the campaign's workers)
+
+
+def owner_alive_after_crash(pid: int) -> bool:
+    """The crash model of ownership, the probe recovery passes to the engine's open (issue 14 case 1): the
+    processes the crash killed (the one that recorded the workload, and this one, whose own recovery may
+    be crashed) are dead; every other pid, pid 0 and garbage included, gets the engine's real probe. So
+    the engine's real ownership check runs, and a lease or PID lock that would block open for good is a
+    "recovery succeeds" violation instead of being stubbed away."""
+    return pid != os.getpid() and pid not in CRASHED and owner_alive(pid)
 
 
 class TraceRecorder(RecordingFileSystem):

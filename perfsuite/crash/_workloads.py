@@ -88,7 +88,7 @@ def record_workload(workload: Workload, root: str, bug: str | None = None) -> Tr
     env = WorkloadEnv(fs, recorder, root)
     with broken.patch() if broken and broken.patch else contextlib.nullcontext():
         workload.run(env)
-    return Trace(workload.name, root, tuple(recorder.ops), env.oracle(), bug, initial)
+    return Trace(workload.name, root, tuple(recorder.ops), env.oracle(), bug, initial, os.getpid())
 
 
 # -- transcript workloads ---------------------------------------------------------------------------------

@@ -15,18 +15,31 @@ from perfsuite.engine._fs import (
     FsyncFailed,
     OsFileSystem,
 )
-from perfsuite.engine._generations import FORMAT, HeadRef, Manifest, OwnerConflict, SessionError, StaleHead
+from perfsuite.engine._generations import (
+    FORMAT,
+    HeadRef,
+    Manifest,
+    NotAFile,
+    OwnerConflict,
+    SessionError,
+    StaleHead,
+    owner_alive,
+    pid_alive,
+)
 from perfsuite.engine._pipeline import PHASES, PublicationReport, SaveFailed
 from perfsuite.engine._recording import FsOp, RecordingFileSystem
+from perfsuite.engine._repair import RepairReport, repair_session
 from perfsuite.engine._session import SaveAbandoned, Session, SessionSettings
 from perfsuite.engine._sidecar import MailRecord
 from perfsuite.engine._transcript import (
     TEMP_MARK,
     Message,
+    Quarantined,
     TranscriptError,
     TranscriptLog,
     TurnOutcome,
     commit_turn,
+    scan_lines,
 )
 
 __all__ = [
@@ -49,10 +62,13 @@ __all__ = [
     "MailRecord",
     "Manifest",
     "Message",
+    "NotAFile",
     "OsFileSystem",
     "OwnerConflict",
     "PublicationReport",
+    "Quarantined",
     "RecordingFileSystem",
+    "RepairReport",
     "SaveAbandoned",
     "SaveFailed",
     "Session",
@@ -66,5 +82,9 @@ __all__ = [
     "TurnOutcome",
     "VirtualClock",
     "commit_turn",
+    "owner_alive",
+    "pid_alive",
     "read_log",
+    "repair_session",
+    "scan_lines",
 ]

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
+from perfsuite.engine._damage import describe
 from perfsuite.engine._fs import O_APPEND_CREATE, FileSystem, OsFileSystem
+from perfsuite.engine._transcript import TranscriptError, scan_lines
 
 
 def _line(record: Mapping[str, Any]) -> bytes:
@@ -92,20 +94,19 @@ class FullRewriteLog:
 
 
 def read_log(path: str | os.PathLike[str], *, fs: FileSystem | None = None) -> list[dict[str, Any]]:
-    """Every complete record; a torn trailing line (a crash mid-append) is skipped, not an error."""
+    """Every complete record: a torn trailing line (a crash mid-append) ends the log, a damaged line in
+    the middle is skipped and the records after it are kept (the E2 rule, :func:`scan_lines`). Logs are
+    observational, so nothing is rewritten or quarantined here."""
     fs = fs or OsFileSystem()
-    data = fs.read(os.fspath(path))
-    records: list[dict[str, Any]] = []
-    for line in _complete_lines(data):
-        try:
-            records.append(json.loads(line))
-        except ValueError:
-            break  # torn or garbage past this point: logs are observational
+    try:
+        data = fs.read(os.fspath(path))
+    except OSError as exc:  # a directory, a dangling link, unreadable: one line, not a traceback
+        raise TranscriptError(f"{os.fspath(path)}: cannot read the log ({describe(exc)})") from None
+    records, _bad, _tail = scan_lines(data, _record)
     return records
 
 
-def _complete_lines(data: bytes) -> Iterable[bytes]:
-    end = data.rfind(b"\n")
-    if end < 0:
-        return []
-    return data[:end].split(b"\n")
+def _record(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError("not a log record")
+    return value

@@ -3,11 +3,23 @@ replaced only *after* its transcripts are durable. Always synchronous.
 
 Layout::
 
-    session.pid                   PID lock, created exclusively
+    session.pid                   PID lock, created exclusively: "<pid> <owner token>"
     conversations/<id>/           one E2 transcript log per conversation
-    sidecar.json                  atomically replaced after the transcripts' barrier (the commit point)
+    sidecar.json                  atomically replaced after the transcripts' barrier (the commit point);
+                                  written empty at creation, so a session always has one
     attachments/<name>            file snapshots, atomically written
     logs/                         diagnostic logs (E8)
+
+Ownership (issue 14 case 3): the owner holds an advisory ``flock`` on the session directory itself for as
+long as it is open, so deleting ``session.pid`` lets no second writer in; and before every sidecar
+replace (the commit point) it checks that ``session.pid`` still names its token, so a writer that ignored
+the lock (or a platform without ``flock``: Windows, where only this check fences, with a window between
+the check and the replace) is fenced before it can acknowledge anything. A missing ``session.pid`` under a
+held lock is simply written again.
+
+Damage (issue 14 cases 4 and 5): the sidecar's checkpoint marker records how many bytes of each
+conversation are committed, so a transcript that lost committed bytes (deleted, truncated, cut by a torn
+region) refuses open instead of loading less; a damaged middle line is quarantined by the E2 log.
 """
 
 from __future__ import annotations
@@ -15,14 +27,16 @@ from __future__ import annotations
 import bisect
 import json
 import os
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from perfsuite.engine._buffer import ConversationBuffer
 from perfsuite.engine._clock import Clock
-from perfsuite.engine._fs import O_EXCL_CREATE, FileSystem
-from perfsuite.engine._generations import OwnerConflict, SessionError, _pid_alive
+from perfsuite.engine._damage import DAMAGE, describe
+from perfsuite.engine._fs import O_EXCL_CREATE, WINDOWS, FileSystem
+from perfsuite.engine._generations import NotAFile, OwnerConflict, SessionError, read_control
 from perfsuite.engine._objects import digest_bytes
 from perfsuite.engine._pipeline import Batch, Step
 from perfsuite.engine._session import (
@@ -31,8 +45,8 @@ from perfsuite.engine._session import (
     Session,
     SessionSettings,
 )
-from perfsuite.engine._sidecar import ROOT, SIDECAR_ARTIFACT, Sidecar
-from perfsuite.engine._transcript import Message, TranscriptLog
+from perfsuite.engine._sidecar import ROOT, SIDECAR_ARTIFACT, Sidecar, encode_sidecar
+from perfsuite.engine._transcript import MAIN_FILE, Message, TranscriptError, TranscriptLog
 
 PID_LOCK = "session.pid"
 
@@ -97,6 +111,7 @@ class FilePublication:
             self.session.log_for(conversation).write(sync=True)
 
     def _adopt(self) -> None:
+        self.session.check_owner()  # fenced before it can acknowledge (issue 14 case 3)
         self.session.fs.atomic_replace(self.session.path(SIDECAR_ARTIFACT), self.sidecar_bytes)
         self.session.sidecar_digest = self.digest
         self.adopted = True
@@ -125,6 +140,8 @@ class FileSession(Session):
         self.log_written: dict[str, int] = {}  # bytes written to each transcript log; -1: unknown
         self.sidecar_digest = ""
         self._pid_token = ""
+        self._dir_fd: int | None = None  # the session directory, flock-ed while this session owns it
+        self._locked = False  # False also where the platform has no flock (Windows)
 
     def path(self, *parts: str) -> str:
         return os.path.join(self.root, *parts)
@@ -134,57 +151,141 @@ class FileSession(Session):
         return 0
 
     def _open(self, create: bool) -> None:
-        if not self.fs.exists(self.path(SIDECAR_ARTIFACT)) and not self.fs.isdir(self.path("conversations")):
+        fs = self.fs
+        repair = f"run `perfsuite session repair {self.root}`"
+        sidecar_path, conversations = self.path(SIDECAR_ARTIFACT), self.path("conversations")
+        if fs.exists(self.root) and not fs.isdir(self.root):
+            raise SessionError(f"{self.root}: not a directory, so not a file-backed session")
+        if not fs.exists(sidecar_path) and not fs.exists(conversations):
             if not create:
                 raise SessionError(f"{self.root}: no file-backed session here")
-            for directory in self.fs.makedirs(self.path("conversations")):
-                self.fs.sync_dir(os.path.dirname(directory))
-            self.fs.makedirs(self.path("logs"))
+            for directory in fs.makedirs(conversations):
+                fs.sync_dir(os.path.dirname(directory))
+            fs.makedirs(self.path("logs"))
         self._acquire_pid_lock()
-        sidecar = self.fs.read(self.path(SIDECAR_ARTIFACT)) if self.fs.exists(self.path(SIDECAR_ARTIFACT)) else b""
-        self.sidecar_digest = digest_bytes(sidecar) if sidecar else ""
+        if not fs.isdir(conversations):
+            raise SessionError(f"{conversations}: {'not a directory' if fs.exists(conversations) else 'missing'}; "
+                               f"{repair}")
+        names = fs.listdir(conversations)
         try:
+            sidecar = read_control(fs, sidecar_path)
+        except NotAFile as exc:
+            raise NotAFile(f"{exc}; {repair}") from None
+        if sidecar is None:
+            if any(self._has_content(name) for name in names):
+                raise SessionError(f"{sidecar_path}: missing although conversations hold messages: the registry, "
+                                   f"mailboxes and committed state are gone; {repair}")
+            sidecar = encode_sidecar(Sidecar().detach(None, {}, {}, None))  # creation (or a crash during it)
+            fs.atomic_replace(sidecar_path, sidecar)
+        try:
+            if not sidecar:
+                raise ValueError("empty")  # the engine never writes an empty sidecar: damage
             self.sidecar = Sidecar.from_bytes(sidecar)
-        except ValueError:
-            raise SessionError(f"{self.path(SIDECAR_ARTIFACT)}: corrupt sidecar") from None
-        for conversation in self.fs.listdir(self.path("conversations")):
-            log = self.log_for(conversation)
-            buffer = ConversationBuffer(conversation, [m.encode() for m in log.messages()])
+            committed = {str(c): int(m["size"]) for c, m in
+                         ((self.sidecar.checkpoint or {}).get("conversations") or {}).items()}
+        except DAMAGE as exc:
+            what = "empty" if not sidecar else f"corrupt ({describe(exc)})"
+            raise SessionError(f"{sidecar_path}: {what} sidecar; {repair}") from None
+        self.sidecar_digest = digest_bytes(sidecar)
+        missing = sorted(set(committed) - set(names))
+        if missing:
+            raise SessionError(f"{self.path('conversations', missing[0])}: missing, but the sidecar records "
+                               f"{committed[missing[0]]}B of it committed; {repair}")
+        for conversation in names:
+            try:
+                log = self.log_for(conversation, committed.get(conversation, 0))
+                buffer = ConversationBuffer(conversation, [m.encode() for m in log.messages()])
+            except TranscriptError as exc:
+                raise SessionError(f"{exc}; {repair}") from None
             self.buffers[conversation] = buffer
             self.log_written[conversation] = buffer.size
             self.problems.extend(f"{t.path}: torn tail recovered into {t.recovery_file}" for t in log.torn)
-        if self.fs.isdir(self.path("attachments")):
-            for name in self.fs.listdir(self.path("attachments")):
-                self.attachments[name] = self.fs.read(self.path("attachments", name))
+            self.problems.extend(f"{q.path}: damaged line at byte {q.offset} quarantined into {q.recovery_file}"
+                                 for q in log.quarantined)
+        if fs.isdir(self.path("attachments")):
+            for name in fs.listdir(self.path("attachments")):
+                self.attachments[name] = fs.read(self.path("attachments", name))
         self.buffers.setdefault(ROOT, ConversationBuffer(ROOT))
 
+    @classmethod
+    def repair(cls, path: str | os.PathLike[str], *, generation: str | int | None = None,
+               fs: FileSystem | None = None, owner_alive: Any = None) -> Any:
+        """Repair what open refuses (issue 14); see :func:`perfsuite.engine._repair.repair_file`."""
+        from perfsuite.engine._fs import OsFileSystem
+        from perfsuite.engine._repair import repair_file
+
+        if generation is not None:
+            raise SessionError(f"{path}: a file-backed session has no generations to choose from")
+        return repair_file(os.fspath(path), fs=fs or OsFileSystem(), owner_alive=owner_alive)
+
+    def _has_content(self, conversation: str) -> bool:
+        main = self.path("conversations", conversation, MAIN_FILE)
+        try:
+            return self.fs.isdir(self.path("conversations", conversation)) and self.fs.size(main) > 0
+        except OSError:
+            return self.fs.exists(main)
+
     def _acquire_pid_lock(self) -> None:
+        """The advisory lock on the session directory first (refuses a second flock-respecting writer,
+        whatever happened to ``session.pid``), then the PID lock itself (refuses a live owner that does not
+        take the lock; a stale, torn or dangling PID lock names no owner and is removed)."""
+        if not WINDOWS:  # (no directory descriptors there, and no flock: the token check alone fences)
+            fd = self.fs.open_dir(self.root)
+            locked = self.fs.lock(fd)
+            if locked is False:
+                self.fs.close(fd)
+                raise OwnerConflict(f"{self.root}: another owner holds the session's lock; refusing a second one")
+            self._dir_fd, self._locked = fd, locked is True
         lock = self.path(PID_LOCK)
+        token = uuid.uuid4().hex
         for _attempt in range(3):
             try:
-                fd = self.fs.open(lock, O_EXCL_CREATE)
+                pid_fd = self.fs.open(lock, O_EXCL_CREATE)
             except FileExistsError:
+                if self.fs.isdir(lock):
+                    raise NotAFile(f"{lock}: is a directory, not a PID lock; run `perfsuite session repair "
+                                   f"{self.root}`") from None
                 try:
                     pid = int(self.fs.read(lock).decode().split()[0])
-                except (OSError, ValueError, IndexError):
-                    pid = 0
-                if pid and _pid_alive(pid):
+                except (OSError, ValueError, IndexError, OverflowError):
+                    pid = 0  # torn, garbage or a dangling link: names no owner
+                if pid > 0 and self.owner_alive(pid):
                     raise OwnerConflict(f"{lock}: session is locked by live pid {pid}") from None
                 self.fs.remove(lock)
                 self.problems.append(f"{lock}: removed a stale PID lock of pid {pid}")
                 continue
             try:
-                self.fs.write_all(fd, f"{os.getpid()}\n".encode())
-                self.fs.fsync_file(fd, lock)
+                self.fs.write_all(pid_fd, f"{os.getpid()} {token}\n".encode())
+                self.fs.fsync_file(pid_fd, lock)
             finally:
-                self.fs.close(fd)
+                self.fs.close(pid_fd)
+            self._pid_token = token
             return
         raise OwnerConflict(f"{lock}: could not take the PID lock")
 
-    def log_for(self, conversation: str) -> TranscriptLog:
+    def check_owner(self) -> None:
+        """Before the sidecar replace: ``session.pid`` still names this owner's token. Missing under a held
+        directory lock: written again (still provably the owner). Anything else: :class:`OwnerConflict`
+        (the publication fails before adoption, nothing is acknowledged)."""
+        lock = self.path(PID_LOCK)
+        try:
+            data = read_control(self.fs, lock)
+        except SessionError:
+            data = b"damaged"
+        if data is None and self._locked:
+            self.fs.write_new(lock, f"{os.getpid()} {self._pid_token}\n".encode(), exclusive=True, sync=True)
+            self.problems.append(f"{lock}: was removed while this session owned it; written again")
+            return
+        fields = (data or b"").decode(errors="replace").split()
+        if fields[1:2] != [self._pid_token]:
+            raise OwnerConflict(f"{lock}: no longer names this session's owner ({' '.join(fields[:1]) or 'missing'}"
+                                "); fenced: nothing more is acknowledged")
+
+    def log_for(self, conversation: str, committed: int = 0) -> TranscriptLog:
         log = self.logs.get(conversation)
         if log is None:
-            log = self.logs[conversation] = TranscriptLog.open(self.path("conversations", conversation), fs=self.fs)
+            log = self.logs[conversation] = TranscriptLog.open(self.path("conversations", conversation), fs=self.fs,
+                                                               committed=committed)
         return log
 
     # -- the file pipeline ------------------------------------------------------------------------------
@@ -218,12 +319,21 @@ class FileSession(Session):
         raise SessionError("restore applies to portable sessions only")
 
     def _release_owner(self) -> None:
-        """Close the transcript logs and remove the PID lock (Session.close checks pending first)."""
+        """Close the transcript logs, remove the PID lock if it is still ours, then drop the directory lock
+        (Session.close checks pending first)."""
         for log in self.logs.values():
             log.close()
         lock = self.path(PID_LOCK)
-        if self.fs.exists(lock):
+        try:
+            data = read_control(self.fs, lock) if self._pid_token else None
+        except SessionError:
+            data = None
+        if data is not None and data.decode(errors="replace").split()[1:2] == [self._pid_token]:
             self.fs.remove(lock)
+        self._pid_token = ""
+        if self._dir_fd is not None:
+            fd, self._dir_fd, self._locked = self._dir_fd, None, False
+            self.fs.close(fd)
 
     def _needs_publish(self, conversation: str, buffer: ConversationBuffer) -> bool:
         return buffer.modified or buffer.dirty_from < buffer.size or conversation not in self.log_written

@@ -100,6 +100,12 @@ class FileSystem(ABC):
     @abstractmethod
     def truncate(self, fd: int, length: int) -> None: ...
 
+    @abstractmethod
+    def lock(self, fd: int) -> bool | None:
+        """Take an advisory exclusive lock (``flock``) on ``fd`` without blocking: True when taken, False
+        when another open file description holds it, None where there is no ``flock`` (Windows: nothing
+        is locked). Released when ``fd`` is closed or its process dies (E3 file-backed fencing)."""
+
     # Read-only primitives: not durability operations, but routed here so a test can see every access.
     @abstractmethod
     def read(self, path: str) -> bytes: ...
@@ -272,6 +278,17 @@ class OsFileSystem(FileSystem):
     def truncate(self, fd: int, length: int) -> None:
         os.ftruncate(fd, length)
 
+    def lock(self, fd: int) -> bool | None:
+        try:
+            import fcntl
+        except ImportError:  # Windows: no advisory lock; the PID-lock token fences writers instead
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
     def read(self, path: str) -> bytes:
         with open(path, "rb") as handle:
             return handle.read()
@@ -343,6 +360,9 @@ class DelegatingFileSystem(FileSystem):
 
     def truncate(self, fd: int, length: int) -> None:
         self.inner.truncate(fd, length)
+
+    def lock(self, fd: int) -> bool | None:
+        return self.inner.lock(fd)
 
     def read(self, path: str) -> bytes:
         return self.inner.read(path)

@@ -21,10 +21,11 @@ import os
 import re
 import socket
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from perfsuite.engine._damage import DAMAGE, describe, one_line
 from perfsuite.engine._fs import O_EXCL_CREATE, FileSystem
 from perfsuite.engine._objects import ArtifactEntry, ChunkRef, digest_bytes
 
@@ -47,6 +48,29 @@ class OwnerConflict(SessionError):
 
 class StaleHead(SessionError):
     """HEAD no longer names the expected previous head, or the caller's epoch is stale (E3)."""
+
+
+class NotAFile(SessionError):
+    """A control file (HEAD, LEASE, a PID lock, a sidecar) is a directory or a dangling symbolic link:
+    nothing the engine writes looks like that, so it is damage, never a state to guess from."""
+
+
+OwnerProbe = Callable[[int], bool]  # is the process with this pid alive on this host?
+
+
+def read_control(fs: FileSystem, path: str) -> bytes | None:
+    """A small control file's bytes, or None when it is absent; :class:`NotAFile` for a directory or a
+    dangling symbolic link, one-line :class:`SessionError` when it cannot be read."""
+    if not fs.exists(path):
+        return None
+    if fs.isdir(path):
+        raise NotAFile(f"{path}: is a directory, not a file")
+    try:
+        return fs.read(path)
+    except FileNotFoundError:
+        raise NotAFile(f"{path}: is a dangling symbolic link") from None
+    except OSError as exc:
+        raise SessionError(f"{path}: unreadable ({describe(exc)})") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,12 +140,24 @@ def manifest_name(seq: int, epoch: int, tag: str) -> str:
     return f"{OBJECTS}/{MANIFEST_PREFIX}{seq:08d}-e{epoch}-{tag}.json"
 
 
-_MANIFEST_RE = re.compile(r"manifest-(\d+)-e(\d+)-")
+_MANIFEST_RE = re.compile(r"manifest-(\d+)-e(\d+)-(.*)\.json$")
+_MANIFEST_PATH_RE = re.compile(rf"{OBJECTS}/{MANIFEST_PREFIX}\d+-e\d+-[^/]+\.json")
 
 
 def manifest_epoch(name: str) -> int:
     match = _MANIFEST_RE.search(name)
     return int(match.group(2)) if match else 0
+
+
+def manifest_seq(name: str) -> int:
+    match = _MANIFEST_RE.search(name)
+    return int(match.group(1)) if match else 0
+
+
+def manifest_tag(name: str) -> str:
+    """The publication id a manifest's name carries (its staging directory's name)."""
+    match = _MANIFEST_RE.search(name)
+    return match.group(3) if match else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,14 +178,27 @@ class OpenReport:
     broke_stale_lease: bool
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host. ``pid <= 0`` names no process: ``os.kill(0, 0)``
+    probes our own process group and always succeeds, so a torn LEASE read as pid 0 used to block every
+    later open for good (issue 14 case 1)."""
+    if pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+    except (OSError, OverflowError):
+        return False  # not a pid this system can have (a damaged lock file)
     return True
+
+
+def owner_alive(pid: int) -> bool:
+    """The default owner probe of open: the real :func:`pid_alive` (looked up at call time, so a crash
+    model or a seeded bug that replaces it is the probe every open uses)."""
+    return pid_alive(pid)
 
 
 class GenerationStore:
@@ -171,15 +220,18 @@ class GenerationStore:
             created += self.fs.makedirs(self.path(sub))
         return created
 
-    def acquire_lease(self, epoch_floor: int) -> tuple[Lease, bool]:
+    def acquire_lease(self, epoch_floor: int, alive: OwnerProbe = owner_alive) -> tuple[Lease, str | None]:
         """Create LEASE exclusively with a new epoch above every epoch seen. A lease whose owner process
         is dead on this host is broken (renamed aside, then re-created exclusively); a live owner is
-        refused. Returns the lease and whether a stale one was broken."""
-        broke = False
+        refused. A torn lease (empty, garbage, pid 0: a crash between the exclusive create and its write)
+        names no owner and is broken the same way: its would-be owner, if it is somehow still running,
+        is fenced at adoption, which checks the lease's token and epoch (issue 14 case 1). Returns the
+        lease and, when one was broken, a line saying so."""
+        broke: str | None = None
         for _attempt in range(5):
             existing = self.read_lease()
             if existing is not None:
-                if existing.host != socket.gethostname() or _pid_alive(existing.pid):
+                if existing.pid > 0 and (existing.host != socket.gethostname() or alive(existing.pid)):
                     raise OwnerConflict(
                         f"{self.path(LEASE)}: session is owned by pid {existing.pid} on {existing.host} "
                         f"(epoch {existing.epoch}); refusing a second owner"
@@ -191,7 +243,8 @@ class GenerationStore:
                     continue
                 self.fs.remove(aside)
                 epoch_floor = max(epoch_floor, existing.epoch)
-                broke = True
+                broke = (f"{self.path(LEASE)}: broke a torn lease (it names no owner)" if existing.pid <= 0
+                         else f"{self.path(LEASE)}: broke a stale lease left by dead pid {existing.pid}")
             lease = Lease(epoch_floor + 1, uuid.uuid4().hex, os.getpid(), socket.gethostname())
             body = json.dumps({"epoch": lease.epoch, "token": lease.token, "pid": lease.pid,
                                "host": lease.host}).encode()
@@ -209,17 +262,30 @@ class GenerationStore:
         raise OwnerConflict(f"{self.path(LEASE)}: could not acquire the lease (contended)")
 
     def read_lease(self) -> Lease | None:
+        """The lease, or None when there is none. A torn LEASE (empty, garbage, a dangling symbolic link:
+        a crash during acquisition, or damage) reads as pid 0, which names no owner. A LEASE that is a
+        directory is refused with a one-line :class:`NotAFile` (``perfsuite session repair`` moves it)."""
         try:
-            record = json.loads(self.fs.read(self.path(LEASE)))
-            return Lease(int(record["epoch"]), str(record["token"]), int(record["pid"]), str(record["host"]))
-        except FileNotFoundError:
+            data = read_control(self.fs, self.path(LEASE))
+        except NotAFile:
+            if self.fs.isdir(self.path(LEASE)):
+                raise NotAFile(f"{self.path(LEASE)}: is a directory, not a lease; run `perfsuite session repair "
+                               f"{self.root}`") from None
+            data = b""  # a dangling symbolic link: nobody can hold it
+        if data is None:
             return None
-        except (ValueError, KeyError, TypeError):
+        try:
+            record = json.loads(data)
+            return Lease(int(record["epoch"]), str(record["token"]), int(record["pid"]), str(record["host"]))
+        except (ValueError, KeyError, TypeError, OverflowError):
             # A torn lease from a crash during acquisition: nobody can hold it.
             return Lease(0, "", 0, socket.gethostname())
 
     def release_lease(self, lease: Lease) -> None:
-        current = self.read_lease()
+        try:
+            current = self.read_lease()
+        except SessionError:
+            return  # damaged since we took it: not ours to remove
         if current is not None and current.token == lease.token:
             self.fs.remove(self.path(LEASE))
             self.fs.sync_dir(self.root)
@@ -233,15 +299,21 @@ class GenerationStore:
 
     # -- HEAD -----------------------------------------------------------------------------------------
     def read_head(self) -> HeadRef | None:
-        """The current HEAD, or None for a session that never committed. Raises ValueError if corrupt."""
-        try:
-            data = self.fs.read(self.path(HEAD))
-        except FileNotFoundError:
+        """The current HEAD, or None when there is none. Raises ValueError when its bytes are not a head
+        record (any shape: ``[1, 2]`` included) and :class:`NotAFile` when it is not a regular file."""
+        data = read_control(self.fs, self.path(HEAD))
+        if data is None:
             return None
-        record = json.loads(data)
-        if record.get("format") != FORMAT:
-            raise ValueError("not a perfsuite HEAD")
-        return HeadRef.from_json(record)
+        try:
+            record = json.loads(data)
+            if not isinstance(record, dict) or record.get("format") != FORMAT:
+                raise ValueError("not a perfsuite HEAD")
+            head = HeadRef.from_json(record)
+        except (KeyError, TypeError, OverflowError) as exc:
+            raise ValueError(f"not a head record ({type(exc).__name__})") from None
+        if not _MANIFEST_PATH_RE.fullmatch(head.manifest):
+            raise ValueError(f"names {head.manifest!r}, which is not a manifest of this session")
+        return head
 
     def adopt(self, new: HeadRef, *, expected: HeadRef | None, lease: Lease) -> None:
         """E4 phase 6, the commit point: replace HEAD only if it still names ``expected`` and the lease
@@ -291,93 +363,71 @@ class GenerationStore:
         return [f"{OBJECTS}/{n}" for n in sorted(names, reverse=True)]
 
     def load_verified(self, name: str, digest: str | None) -> tuple[Manifest, dict[str, bytes]]:
-        """A manifest and every artifact's bytes, each chunk verified against its digest."""
+        """A manifest and every artifact's bytes, each chunk verified against its digest. Any damage is a
+        one-line :class:`SessionError` naming the file."""
+        path = self.path(name)
         try:
             manifest = self.read_manifest(name, digest)
         except FileNotFoundError:
-            raise SessionError(f"{self.path(name)}: manifest named by HEAD is missing") from None
-        except (ValueError, KeyError, TypeError) as exc:
-            raise SessionError(f"{self.path(name)}: corrupt manifest ({exc})") from None
+            what = "is a dangling symbolic link" if self.fs.exists(path) else "is missing"
+            raise SessionError(f"{path}: manifest {what}") from None
+        except OSError as exc:
+            raise SessionError(f"{path}: unreadable manifest ({describe(exc)})") from None
+        except DAMAGE as exc:
+            raise SessionError(one_line(f"{path}: corrupt manifest ({describe(exc)})")) from None
         contents: dict[str, bytes] = {}
         for artifact, entry in manifest.artifacts.items():
+            parts: list[bytes] = []
             for chunk in entry.chunks:
+                where = self.object_path(chunk.digest)
                 try:
-                    self.read_object(chunk)
+                    parts.append(self.read_object(chunk))
                 except FileNotFoundError:
-                    raise SessionError(f"{self.object_path(chunk.digest)}: chunk of {artifact} is missing") from None
+                    raise SessionError(f"{where}: chunk of {artifact} is missing") from None
+                except OSError as exc:
+                    raise SessionError(f"{where}: chunk of {artifact} is unreadable ({describe(exc)})") from None
                 except ValueError:
-                    raise SessionError(f"{self.object_path(chunk.digest)}: chunk of {artifact} is corrupt") from None
-            contents[artifact] = self.read_artifact(entry)
+                    raise SessionError(f"{where}: chunk of {artifact} is corrupt") from None
+            contents[artifact] = b"".join(parts)
         return manifest, contents
 
     def open_newest_intact(self) -> tuple[HeadRef | None, Manifest | None, dict[str, bytes], list[str]]:
-        """HEAD's generation if it verifies, else the newest *adopted* generation that does (E3: readers
-        verify digests and never fall back to a mutable copy). Problems are one-line messages.
+        """HEAD's generation if it verifies (E3: readers verify digests and never fall back to a mutable
+        copy). When HEAD is missing, unreadable or names something that does not verify, the newest
+        generation that can be *proven* adopted is recovered, unless a newer adopted generation exists
+        but is damaged: then open refuses with one line naming it and the repair command, because
+        falling back would silently drop acknowledged state (issue 14 case 2; proofs in ``_adoption``).
+        Problems are one-line messages; a non-empty list means HEAD must be rewritten."""
+        from perfsuite.engine._adoption import recover_lost_head  # (it imports this module)
 
-        Only generations known to have been adopted are fallback candidates: HEAD's recorded parent and
-        every manifest another manifest names as its parent. A manifest nobody names was never adopted
-        (an orphan of a commit that crashed or failed before HEAD moved) and is never resurrected; with
-        no HEAD and no adopted generation, the session simply has not committed yet."""
         problems: list[str] = []
-        head: HeadRef | None = None
-        head_present = self.fs.exists(self.path(HEAD))
-        if head_present:
-            try:
-                head = self.read_head()
-            except (ValueError, KeyError, TypeError) as exc:
-                problems.append(f"{self.path(HEAD)}: corrupt HEAD ({exc})")
-        if head is not None:
-            try:
-                manifest, contents = self.load_verified(head.manifest, head.digest)
-                return head, manifest, contents, problems
-            except SessionError as exc:
-                problems.append(str(exc))
-        names = self.list_manifests()
-        adopted = self._named_as_parent(names)
-        if head is not None and head.parent:
-            adopted.add(head.parent)
-        if head_present and head is None:
-            # HEAD itself is unreadable: its tip is named by nobody, so also admit every manifest whose
-            # publication left no staged batch behind (an unadopted commit keeps its staging directory).
-            unadopted = self._staged_publications()
-            adopted.update(n for n in names if self._publication_of(n) not in unadopted)
-        if not head_present and adopted:
-            problems.append(f"{self.path(HEAD)}: missing although generations were adopted; falling back")
-        for name in names:
-            if name not in adopted or (head is not None and name == head.manifest):
-                continue
-            try:
-                manifest, contents = self.load_verified(name, None)
-            except SessionError as exc:
-                problems.append(str(exc))
-                continue
-            data = self.fs.read(self.path(name))
-            ref = HeadRef(manifest.seq, name, digest_bytes(data), manifest.epoch, manifest.parent)
-            return ref, manifest, contents, problems
-        if problems:
-            raise SessionError(problems[0] + "; no intact adopted generation to fall back to")
-        return None, None, {}, problems
+        try:
+            head = self.read_head()
+        except NotAFile as exc:
+            raise NotAFile(f"{exc}; run `perfsuite session repair {self.root}`") from None
+        except ValueError as exc:
+            problems.append(one_line(f"{self.path(HEAD)}: corrupt HEAD ({exc})"))
+            return recover_lost_head(self, None, problems)
+        if head is None:
+            return recover_lost_head(self, None, problems)
+        try:
+            manifest, contents = self.load_verified(head.manifest, head.digest)
+        except SessionError as exc:
+            problems.append(str(exc))
+            return recover_lost_head(self, head, problems)
+        verified = HeadRef(manifest.seq, head.manifest, head.digest, manifest.epoch, manifest.parent)
+        if verified != head and not (head.parent is None and verified == HeadRef(head.seq, head.manifest, head.digest,
+                                                                                  head.epoch, manifest.parent)):
+            # The manifest verifies by HEAD's digest, so it is what HEAD named; HEAD's other fields are damaged.
+            problems.append(f"{self.path(HEAD)}: its fields disagree with {head.manifest}, which verifies by "
+                            "digest; HEAD rewritten from the manifest")
+            return verified, manifest, contents, problems
+        return head, manifest, contents, problems
 
-    def _staged_publications(self) -> set[str]:
+    def staged_publications(self) -> set[str]:
+        """Publication ids with a staging directory (a publication that was never adopted keeps one)."""
         staging = self.path(STAGING)
         return set(self.fs.listdir(staging)) if self.fs.isdir(staging) else set()
-
-    def _publication_of(self, name: str) -> str | None:
-        try:
-            return str(self.read_manifest(name).meta.get("publication"))
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-
-    def _named_as_parent(self, names: list[str]) -> set[str]:
-        parents: set[str] = set()
-        for name in names:
-            try:
-                parent = self.read_manifest(name).parent
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
-            if parent:
-                parents.add(parent)
-        return parents
 
     def scan_objects(self) -> set[str]:
         """Chunk digests present in the object store (manifests and temp files excluded)."""
@@ -389,58 +439,70 @@ class GenerationStore:
         that is not on this chain was never adopted (an orphan of a failed or crashed commit)."""
         chain: list[str] = []
         name = head.manifest if head is not None else None
-        while name is not None and len(chain) < limit:
+        while name is not None and len(chain) < limit and name not in chain:
             chain.append(name)
             try:
                 name = self.read_manifest(name).parent
-            except (OSError, ValueError, KeyError):
+            except DAMAGE:
                 break
         return chain
 
     # -- retirement (idle slices) -------------------------------------------------------------------
-    def retire(self, *, keep: int, pinned: Iterable[str] = (), head: HeadRef | None, max_deletions: int = 64
-               ) -> tuple[int, bool]:
-        """Keep HEAD's generation and its ``keep - 1`` adopted ancestors plus pinned ones; delete every
-        other manifest (older ones and orphans of failed commits), then chunks no retained manifest
-        references. At most ``max_deletions`` removals per call (an idle slice); returns (removed,
-        more_work_left). Manifests go first so a crash never leaves a retained manifest without chunks."""
-        retained = set(pinned) | set(self.adopted_chain(head, keep))
-        if head is None:
-            retained.update(self.list_manifests()[:keep])
+    def retire(self, *, keep: int, pinned: Iterable[str] = (), head: HeadRef | None, max_deletions: int = 64,
+               problems: list[str] | None = None) -> tuple[int, bool]:
+        """Keep HEAD's generation and its ``keep - 1`` adopted ancestors plus pinned ones, and every
+        generation *newer* than HEAD's (never adopted by this session, but possibly by another: a lost or
+        rolled-back HEAD must not cost it; issue 14 case 2); delete every other manifest (older ones and
+        orphans of failed commits), then chunks no retained manifest references. At most
+        ``max_deletions`` removals per call (an idle slice); returns (removed, more_work_left). Manifests
+        go first so a crash never leaves a retained manifest without chunks. An entry that cannot be
+        removed (damage: a directory where a chunk was) is left alone and reported in ``problems``."""
+        floor = head.seq if head is not None else 0
+        manifests = self.list_manifests()
+        retained = set(pinned) | set(self.adopted_chain(head, keep)) | {m for m in manifests if manifest_seq(m) > floor}
         removed = 0
-        doomed = [m for m in self.list_manifests() if m not in retained]
+        doomed = [m for m in manifests if m not in retained]
         for name in doomed[:max_deletions]:
-            self.fs.remove(self.path(name))
-            removed += 1
+            removed += self._remove_quietly(self.path(name), problems)
         if len(doomed) > max_deletions:
             return removed, True
         referenced: set[str] = set()
         for name in retained:
             try:
                 referenced |= self.read_manifest(name).digests()
-            except (OSError, ValueError, KeyError):
+            except DAMAGE:
                 continue
         garbage = sorted(self.scan_objects() - referenced - self._staging_references())
         victims = garbage[: max(0, max_deletions - removed)]
         for digest in victims:
-            self.fs.remove(self.object_path(digest))
+            removed += self._remove_quietly(self.object_path(digest), problems)
             self.known_objects.discard(digest)
-        if removed or victims:
+        if removed:
             self.fs.sync_dir(self.path(OBJECTS))
-        return removed + len(victims), len(garbage) > len(victims)
+        return removed, len(garbage) > len(victims)
+
+    def _remove_quietly(self, path: str, problems: list[str] | None) -> int:
+        try:
+            self.fs.remove(path)
+        except FileNotFoundError:
+            return 0
+        except OSError as exc:
+            if problems is not None:
+                problems.append(f"{path}: left in place by retirement ({describe(exc)})")
+            return 0
+        return 1
 
     def _staging_references(self) -> set[str]:
         """Chunks a pending publication may still need (its base generation's chunks are in manifests)."""
         refs: set[str] = set()
         staging = self.path(STAGING)
-        if not self.fs.exists(staging):
+        if not self.fs.isdir(staging):
             return refs
         for pub in self.fs.listdir(staging):
             batch = os.path.join(staging, pub, "batch.json")
             if self.fs.exists(batch):
                 try:
-                    record = json.loads(self.fs.read(batch))
-                    refs.update(record.get("digests", []))
-                except ValueError:
+                    refs.update(str(d) for d in json.loads(self.fs.read(batch)).get("digests", []))
+                except DAMAGE:
                     continue
         return refs

@@ -38,6 +38,8 @@ class ArtifactEntry:
     @classmethod
     def from_json(cls, record: Mapping[str, Any]) -> ArtifactEntry:
         chunks = tuple(ChunkRef(str(d), int(n)) for d, n in record["chunks"])
+        if any(len(c.digest) != 64 or c.digest.strip("0123456789abcdef") or c.size < 0 for c in chunks):
+            raise ValueError("a chunk reference is not a sha256 digest and a size")  # never a path elsewhere
         size = int(record["size"])
         if sum(c.size for c in chunks) != size:
             raise ValueError("chunk sizes do not add up to the artifact size")

@@ -253,13 +253,18 @@ def adopt_head(store: GenerationStore, new: HeadRef, expected: HeadRef | None, l
 
 
 def remove_staging(fs: FileSystem, directory: str) -> None:
-    """Best effort: staged files that were not renamed into the object store."""
-    if not fs.exists(directory):
+    """Best effort: staged files that were not renamed into the object store. Damage (a directory where
+    a staged file was) is removed too when it is empty, else left for the next open (issue 14)."""
+    if not fs.isdir(directory):
         return
     for name in fs.listdir(directory):
+        path = os.path.join(directory, name)
         try:
-            fs.remove(os.path.join(directory, name))
-        except FileNotFoundError:
+            if fs.isdir(path) and not fs.listdir(path):
+                fs.rmdir(path)
+            else:
+                fs.remove(path)
+        except OSError:
             pass
     try:
         fs.rmdir(directory)

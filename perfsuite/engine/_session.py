@@ -21,18 +21,24 @@ from typing import Any
 
 from perfsuite.engine._buffer import ConversationBuffer, FrozenText
 from perfsuite.engine._clock import Clock, SystemClock
+from perfsuite.engine._damage import DAMAGE, describe
 from perfsuite.engine._fs import FileSystem, OsFileSystem
 from perfsuite.engine._gate import DrainRefused, MutationGate, Preparation, Token
 from perfsuite.engine._generations import (
+    HEAD,
     LOGS,
+    OBJECTS,
     STAGING,
     GenerationStore,
     HeadRef,
     Lease,
     Manifest,
+    OwnerProbe,
     SessionError,
     StaleHead,
     manifest_epoch,
+    manifest_tag,
+    owner_alive,
 )
 from perfsuite.engine._job import Admission, PublicationJob
 from perfsuite.engine._objects import ChunkRef, HashMemo, chunk_start_for, reuse_prefix
@@ -48,7 +54,7 @@ from perfsuite.engine._pipeline import (
 )
 from perfsuite.engine._schedulers import CheckpointTimer, Debouncer, Notification, NotificationQueue
 from perfsuite.engine._sidecar import ACTIVITY_FLAVOURS, ROOT, SIDECAR_ARTIFACT, TERMINAL, MailRecord, Sidecar
-from perfsuite.engine._transcript import Message
+from perfsuite.engine._transcript import Message, TranscriptError
 
 Ack = Callable[[BaseException | None], None]
 CONVERSATION_PREFIX = "conversations/"
@@ -116,6 +122,7 @@ class Session:
         self.settings = settings
         self.store = GenerationStore(self.root, fs)
         self.lease: Lease | None = None
+        self.owner_alive: OwnerProbe = owner_alive
         self.head: HeadRef | None = None
         self.manifest: Manifest | None = None
         self.memos: dict[str, HashMemo | None] = {}
@@ -160,35 +167,88 @@ class Session:
         clock: Clock | None = None,
         settings: SessionSettings | None = None,
         id_source: Callable[[], str] | None = None,
+        owner_alive: OwnerProbe | None = None,
     ) -> Session:
         """Open (or create) a portable session: take the lease with a new epoch, adopt HEAD after
-        verifying every digest (falling back to the newest intact generation), recover pending
-        publications from staging. A second live owner is refused with a one-line error.
-        ``id_source`` makes publication ids (and manifest names) deterministic, e.g. for fixtures."""
+        verifying every digest, recover pending publications from staging. A lost HEAD is recovered
+        only to a generation proven adopted, and a damaged newest generation refuses open rather than
+        fall back silently (``_adoption``; ``Session.repair`` / ``perfsuite session repair`` adopt an older
+        one explicitly). A second live owner, and any damage met, is a one-line :class:`SessionError`.
+        ``id_source`` makes publication ids (and manifest names) deterministic, e.g. for fixtures;
+        ``owner_alive(pid)`` is the liveness probe of the owner a lease or PID lock names (default: the
+        real one; a crash checker passes a model in which the processes its crash killed are dead)."""
         fs = fs or OsFileSystem()
         session = cls(os.fspath(path), fs, clock or SystemClock(), settings or SessionSettings())
         if id_source is not None:
             session.id_source = id_source
-        session._open(create)
+        if owner_alive is not None:
+            session.owner_alive = owner_alive
+        try:
+            session._open(create)
+        except (SessionError, TranscriptError):
+            session._abort_open()
+            raise
+        except DAMAGE as exc:
+            session._abort_open()
+            raise SessionError(f"{session.root}: cannot open the session: {describe(exc)}") from exc
         return session
 
-    def _open(self, create: bool) -> None:
-        store = self.store
-        if not self.fs.isdir(self.root) or not self.fs.exists(store.path("objects")):
+    def _abort_open(self) -> None:
+        """Open failed: give back what it took (lease, lock, descriptors), best effort."""
+        try:
+            self._release_owner()
+        except DAMAGE:
+            pass
+        self._release_machinery()
+        self.closed = True
+
+    @classmethod
+    def repair(cls, path: str | os.PathLike[str], *, generation: str | int | None = None,
+               fs: FileSystem | None = None, owner_alive: OwnerProbe | None = None) -> Any:
+        """Repair what open refuses (issue 14): explicit, never automatic. Returns a ``RepairReport``
+        whose lines say what was found and done; see :mod:`perfsuite.engine._repair`."""
+        from perfsuite.engine._repair import repair_portable
+
+        return repair_portable(os.fspath(path), generation=generation, fs=fs or OsFileSystem(),
+                               owner_alive=owner_alive)
+
+    def _check_layout(self, create: bool) -> None:
+        """The session's directories are directories (issue 14 case 5): anything else is a one-line
+        refusal naming the repair command, never a raw error later. Creates a missing session (with
+        ``create``) and the directories a crash during creation may have lost."""
+        store, fs = self.store, self.fs
+        repair = f"run `perfsuite session repair {self.root}`"
+        if fs.exists(self.root) and not fs.isdir(self.root):
+            raise SessionError(f"{self.root}: not a directory, so not a portable session")
+        objects = store.path(OBJECTS)
+        if not fs.isdir(self.root) or not fs.exists(objects):
+            if fs.exists(store.path(HEAD)):
+                raise SessionError(f"{objects}: missing although HEAD names a generation; every generation is gone "
+                                   "(restore the session from a backup)")
             if not create:
                 raise SessionError(f"{self.root}: no portable session here")
             created = store.initialise()
             self.fs.sync_dirs(os.path.dirname(d) for d in created)
             self.fs.sync_dirs(created)
+        elif not fs.isdir(objects):
+            raise SessionError(f"{objects}: not a directory; the generations are gone (restore the session "
+                               "from a backup)")
         for sub in (STAGING, LOGS):  # a crash during creation may have lost one of them
-            if not self.fs.exists(store.path(sub)):
-                self.fs.makedirs(store.path(sub))
+            directory = store.path(sub)
+            if not fs.exists(directory):
+                fs.makedirs(directory)
+            elif not fs.isdir(directory):
+                raise SessionError(f"{directory}: not a directory; {repair}")
+
+    def _open(self, create: bool) -> None:
+        store = self.store
+        self._check_layout(create)
         head, manifest, contents, problems = store.open_newest_intact()
         self.problems.extend(problems)
         epoch_floor = max([head.epoch if head else 0] + [manifest_epoch(n) for n in store.list_manifests()])
-        self.lease, broke = store.acquire_lease(epoch_floor)
+        self.lease, broke = store.acquire_lease(epoch_floor, self.owner_alive)
         if broke:
-            self.problems.append(f"{store.path('LEASE')}: broke a stale lease left by a dead owner")
+            self.problems.append(broke if isinstance(broke, str) else f"{store.path('LEASE')}: broke a stale lease")
         if problems and head is not None:
             # Fall back: HEAD is repaired to name the newest intact generation (a recovery write).
             self.fs.atomic_replace(store.path("HEAD"), json.dumps(head.to_json(), sort_keys=True).encode())
@@ -198,12 +258,19 @@ class Session:
         self._recover_staging()
 
     def _load_contents(self, contents: Mapping[str, bytes]) -> None:
-        self.sidecar = Sidecar.from_bytes(contents.get(SIDECAR_ARTIFACT, b""))
+        try:
+            self.sidecar = Sidecar.from_bytes(contents.get(SIDECAR_ARTIFACT, b""))
+        except DAMAGE as exc:  # verified by digest, so written like this: an engine bug, still one line
+            raise SessionError(f"{self.root}: the committed sidecar does not decode ({describe(exc)})") from None
         self.buffers = {}
         for name, data in contents.items():
             if name.startswith(CONVERSATION_PREFIX):
                 conversation = name[len(CONVERSATION_PREFIX) : -len(".jsonl")]
-                self.buffers[conversation] = ConversationBuffer(conversation, data.splitlines(keepends=True))
+                try:
+                    self.buffers[conversation] = ConversationBuffer(conversation, data.splitlines(keepends=True))
+                except DAMAGE as exc:
+                    raise SessionError(f"{self.root}: committed transcript {name} does not decode "
+                                       f"({describe(exc)})") from None
             elif name.startswith(ATTACHMENT_PREFIX):
                 self.attachments[name[len(ATTACHMENT_PREFIX) :]] = data
         self.buffers.setdefault(ROOT, ConversationBuffer(ROOT))
@@ -218,7 +285,7 @@ class Session:
         for name in self.store.list_manifests():
             try:
                 manifest = self.store.read_manifest(name)
-            except (OSError, ValueError, KeyError):
+            except DAMAGE:
                 continue
             publication = str(manifest.meta.get("publication"))
             if name in chain:
@@ -227,24 +294,32 @@ class Session:
                 orphans[publication] = manifest
         for pub in sorted(self.fs.listdir(staging)):
             directory = os.path.join(staging, pub)
+            if not self.fs.isdir(directory):
+                self._drop_unadopted(pub, chain)
+                self._set_aside(directory, pub, "is not a staging directory")
+                continue
             batch_file = os.path.join(directory, "batch.json")
             record: dict[str, Any] | None = None
             if self.fs.exists(batch_file):
                 try:
                     record = json.loads(self.fs.read(batch_file))
-                except ValueError:
+                except DAMAGE:
                     record = None
-            if record is None or pub in adopted:
+            if not isinstance(record, dict) or pub in adopted:
+                if pub not in adopted:
+                    self._drop_unadopted(pub, chain)
                 remove_staging(self.fs, directory)
                 continue
             if record.get("base") != (self.head.to_json() if self.head else None):
                 # Frozen against another head: its bytes may be older than what is committed now (a
                 # resurrected directory, or a batch that later publications overtook). Never republish it
                 # blindly: keep the bytes aside and say where.
-                self._set_aside(directory, pub)
+                self._drop_unadopted(pub, chain)
+                self._set_aside(directory, pub, "staged bytes of a publication frozen against an older head")
                 continue
             buffers = self._recovered_buffers(directory, record, orphans.get(pub))
             if not buffers:
+                self._drop_unadopted(pub, chain)
                 remove_staging(self.fs, directory)
                 continue
             texts = {c: b.freeze() for c, b in buffers.items()}
@@ -254,15 +329,36 @@ class Session:
             self.save_failed = f"{directory}: unpublished transcript bytes recovered after a crash"
             self.problems.append(self.save_failed)
 
-    def _set_aside(self, directory: str, pub: str) -> None:
+    def _drop_unadopted(self, pub: str, chain: set[str]) -> None:
+        """Before an unadopted publication's staging directory is removed or set aside: its
+        committed-but-never-adopted manifest, durably first, since a manifest whose staging directory is
+        gone counts as adopted when HEAD is lost (``_adoption``). (A batch recovered as the pending
+        publication keeps both until its retry or abandon discards them, manifest first.)"""
+        doomed = [n for n in self.store.list_manifests() if manifest_tag(n) == pub and n not in chain]
+        removed = 0
+        for name in doomed:
+            try:
+                self.fs.remove(self.store.path(name))
+                removed += 1
+            except OSError as exc:  # damage (a directory where the manifest was): left, and said
+                self.problems.append(f"{self.store.path(name)}: unadopted manifest left in place ({describe(exc)})")
+        if removed:
+            self.fs.sync_dir(self.store.path(OBJECTS))
+
+    def _set_aside(self, directory: str, pub: str, why: str) -> None:
         aside = self.store.path("recovery", pub)
+        if self.fs.exists(self.store.path("recovery")) and not self.fs.isdir(self.store.path("recovery")):
+            raise SessionError(f"{self.store.path('recovery')}: not a directory; run `perfsuite session repair "
+                               f"{self.root}`")
         self.fs.makedirs(os.path.dirname(aside))
         if self.fs.exists(aside):
-            remove_staging(self.fs, directory)
+            if self.fs.isdir(directory):
+                remove_staging(self.fs, directory)
+            else:
+                self.fs.remove(directory)
             return
         self.fs.replace(directory, aside)
-        self.problems.append(f"{aside}: staged bytes of a publication frozen against an older head; kept aside, "
-                             "not recovered")
+        self.problems.append(f"{aside}: {why}; kept aside, not recovered")
 
     def _recovered_buffers(self, directory: str, record: Mapping[str, Any], orphan: Manifest | None
                            ) -> dict[str, ConversationBuffer]:
@@ -278,7 +374,7 @@ class Session:
                 else:
                     prefix = b"".join(self.store.read_object(_chunk(c)) for c in info["prefix"])
                     data = prefix + b"".join(self.fs.read(os.path.join(directory, f[2])) for f in info["files"])
-            except (OSError, ValueError, KeyError):
+            except DAMAGE:
                 self.problems.append(f"{directory}: staged bytes of {artifact} are incomplete; not recovered")
                 continue
             if len(data) != int(info["size"]):
@@ -869,13 +965,17 @@ class Session:
         _AckSet(pending.acks).resolve(SaveAbandoned(f"{pending.batch.id} was abandoned"))
 
     def _discard_unadopted(self, batch: Batch) -> None:
-        """A failed attempt's staged bytes and, if its commit got that far, its never-adopted manifest:
-        left alone, a fallback after a corrupt HEAD could mistake that orphan for an adopted generation."""
-        remove_staging(self.fs, batch.staging_dir)
+        """A failed attempt's never-adopted manifest (if its commit got that far), then its staged bytes:
+        in this order, because a manifest whose staging directory is gone counts as adopted when HEAD is
+        lost (``_adoption``); left alone, the orphan could be mistaken for an adopted generation."""
         current = self.head.manifest if self.head else None
         for name in self.store.list_manifests():
             if name.endswith(f"-{batch.id}.json") and name != current:
-                self.fs.remove(self.store.path(name))
+                try:
+                    self.fs.remove(self.store.path(name))
+                except OSError as exc:  # damage: left in place, and said
+                    self.problems.append(f"{self.store.path(name)}: unadopted manifest left ({describe(exc)})")
+        remove_staging(self.fs, batch.staging_dir)
 
     def _require_pending(self) -> PendingPublication:
         if self.pending is None:
@@ -886,8 +986,11 @@ class Session:
     def retire(self, *, pinned: Iterable[str] = ()) -> tuple[int, bool]:
         """One idle slice of retirement: old generations beyond ``keep_generations`` (pinned kept), then
         unreferenced chunks. Returns (removed, more work left)."""
-        return self.store.retire(keep=self.settings.keep_generations, pinned=pinned, head=self.head,
-                                 max_deletions=self.settings.retire_slice)
+        try:
+            return self.store.retire(keep=self.settings.keep_generations, pinned=pinned, head=self.head,
+                                     max_deletions=self.settings.retire_slice, problems=self.problems)
+        except DAMAGE as exc:
+            raise SessionError(f"{self.root}: retirement failed: {describe(exc)}") from exc
 
     def restore(self, seq: int) -> HeadRef:
         """Restore generation ``seq`` as a new generation under a new owner epoch; stale candidates

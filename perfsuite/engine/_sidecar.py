@@ -158,6 +158,8 @@ class Sidecar:
         sidecar.root = dict(record.get("root", {}))
         sidecar.next_mail = int(record.get("next_mail", 1))
         sidecar.checkpoint = record.get("checkpoint")
+        if sidecar.checkpoint is not None and not isinstance(sidecar.checkpoint, dict):
+            raise ValueError("the checkpoint marker is not an object")
         return sidecar
 
 

@@ -3,7 +3,8 @@
 A conversation directory holds the main transcript, branch transcripts, view transcripts, a
 model-selection trace and a recovery event log, as JSON lines. ``append`` writes through to the page
 cache in O(size of message); ``write(sync=True)`` is the barrier; rewrites go through atomic replace;
-a torn trailing line is recovered on load without losing anything complete.
+a torn trailing line is recovered on load without losing anything complete, and a damaged line in the
+middle is quarantined without losing anything after it (issue 14 case 4, :func:`scan_lines`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from perfsuite.engine._damage import DAMAGE, describe
 from perfsuite.engine._fs import O_APPEND_CREATE, FileSystem, FsyncFailed, OsFileSystem
 
 MAIN_FILE = "conversation.jsonl"
@@ -46,11 +48,14 @@ class Message:
 
     @classmethod
     def from_json(cls, record: Mapping[str, Any]) -> Message:
+        meta = record.get("meta")
+        if meta is not None and not isinstance(meta, Mapping):
+            raise ValueError("meta is not an object")
         return cls(
             role=str(record["role"]),
             content=str(record["content"]),
             timestamp=float(record.get("timestamp", 0.0)),
-            meta=record.get("meta"),
+            meta=meta,
         )
 
     @property
@@ -72,8 +77,42 @@ class TornTail:
     recovery_file: str
 
 
+@dataclass(frozen=True, slots=True)
+class Quarantined:
+    """A complete line in the middle of a file that did not decode, and where its bytes were kept. A crash
+    only loses or zeroes the unsynced tail, so this is damage: the line is moved under ``recovery/`` and
+    every intact line after it stays in the log (issue 14 case 4)."""
+
+    path: str
+    offset: int
+    nbytes: int
+    recovery_file: str
+
+
 class TranscriptError(Exception):
-    """A transcript operation failed; the turn must not be reported as persisted."""
+    """A transcript operation failed (or its files are damaged); the message is one line naming the file.
+    The turn must not be reported as persisted."""
+
+
+def scan_lines(data: bytes, decode: Any) -> tuple[list[Any], list[tuple[int, bytes]], int]:
+    """Split JSON-lines bytes into decoded records, quarantined lines ``(offset, bytes)`` and the offset
+    where the torn tail starts (``len(data)`` when there is none). Only a torn tail is a tail: a last
+    line without its newline (a partial append) or a line holding NUL bytes (blocks a crash left
+    unwritten read as zeros, and every append after them is as unsynced) ends the log. Any other line
+    that does not decode is damage in place: quarantined, and the scan goes on."""
+    records: list[Any] = []
+    bad: list[tuple[int, bytes]] = []
+    offset = 0
+    while offset < len(data):
+        end = data.find(b"\n", offset)
+        if end < 0 or data.find(b"\0", offset, end) >= 0:
+            return records, bad, offset
+        try:
+            records.append(decode(json.loads(data[offset:end])))
+        except DAMAGE:
+            bad.append((offset, data[offset : end + 1]))
+        offset = end + 1
+    return records, bad, offset
 
 
 @dataclass
@@ -105,18 +144,28 @@ class TranscriptLog:
         self._model = _JsonlFile(os.path.join(self.logdir, MODEL_TRACE_FILE))
         self._events = _JsonlFile(os.path.join(self.logdir, EVENT_LOG_FILE))
         self.torn: list[TornTail] = []
+        self.quarantined: list[Quarantined] = []
 
     # -- construction -------------------------------------------------------------------------------
     @classmethod
-    def open(cls, logdir: str | os.PathLike[str], *, fs: FileSystem | None = None, compact_after: int = 1000
-             ) -> TranscriptLog:
-        """Open (or create) the log in ``logdir``; an existing one is loaded with torn-tail recovery."""
+    def open(cls, logdir: str | os.PathLike[str], *, fs: FileSystem | None = None, compact_after: int = 1000,
+             committed: int = 0) -> TranscriptLog:
+        """Open (or create) the log in ``logdir``; an existing one is loaded with torn-tail recovery and
+        quarantine of damaged middle lines. ``committed``: bytes of the main transcript the caller knows
+        were made durable (a file-backed sidecar records them): a main transcript whose complete lines
+        (plus lines quarantined earlier) fall short of it has lost committed messages, and open refuses
+        before repairing anything. Damage is a one-line :class:`TranscriptError`."""
         fs = fs or OsFileSystem()
         path = os.path.abspath(os.fspath(logdir))
-        created = fs.makedirs(path)
-        log = cls(path, fs, created=created, compact_after=compact_after)
-        if not created:
-            log._load()
+        try:
+            created = fs.makedirs(path)
+            if not created and not fs.isdir(path):
+                raise TranscriptError(f"{path}: not a directory, so not a transcript log")
+            log = cls(path, fs, created=created, compact_after=compact_after)
+            if not created:
+                log._load(committed)
+        except DAMAGE as exc:
+            raise TranscriptError(f"{path}: cannot load the transcript log: {describe(exc)}") from exc
         return log
 
     def _files(self) -> Iterator[_JsonlFile]:
@@ -126,18 +175,20 @@ class TranscriptLog:
         yield self._model
         yield self._events
 
-    def _load(self) -> None:
+    def _load(self, committed: int = 0) -> None:
         names = self.fs.listdir(self.logdir)
         for name in names:
             if TEMP_MARK in name:  # an interrupted rewrite: never authoritative, the old file is complete
                 self.fs.remove(os.path.join(self.logdir, name))
-        self._load_file(self._main, Message.from_json)
+        self._load_file(self._main, Message.from_json, committed)  # first: a refusal repairs nothing
         self._load_file(self._model, dict)
         self._load_file(self._events, dict)
         for subdir, table in ((BRANCH_DIR, self._branches), (VIEW_DIR, self._views)):
             directory = os.path.join(self.logdir, subdir)
-            if not self.fs.isdir(directory):
+            if not self.fs.exists(directory):
                 continue
+            if not self.fs.isdir(directory):
+                raise TranscriptError(f"{directory}: not a directory")
             for name in self.fs.listdir(directory):
                 if TEMP_MARK in name:
                     self.fs.remove(os.path.join(directory, name))
@@ -149,40 +200,68 @@ class TranscriptLog:
             self.record_event("torn-tail-recovered", file=os.path.relpath(tail.path, self.logdir),
                               offset=tail.offset, nbytes=tail.nbytes,
                               recovery_file=os.path.relpath(tail.recovery_file, self.logdir))
+        for line in self.quarantined:
+            self.record_event("corrupt-line-quarantined", file=os.path.relpath(line.path, self.logdir),
+                              offset=line.offset, nbytes=line.nbytes,
+                              recovery_file=os.path.relpath(line.recovery_file, self.logdir))
 
-    def _load_file(self, entry: _JsonlFile, decode: Any) -> None:
+    def _load_file(self, entry: _JsonlFile, decode: Any, committed: int = 0) -> None:
         if not self.fs.exists(entry.path):
+            if committed:
+                raise TranscriptError(f"{entry.path}: missing, but {committed}B of it were committed")
             return
+        if self.fs.isdir(entry.path):
+            raise TranscriptError(f"{entry.path}: is a directory, not a transcript file")
+        try:
+            data = self.fs.read(entry.path)
+        except FileNotFoundError:
+            raise TranscriptError(f"{entry.path}: is a dangling symbolic link") from None
+        records, bad, tail = scan_lines(data, decode)
+        if committed and tail + self._quarantined_bytes(entry.path) < committed:
+            raise TranscriptError(f"{entry.path}: {tail}B of complete lines, but {committed}B were committed: "
+                                  "committed messages were cut off")
         entry.exists = True
-        data = self.fs.read(entry.path)
-        offset = 0
-        records: list[Any] = []
-        while offset < len(data):
-            end = data.find(b"\n", offset)
-            if end < 0:
-                break
-            try:
-                records.append(decode(json.loads(data[offset:end])))
-            except (ValueError, KeyError, TypeError):
-                break
-            offset = end + 1
         entry.records = records
-        if offset < len(data):
-            self._recover_torn(entry, data, offset)
+        if bad or tail < len(data):
+            self._recover_damage(entry, data, bad, tail)
 
-    def _recover_torn(self, entry: _JsonlFile, data: bytes, offset: int) -> None:
-        """Preserve the torn bytes in a recovery file first, then rewrite the complete prefix."""
+    def _recovery_stem(self, path: str) -> str:
+        return os.path.relpath(path, self.logdir).replace(os.sep, "__")
+
+    def _quarantined_bytes(self, path: str) -> int:
+        """Bytes of ``path`` quarantined by earlier loads (they still count as committed: they are kept)."""
+        recovery_dir = os.path.join(self.logdir, RECOVERY_DIR)
+        if not self.fs.isdir(recovery_dir):
+            return 0
+        prefix = f"{self._recovery_stem(path)}.corrupt-"
+        return sum(self.fs.size(os.path.join(recovery_dir, n)) for n in self.fs.listdir(recovery_dir)
+                   if n.startswith(prefix))
+
+    def _recover_damage(self, entry: _JsonlFile, data: bytes, bad: list[tuple[int, bytes]], tail: int) -> None:
+        """Preserve the quarantined lines and the torn tail in recovery files first (synced), then rewrite
+        the file to its intact lines, byte for byte: later loads find nothing to repair (idempotent)."""
         recovery_dir = os.path.join(self.logdir, RECOVERY_DIR)
         for directory in self.fs.makedirs(recovery_dir):
             self._pending_dirs.add(os.path.dirname(directory))
-        stem = os.path.basename(entry.path)
         serial = len(self.fs.listdir(recovery_dir))
-        recovery_file = os.path.join(recovery_dir, f"{stem}.torn-{serial}-{offset}")
-        self.fs.write_new(recovery_file, data[offset:], exclusive=True, sync=True)
+        for offset, line in bad:
+            kept = os.path.join(recovery_dir, f"{self._recovery_stem(entry.path)}.corrupt-{serial}-{offset}")
+            self.fs.write_new(kept, line, exclusive=True, sync=True)
+            self.quarantined.append(Quarantined(entry.path, offset, len(line), kept))
+            serial += 1
+        if tail < len(data):
+            stem = os.path.basename(entry.path)
+            recovery_file = os.path.join(recovery_dir, f"{stem}.torn-{serial}-{tail}")
+            self.fs.write_new(recovery_file, data[tail:], exclusive=True, sync=True)
+            self.torn.append(TornTail(entry.path, tail, len(data) - tail, recovery_file))
         self.fs.sync_dir(recovery_dir)
         self._sync_pending_dirs()
-        self.fs.atomic_replace(entry.path, data[:offset])
-        self.torn.append(TornTail(entry.path, offset, len(data) - offset, recovery_file))
+        intact, start = [], 0
+        for offset, line in bad:
+            intact.append(data[start:offset])
+            start = offset + len(line)
+        intact.append(data[start:tail])
+        self.fs.atomic_replace(entry.path, b"".join(intact))
 
     # -- reading ------------------------------------------------------------------------------------
     def messages(self, branch: str = "main") -> list[Message]:

@@ -17,16 +17,27 @@ Several versions of the code under test, interleaved in one run (what ``perfsuit
 from perfsuite.harness._alloc import AllocationRecord, measure_allocation
 from perfsuite.harness._gc import GcEvent, GcRecorder, GcWindow, apply_gc_policy
 from perfsuite.harness._heartbeat import GapWindow, Heartbeat, LagPercentiles
+from perfsuite.harness._lock import ResultsBusy, ResultsLock
 from perfsuite.harness._operation import AckCallback, Operation, OperationContext, resolve_operation
 from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe
 from perfsuite.harness._results import (
+    HOST_LABEL_ENV,
+    ResultsWriter,
     load_results,
     sample_metrics,
     validate_results,
     write_exports,
     write_json_atomic,
 )
-from perfsuite.harness._runner import RunResult, SampleEvent, new_results_path, resume_run, run_recipe
+from perfsuite.harness._runner import (
+    RunResult,
+    SampleEvent,
+    check_resumable,
+    new_results_path,
+    plan_order,
+    resume_run,
+    run_recipe,
+)
 from perfsuite.harness._sample import SampleFailed, SampleRecord, SampleSpec, measure_sample
 from perfsuite.harness._variants import (
     CodeVariant,
@@ -38,6 +49,7 @@ from perfsuite.harness._variants import (
 )
 
 __all__ = [
+    "HOST_LABEL_ENV",
     "AckCallback",
     "AllocationRecord",
     "CodeVariant",
@@ -51,6 +63,9 @@ __all__ = [
     "Operation",
     "OperationContext",
     "Recipe",
+    "ResultsBusy",
+    "ResultsLock",
+    "ResultsWriter",
     "RunResult",
     "SampleEvent",
     "SampleFailed",
@@ -58,6 +73,7 @@ __all__ = [
     "SampleSpec",
     "VariantsResult",
     "apply_gc_policy",
+    "check_resumable",
     "imports_packages",
     "list_recipes",
     "load_recipe",
@@ -65,6 +81,7 @@ __all__ = [
     "measure_allocation",
     "measure_sample",
     "new_results_path",
+    "plan_order",
     "plan_variants",
     "probe_variant",
     "resolve_operation",

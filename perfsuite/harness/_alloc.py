@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import shutil
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,8 +28,10 @@ from perfsuite.harness._sample import (
     SampleSpec,
     _Ack,
     _fail,
+    check_acks,
     open_operation,
-    prepare_workdir,
+    sample_root,
+    sample_workdir,
     split_metrics,
     wait_ack,
 )
@@ -99,10 +100,9 @@ async def measure_allocation(spec: SampleSpec, factory: OperationFactory | None 
     except ImportError as exc:  # pragma: no cover - memray is a declared dependency
         raise PerfsuiteError(f"{spec.label}: the allocation pass needs memray ({exc})") from None
     factory = factory or resolve_operation(spec.operation)
-    root = Path(tempfile.mkdtemp(prefix=f"alloc-{spec.index}-", dir=spec.work_root))
+    root = sample_root(spec, f"alloc-{spec.index}-")
     try:
-        fixture = Path(spec.fixture) if spec.fixture else None
-        workdir, scratch = prepare_workdir(fixture, root, spec.sync_after_copy)
+        workdir, scratch = sample_workdir(spec, root)
         op = await open_operation(spec, factory, workdir, scratch, "allocation")
         try:
             await call_optional(op, "wait_idle")
@@ -124,7 +124,8 @@ async def measure_allocation(spec: SampleSpec, factory: OperationFactory | None 
                     op.submit(ack)
                 except Exception as exc:
                     raise _fail(spec, "submit()", exc) from exc
-                await wait_ack(spec, ack)
+                await wait_ack(spec, ack, t0)
+            check_acks(spec, ack)
             ack_ms = (ack.ns - t0) / 1e6
             total, count, peak = memray_totals(capture)
             raw = await call_optional(op, "metrics")

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from perfsuite.errors import PerfsuiteError
 
 __all__ = [
     "SCHEMA_VERSION",
+    "ResultsWriter",
     "collect_environment",
     "describe_fixture",
     "export_hlogs",
@@ -45,6 +46,9 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 1
+#: when set, recorded as ``environment.host_label``: the machine's name in history and the results store
+#: (CI runners get a new host name per job, so a workflow names its runner class here)
+HOST_LABEL_ENV = "PERFSUITE_HOST_LABEL"
 #: M8: seeded bootstrap of the median, so a summary is reproducible from the same samples
 BOOTSTRAP_SEED = 20261020
 BOOTSTRAP_RESAMPLES = 2000
@@ -83,12 +87,37 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def current_umask() -> int:
+    """The process umask, read without changing it where Linux says it (``/proc/self/status``)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: the classic set-and-restore
+    os.umask(mask)
+    return mask
+
+
+#: how a results document reaches the disk, ``(path, document) -> None``: :func:`write_json_atomic`, or a
+#: fault-injecting stand-in in the tests (issue 14 case 6: ENOSPC while writing results)
+ResultsWriter = Callable[[Path, Any], None]
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Temp file in the same directory, write, fsync, ``os.replace``, fsync the directory."""
+    """Temp file in the same directory, write, fsync, ``os.replace``, fsync the directory.
+
+    The file gets the permissions a plain ``open(path, "w")`` would (``0666 & ~umask``, 0644 usually),
+    like the exports beside it; ``mkstemp`` alone would leave it private (0600; issue 14 case 9).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(data, fh, indent=1, allow_nan=False)
             fh.write("\n")
@@ -185,7 +214,7 @@ def git_state() -> dict[str, Any] | None:
 
 
 def collect_environment(work_dir: Path) -> dict[str, Any]:
-    """M8: Python, OS, CPU, core count, work-dir filesystem and directory-fsync probe, git, host, date."""
+    """M8: Python, OS, CPU, cores, work-dir filesystem and dir-fsync probe, git, host (and its label), date."""
     try:
         affinity: int | None = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -195,7 +224,8 @@ def collect_environment(work_dir: Path) -> dict[str, Any]:
     except (AttributeError, OSError):
         load = None
     fs = filesystem_of(work_dir)
-    return {
+    label = os.environ.get(HOST_LABEL_ENV, "").strip()
+    env: dict[str, Any] = {
         "python": {
             "version": platform.python_version(),
             "implementation": platform.python_implementation(),
@@ -217,6 +247,9 @@ def collect_environment(work_dir: Path) -> dict[str, Any]:
         "date": now_iso(),
         "load_avg": load,
     }
+    if label:
+        env["host_label"] = label
+    return env
 
 
 # -- fixture description (M6, M8) ----------------------------------------------------------------
@@ -467,6 +500,8 @@ def export_pyperf(document: Mapping[str, Any], path: Path) -> Path | None:
     model = (env.get("cpu") or {}).get("model")
     if model:
         common["cpu_model_name"] = model
+    if document.get("run_id"):  # which run wrote this export (issue 14 case 7: never another run's)
+        common["perfsuite_run_id"] = str(document["run_id"])
     benchmarks = []
     for mode, samples in _series(document):
         if not samples:

@@ -32,24 +32,35 @@ from perfsuite.errors import PerfsuiteError
 from perfsuite.harness._alloc import measure_allocation
 from perfsuite.harness._gc import GcRecorder
 from perfsuite.harness._heartbeat import Heartbeat
+from perfsuite.harness._lock import ResultsLock, check_not_busy, new_results_path
 from perfsuite.harness._operation import CONTROL_OPERATION, OperationFactory, control_operation, resolve_operation
 from perfsuite.harness._recipe import Recipe
 from perfsuite.harness._results import (
     SCHEMA_VERSION,
     SUMMARY_METHOD,
+    ResultsWriter,
     collect_environment,
     describe_fixture,
     load_results,
     now_iso,
     summarize,
     summarize_samples,
+    validate_results,
     verdict,
     write_exports,
     write_json_atomic,
 )
 from perfsuite.harness._sample import SampleSpec, measure_sample
 
-__all__ = ["RunResult", "SampleEvent", "new_results_path", "plan_order", "resume_run", "run_recipe"]
+__all__ = [
+    "RunResult",
+    "SampleEvent",
+    "check_resumable",
+    "new_results_path",
+    "plan_order",
+    "resume_run",
+    "run_recipe",
+]
 
 #: control window length before any sample has been measured (ms, tail included)
 DEFAULT_CONTROL_WINDOW_MS = 50.0
@@ -116,18 +127,6 @@ def plan_order(recipe: Recipe) -> list[dict[str, Any]]:
     return order
 
 
-def new_results_path(output_dir: Path | str, recipe: str) -> Path:
-    """A fresh ``<output_dir>/<recipe>-<timestamp>.json`` path (never an existing file)."""
-    output_dir = Path(output_dir)
-    stamp = time.strftime("%Y%m%dT%H%M%S")
-    path = output_dir / f"{recipe}-{stamp}.json"
-    n = 2
-    while path.exists():
-        path = output_dir / f"{recipe}-{stamp}-{n}.json"
-        n += 1
-    return path
-
-
 def _new_document(recipe: Recipe, fixture: Mapping[str, Any], environment: Mapping[str, Any]) -> dict[str, Any]:
     order = plan_order(recipe)
     return {
@@ -170,6 +169,7 @@ class _Run:
         fixture: Path | None,
         work_dir: Path,
         on_sample: OnSample | None,
+        writer: ResultsWriter | None = None,
         code: Mapping[str, Any] | None = None,
     ) -> None:
         self.recipe = recipe
@@ -178,6 +178,7 @@ class _Run:
         self.fixture = fixture
         self.work_dir = work_dir
         self.on_sample = on_sample
+        self.write: ResultsWriter = writer or write_json_atomic
         self.code = code  # a code variant the worker imports first (run_variants); None: the running code
         self.last_code: Mapping[str, Any] | None = None  # what the last worker imported, and from where
         # a code variant's operations import in its worker only (the running code may lack what they need)
@@ -195,11 +196,15 @@ class _Run:
 
     def spec(self, entry: Mapping[str, Any]) -> SampleSpec:
         r = self.recipe
+        ack_timeout_s = r.ack_timeout_s
         if entry["kind"] == "control":
             window = self.control_window_ms()
             operation, mode = CONTROL_OPERATION, "control"
             params: dict[str, Any] = {"window_ms": max(window - r.window_tail_ms, 0.0)}
             fixture = None
+            # the control acknowledges after `window_ms` by design: its timeout is on top of that, so a
+            # slow sample can never make the next control window time out (issue 14 case 9)
+            ack_timeout_s = r.ack_timeout_s + params["window_ms"] / 1e3
         else:
             m = r.mode(entry["mode"])
             operation, mode, params = m.operation, m.name, dict(m.params)
@@ -216,7 +221,7 @@ class _Run:
             heartbeat_ms=r.heartbeat_ms,
             gc=r.gc,
             tail_ms=r.window_tail_ms,
-            ack_timeout_s=r.ack_timeout_s,
+            ack_timeout_s=ack_timeout_s,
             settle_ms=r.settle_ms,
             sync_after_copy=r.sync_after_copy,
         )
@@ -247,7 +252,7 @@ class _Run:
             body["allocation"] = alloc
         doc["progress"]["done"] += 1
         doc["updated_at"] = now_iso()
-        write_json_atomic(self.path, doc)  # M4/M8: after every sample
+        self.write(self.path, doc)  # M4/M8: after every sample
         if self.on_sample is not None:
             self.on_sample(
                 SampleEvent(
@@ -329,33 +334,49 @@ class _Run:
         if proc.returncode != 0 or not isinstance(reply, dict) or "record" not in reply:
             err = [ln for ln in proc.stderr.splitlines() if ln.strip()]
             last = err[-1] if err else "no output"
+            if len(last) > 300:  # a traceback's last line can be a 30 KB shutil.Error list: keep it one short line
+                last = last[:300] + "..."
             raise PerfsuiteError(f"{spec.label}: worker process failed (exit {proc.returncode}): {last}")
         if reply.get("code") is not None:
             self.last_code = reply["code"]
         return dict(reply["record"])
 
     def finish(self) -> RunResult:
+        """Exports first, then ``status: complete``: a run whose exports failed (ENOSPC) is not complete,
+        and ``--resume`` writes them again (issue 14 case 6)."""
+        exports = write_exports(self.doc, self.path)
         self.doc["status"] = "complete"
+        self.doc.pop("error", None)
         self.doc["finished_at"] = now_iso()
         self.doc["updated_at"] = now_iso()
-        write_json_atomic(self.path, self.doc)
-        exports = write_exports(self.doc, self.path)
+        self.write(self.path, self.doc)
         return RunResult(self.path, self.doc, tuple(exports))
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(part.strip() for part in str(exc).splitlines() if part.strip())
+    return text if isinstance(exc, PerfsuiteError) and text else f"{type(exc).__name__}: {text}".rstrip(": ")
 
 
 def _drive(run: _Run, rewarm: bool) -> RunResult:
     try:
         run.execute(rewarm)
-    except BaseException:
-        # keep what was measured; mark the file so `--resume` and readers know (M4)
-        run.doc["status"] = "interrupted"
+        return run.finish()
+    except BaseException as exc:
+        # keep what was measured; mark the file so `--resume` and readers know (M4): SIGINT and SIGTERM
+        # interrupt, anything else fails the run, with its one-line reason (issue 14 case 9)
+        interrupted = isinstance(exc, KeyboardInterrupt)
+        run.doc["status"] = "interrupted" if interrupted else "failed"
+        if interrupted:
+            run.doc.pop("error", None)
+        else:
+            run.doc["error"] = _one_line(exc)
         run.doc["updated_at"] = now_iso()
         try:
-            write_json_atomic(run.path, run.doc)
+            run.write(run.path, run.doc)
         except OSError:
-            pass
+            pass  # ENOSPC again: the previous atomic write, with every sample it kept, stays on disk
         raise
-    return run.finish()
 
 
 def _work_dir(work_root: Path | None) -> Path:
@@ -374,6 +395,7 @@ def run_recipe(
     work_root: Path | None = None,
     on_sample: OnSample | None = None,
     run_id: str | None = None,
+    writer: ResultsWriter | None = None,
 ) -> RunResult:
     """M4: run ``recipe`` and write its results file (plus exports) under ``output_dir`` (or ``output``).
     ``run_id`` ties together the documents of one invocation (e.g. to find its fsync floor).
@@ -382,26 +404,88 @@ def run_recipe(
     recipes); ``fixture_info`` is whatever its resolver knows (name, digest...). ``work_root`` is where
     the private copies live (default: the system temp dir). ``on_sample`` receives a
     :class:`SampleEvent` after every plan entry. Raises :class:`PerfsuiteError` on bad input or a
-    failed sample; the file then keeps every sample measured before it.
+    failed sample; the file then keeps every sample measured before it (status ``failed``, with the
+    reason in ``error``; ``interrupted`` after SIGINT/SIGTERM). The document is locked while the run
+    writes it (issue 14 case 7); ``writer`` replaces the atomic writer (fault injection in tests).
     """
     if recipe.fixture and fixture is None:
         raise PerfsuiteError(f"{recipe.name}: the recipe needs fixture {recipe.fixture!r}, none was given")
     if fixture is not None and not Path(fixture).is_dir():
         raise PerfsuiteError(f"{recipe.name}: fixture directory not found: {fixture}")
     path = Path(output) if output is not None else new_results_path(output_dir, recipe.name)
-    info = dict(fixture_info or {})
-    info.setdefault("name", recipe.fixture)
-    fixture_doc = describe_fixture(Path(fixture) if fixture else None, info)
-    work_dir = _work_dir(work_root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with ResultsLock.acquire(path):
+        info = dict(fixture_info or {})
+        info.setdefault("name", recipe.fixture)
+        fixture_doc = describe_fixture(Path(fixture) if fixture else None, info)
+        work_dir = _work_dir(work_root)
+        try:
+            run = _Run(recipe, {}, path, Path(fixture) if fixture else None, work_dir, on_sample, writer)
+            run.doc = _new_document(recipe, fixture_doc, collect_environment(work_dir))
+            if run_id is not None:
+                run.doc["run_id"] = run_id
+            run.write(path, run.doc)
+            return _drive(run, rewarm=False)
+        finally:
+            shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _resume_problem(doc: Mapping[str, Any], recipe: Recipe) -> str | None:
+    """Why ``doc``'s plan and progress cannot be continued with ``recipe``, or ``None`` (issue 14 case 9:
+    ``progress.done = -3`` used to run the wrong plan entries)."""
+    order, progress = doc["order"], doc["progress"]
+    done, total = progress["done"], progress["total"]
+    if order != plan_order(recipe):
+        return "order is not the plan of the recorded recipe"
+    if total != len(order):
+        return f"progress.total is {total}, the plan has {len(order)} entries"
+    if not 0 <= done <= total:
+        return f"progress.done is {done}, expected 0..{total}"
+    if sorted(doc["modes"]) != sorted(m.name for m in recipe.modes):
+        return f"modes {sorted(doc['modes'])} are not the recipe's {sorted(m.name for m in recipe.modes)}"
+    finished = order[:done]
+
+    def count(kind: str, mode: str | None) -> int:
+        return sum(1 for e in finished if e["kind"] == kind and e["mode"] == mode)
+
+    for mode, body in doc["modes"].items():
+        alloc = (body.get("allocation") or {}).get("samples") or []
+        for what, have, want in (("samples", len(body["samples"]), count("sample", mode)),
+                                 ("warm-ups", int(body.get("warmups", 0)), count("warmup", mode)),
+                                 ("allocation samples", len(alloc), count("allocation", mode))):
+            if have != want:
+                return f"mode {mode} records {have} {what}, but progress.done = {done} means {want}"
+    controls = len(doc["control"]["samples"])
+    if controls != count("control", None):
+        return f"the control records {controls} windows, but progress.done = {done} means {count('control', None)}"
+    return None
+
+
+def check_resumable(path: Path | str) -> tuple[dict[str, Any], Recipe]:
+    """Load a results document for ``--resume`` and check it first: the schema, the recorded recipe,
+    the plan and progress against what was recorded, and that no live process is writing it. Every
+    problem is one :class:`PerfsuiteError` line naming the file (issue 14 cases 7 and 9)."""
+    doc, recipe = _resumable_document(Path(path))
+    check_not_busy(path)
+    return doc, recipe
+
+
+def _resumable_document(path: Path) -> tuple[dict[str, Any], Recipe]:
+    doc = load_results(path)
+    if doc.get("variant"):
+        raise PerfsuiteError(
+            f"{path}: cannot resume: measured interleaved with other code variants (perfsuite ab); it cannot be "
+            "resumed alone: run the comparison again"
+        )
     try:
-        run = _Run(recipe, {}, path, Path(fixture) if fixture else None, work_dir, on_sample)
-        run.doc = _new_document(recipe, fixture_doc, collect_environment(work_dir))
-        if run_id is not None:
-            run.doc["run_id"] = run_id
-        write_json_atomic(path, run.doc)
-        return _drive(run, rewarm=False)
-    finally:
-        shutil.rmtree(work_dir, ignore_errors=True)
+        validate_results(doc)
+    except PerfsuiteError as exc:
+        raise PerfsuiteError(f"{path}: cannot resume: {exc}") from None
+    recipe = Recipe.from_dict(doc["recipe"], source=f"{path}: recipe")
+    problem = _resume_problem(doc, recipe)
+    if problem:
+        raise PerfsuiteError(f"{path}: cannot resume: {problem}")
+    return doc, recipe
 
 
 def resume_run(
@@ -411,35 +495,37 @@ def resume_run(
     fixture_info: Mapping[str, Any] | None = None,
     work_root: Path | None = None,
     on_sample: OnSample | None = None,
+    writer: ResultsWriter | None = None,
 ) -> RunResult:
-    """M4: continue an interrupted run file, keeping its samples, recorded recipe and plan."""
+    """M4: continue an interrupted or failed run file, keeping its samples, recorded recipe and plan.
+
+    The document is checked first (:func:`check_resumable`) and locked while it is written: a second
+    ``--resume`` of a document whose run is alive is refused (:class:`~perfsuite.harness.ResultsBusy`).
+    """
     path = Path(path)
-    doc = load_results(path)
-    if doc.get("variant"):
-        raise PerfsuiteError(
-            f"{path}: measured interleaved with other code variants (perfsuite ab); it cannot be resumed alone: "
-            "run the comparison again"
-        )
-    recipe = Recipe.from_dict(doc["recipe"], source=f"{path}: recipe")
-    done, total = doc["progress"]["done"], doc["progress"]["total"]
-    if recipe.fixture and fixture is None:
-        raise PerfsuiteError(f"{path}: the run needs fixture {recipe.fixture!r}, none was given")
-    recorded = (doc.get("fixture") or {}).get("digest")
-    if fixture is not None:
-        info = dict(fixture_info or {})
-        info.setdefault("name", recipe.fixture)
-        now = describe_fixture(Path(fixture), info).get("digest")
-        if recorded and now and recorded != now:
-            raise PerfsuiteError(f"{path}: the fixture changed since the run started ({recorded} != {now})")
-    work_dir = _work_dir(work_root)
-    try:
-        run = _Run(recipe, doc, path, Path(fixture) if fixture else None, work_dir, on_sample)
-        if done >= total:
-            if doc.get("status") == "complete":
-                raise PerfsuiteError(f"{path}: the run is already complete")
-            return run.finish()
-        doc["status"] = "running"
-        doc.setdefault("resumed_at", []).append(now_iso())
-        return _drive(run, rewarm=True)
-    finally:
-        shutil.rmtree(work_dir, ignore_errors=True)
+    check_resumable(path)  # one-line errors for a missing or bad file before any lock file is made
+    with ResultsLock.acquire(path):
+        doc, recipe = _resumable_document(path)  # again, under the lock: the one this run continues
+        done, total = doc["progress"]["done"], doc["progress"]["total"]
+        if recipe.fixture and fixture is None:
+            raise PerfsuiteError(f"{path}: the run needs fixture {recipe.fixture!r}, none was given")
+        recorded = (doc.get("fixture") or {}).get("digest")
+        if fixture is not None:
+            info = dict(fixture_info or {})
+            info.setdefault("name", recipe.fixture)
+            now = describe_fixture(Path(fixture), info).get("digest")
+            if recorded and now and recorded != now:
+                raise PerfsuiteError(f"{path}: the fixture changed since the run started ({recorded} != {now})")
+        work_dir = _work_dir(work_root)
+        try:
+            run = _Run(recipe, doc, path, Path(fixture) if fixture else None, work_dir, on_sample, writer)
+            if done >= total:
+                if doc.get("status") == "complete":
+                    raise PerfsuiteError(f"{path}: the run is already complete")
+                return _drive(run, rewarm=False)  # measured, but exports or the final write failed
+            doc["status"] = "running"
+            doc.pop("error", None)
+            doc.setdefault("resumed_at", []).append(now_iso())
+            return _drive(run, rewarm=True)
+        finally:
+            shutil.rmtree(work_dir, ignore_errors=True)

@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -153,11 +153,24 @@ class SampleRecord:
         }
 
 
-def prepare_workdir(fixture: Path | None, root: Path, sync: bool = True) -> tuple[Path | None, Path]:
+class _CopyStopped(Exception):
+    """Carries the first failed file copy out of ``copytree``, which would otherwise go on and collect
+    one error per file (a 30 KB ``shutil.Error`` when the disk is full; issue 14 case 9)."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+def prepare_workdir(
+    fixture: Path | None, root: Path, sync: bool = True, copy_function: Callable[[str, str], object] = shutil.copy2
+) -> tuple[Path | None, Path]:
     """M4/M6: a private ``cp -a``-style copy of ``fixture`` under ``root``, plus an empty scratch dir.
 
     ``shutil.copytree(symlinks=True)`` with ``copy2`` keeps metadata and links; the copy is never the
     original. With ``sync``, dirty pages are flushed so the sample's own fsyncs do not pay for the copy.
+    The first failed copy (ENOSPC...) stops it with one line naming that file; ``copy_function`` is
+    the per-file copy (a seam for fault injection).
     """
     scratch = root / "scratch"
     scratch.mkdir()
@@ -167,7 +180,26 @@ def prepare_workdir(fixture: Path | None, root: Path, sync: bool = True) -> tupl
     if not source.is_dir():
         raise PerfsuiteError(f"fixture directory not found: {fixture}")
     workdir = root / (source.name or "fixture")
-    shutil.copytree(source, workdir, symlinks=True, copy_function=shutil.copy2)
+
+    def copy_or_stop(src: str, dst: str) -> object:
+        try:
+            return copy_function(src, dst)
+        except OSError as exc:
+            raise _CopyStopped(exc) from exc
+
+    try:
+        shutil.copytree(source, workdir, symlinks=True, copy_function=copy_or_stop)
+    except _CopyStopped as stop:
+        exc = stop.error
+        where = exc.filename or source
+        raise PerfsuiteError(f"copying fixture {source}: {where}: {exc.strerror or exc}") from None
+    except shutil.Error as exc:  # directory-level errors (copystat, mkdir) collected by copytree
+        first = exc.args[0][0] if exc.args and isinstance(exc.args[0], list) and exc.args[0] else exc
+        more = len(exc.args[0]) - 1 if exc.args and isinstance(exc.args[0], list) else 0
+        text = f"{first[1]}: {first[2]}" if isinstance(first, tuple) and len(first) == 3 else str(first)
+        raise PerfsuiteError(f"copying fixture {source}: {text}" + (f" (and {more} more)" if more else "")) from None
+    except OSError as exc:
+        raise PerfsuiteError(f"copying fixture {source}: {exc.filename or workdir}: {exc.strerror or exc}") from None
     if workdir.resolve() == source:  # cannot happen with a fresh temp root; the invariant is M4's
         raise PerfsuiteError("refusing to measure on the original fixture directory")
     if sync and hasattr(os, "sync"):
@@ -205,14 +237,37 @@ class _Ack:
             self.future.set_result(None)
 
 
-async def wait_ack(spec: SampleSpec, ack: _Ack) -> None:
-    """Wait for the operation's acknowledgement (bounded by ``ack_timeout_s``); a failure is one line."""
-    try:
-        await asyncio.wait_for(ack.future, spec.ack_timeout_s)
-    except TimeoutError:
-        raise SampleFailed(f"{spec.label}: no acknowledgement within {spec.ack_timeout_s:g} s") from None
+async def wait_ack(spec: SampleSpec, ack: _Ack, start_ns: int | None = None) -> None:
+    """Wait for the operation's acknowledgement, at most ``ack_timeout_s`` after ``start_ns`` (the window
+    start, just before ``submit``; default: now); a failure is one line."""
+    timeout = spec.ack_timeout_s
+    if start_ns is not None:
+        timeout -= (time.perf_counter_ns() - start_ns) / 1e9
+    if not ack.future.done():
+        try:
+            await asyncio.wait_for(ack.future, max(timeout, 0.0))
+        except TimeoutError:
+            raise SampleFailed(f"{spec.label}: no acknowledgement within {spec.ack_timeout_s:g} s") from None
     if ack.exc is not None:
         raise _fail(spec, "the operation (acknowledged failure)", ack.exc)
+
+
+def check_submit(spec: SampleSpec, start_ns: int, submitted_ns: int) -> None:
+    """A ``submit`` that blocked past ``ack_timeout_s`` is this sample's failure (issue 14 case 9: it used
+    to pass, and its long window made the next idle-control window time out instead)."""
+    blocked_s = (submitted_ns - start_ns) / 1e9
+    if blocked_s > spec.ack_timeout_s:
+        raise SampleFailed(
+            f"{spec.label}: submit() blocked for {blocked_s:.3g} s, "
+            f"longer than ack_timeout_s = {spec.ack_timeout_s:g} s"
+        )
+
+
+def check_acks(spec: SampleSpec, ack: _Ack) -> None:
+    """Exactly one acknowledgement, counted until the sample's teardown: a second one is an error even
+    when it comes after the window, from ``metrics()`` or ``close()`` (issue 14 case 9)."""
+    if ack.calls > 1:
+        raise SampleFailed(f"{spec.label}: the operation acknowledged {ack.calls} times (exactly once is the protocol)")
 
 
 async def open_operation(spec: SampleSpec, factory: Any, workdir: Path | None, scratch: Path | None,
@@ -239,26 +294,47 @@ async def measure_sample(
 ) -> SampleRecord:
     """M4/M5: measure one sample on a running heartbeat and GC recorder; raises :class:`SampleFailed`."""
     factory = factory or resolve_operation(spec.operation)
-    root = Path(tempfile.mkdtemp(prefix=f"sample-{spec.kind}-{spec.index}-", dir=spec.work_root))
+    root = sample_root(spec, f"sample-{spec.kind}-{spec.index}-")
     try:
         t0 = time.perf_counter()
-        fixture = Path(spec.fixture) if spec.fixture else None
-        workdir, scratch = prepare_workdir(fixture, root, spec.sync_after_copy)
+        workdir, scratch = sample_workdir(spec, root)
         setup_ms = (time.perf_counter() - t0) * 1e3
         op = await open_operation(spec, factory, workdir, scratch, spec.kind)  # type: ignore[arg-type]
+        ack = _Ack(asyncio.get_running_loop())
         try:
-            return await _measure(spec, op, heartbeat, recorder, setup_ms)
+            record = await _measure(spec, op, heartbeat, recorder, setup_ms, ack)
         finally:
             try:
                 await call_optional(op, "close")
             except Exception as exc:
                 raise _fail(spec, "close()", exc) from exc
+        await asyncio.sleep(0)  # callbacks already scheduled (a late ack) run before the count is read
+        check_acks(spec, ack)
+        return record
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def sample_root(spec: SampleSpec, prefix: str) -> Path:
+    """The sample's private temp root under ``work_root``; ENOSPC or a bad work root is one line."""
+    try:
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=spec.work_root))
+    except OSError as exc:
+        raise SampleFailed(f"{spec.label}: work directory {spec.work_root}: {exc.strerror or exc}") from None
+
+
+def sample_workdir(spec: SampleSpec, root: Path) -> tuple[Path | None, Path]:
+    """:func:`prepare_workdir` for this sample, its one-line errors naming the sample."""
+    try:
+        return prepare_workdir(Path(spec.fixture) if spec.fixture else None, root, spec.sync_after_copy)
+    except PerfsuiteError as exc:
+        raise SampleFailed(f"{spec.label}: {exc}") from None
+    except OSError as exc:
+        raise SampleFailed(f"{spec.label}: {exc.filename or root}: {exc.strerror or exc}") from None
+
+
 async def _measure(
-    spec: SampleSpec, op: Any, heartbeat: Heartbeat, recorder: GcRecorder, setup_ms: float
+    spec: SampleSpec, op: Any, heartbeat: Heartbeat, recorder: GcRecorder, setup_ms: float, ack: _Ack
 ) -> SampleRecord:
     try:
         await call_optional(op, "wait_idle")  # M4: the system under test is idle before the window
@@ -266,8 +342,6 @@ async def _measure(
         raise _fail(spec, "wait_idle()", exc) from exc
     # M2 policy, then a settle of at least two periods so the window's first gap is an ordinary one
     await apply_gc_policy(spec.gc, max(spec.settle_ms, 2 * spec.heartbeat_ms) / 1e3)
-    loop = asyncio.get_running_loop()
-    ack = _Ack(loop)
     submit = op.submit
     tail_ns = round(spec.tail_ms * 1e6)
     started_at = time.time()
@@ -278,7 +352,8 @@ async def _measure(
     except Exception as exc:
         raise _fail(spec, "submit()", exc) from exc
     submitted_ns = time.perf_counter_ns()
-    await wait_ack(spec, ack)
+    check_submit(spec, start_ns, submitted_ns)
+    await wait_ack(spec, ack, start_ns)
     # M1: the window ends at acknowledgement + tail; the gap straddling its end is closed by a tick
     end_ns = ack.ns + tail_ns
     remaining = end_ns - time.perf_counter_ns()
@@ -287,8 +362,7 @@ async def _measure(
     await heartbeat.wait_past(end_ns, timeout_s=max(1.0, 100 * spec.heartbeat_ms / 1e3))
     window = heartbeat.window(start_ns, end_ns)
     gcw = recorder.window(start_ns, end_ns, (window.max_gap_start_ns, window.max_gap_end_ns))
-    if ack.calls > 1:
-        raise SampleFailed(f"{spec.label}: the operation acknowledged {ack.calls} times (exactly once is the protocol)")
+    check_acks(spec, ack)  # a second ack inside the window fails here; a later one at teardown
     try:
         raw = await call_optional(op, "metrics")
     except Exception as exc:

@@ -42,6 +42,7 @@ from perfsuite.harness._runner import (
     RunResult,
     SampleEvent,
     _new_document,
+    _one_line,
     _Run,
     _work_dir,
 )
@@ -178,7 +179,8 @@ def run_variants(
 ) -> VariantsResult:
     """Measure ``recipe`` for every variant in one interleaved plan (see the module docstring); each
     variant's document goes to ``outputs[variant.name]``. A failed sample raises a one-line
-    :class:`PerfsuiteError`; every document then keeps what was measured, marked ``interrupted``."""
+    :class:`PerfsuiteError`; every document then keeps what was measured, marked ``failed`` (with the
+    reason in ``error``) or ``interrupted`` (SIGINT, SIGTERM)."""
     names = [v.name for v in variants]
     if len(set(names)) != len(names) or not names:
         raise PerfsuiteError(f"{recipe.name}: variants need distinct names, got {names}")
@@ -229,12 +231,17 @@ def _execute(recipe: Recipe, runs: Mapping[str, _Run], plan: Sequence[Mapping[st
                                       index=int(entry["index"]), done=done, total=len(plan), path=first.path,
                                       record=record if entry["kind"] != "allocation" else None,
                                       variant=entry["variant"]))
-    except BaseException:
-        for run in runs.values():  # keep what was measured; readers see it is not complete (M4)
-            run.doc["status"] = "interrupted"
+    except BaseException as exc:
+        # keep what was measured; readers see it is not complete (M4): SIGINT/SIGTERM interrupt, anything
+        # else fails every variant's document with its one-line reason, as run_recipe does (issue 14)
+        interrupted = isinstance(exc, KeyboardInterrupt)
+        for run in runs.values():
+            run.doc["status"] = "interrupted" if interrupted else "failed"
+            if not interrupted:
+                run.doc["error"] = _one_line(exc)
             run.doc["updated_at"] = now_iso()
             try:
-                write_json_atomic(run.path, run.doc)
+                run.write(run.path, run.doc)
             except OSError:
                 pass
         raise

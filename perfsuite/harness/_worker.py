@@ -104,6 +104,11 @@ def main() -> int:
         reply_to.write(json.dumps({"error": str(exc)}) + "\n")
         reply_to.flush()
         return exc.exit_status
+    except OSError as exc:  # ENOSPC and friends: one line, never a traceback's last line (issue 14)
+        where = f"{exc.filename}: " if exc.filename else ""
+        reply_to.write(json.dumps({"error": f"worker: {where}{exc.strerror or exc}"}) + "\n")
+        reply_to.flush()
+        return 2
     reply_to.write(json.dumps({"record": record, "code": code}, allow_nan=False) + "\n")
     reply_to.flush()
     return 0

@@ -7,8 +7,9 @@ command line (``perfsuite report|evidence|compare|history|dashboard``) does. Typ
     gate = compare("results/baseline", "results/local")      # gate.exit_status: 0, 1 regression, 3 inconclusive
     gate = compare("results/ab")                             # the pairing written by `perfsuite ab`
     print(evidence_for("results/local/mailbox-delivery-20261120T100000.json").markdown)
-    steps = history("results/history").steps
-    dashboard("results/history", "site")                      # site/index.html
+    steps = history("results/history").steps                  # a directory, or a results store
+    ingest(["results/history"], "results/perfsuite.sqlite3")  # the store: every sample, keyed by machine
+    dashboard("results/perfsuite.sqlite3", "site")            # site/index.html
 """
 
 from perfsuite.report._bars import Bar, bars
@@ -23,7 +24,16 @@ from perfsuite.report._compare import (
 from perfsuite.report._compare_render import compare_headline, compare_markdown, compare_table
 from perfsuite.report._dashboard import Dashboard, build_dashboard, dashboard
 from perfsuite.report._evidence import Evidence, evidence, evidence_for
-from perfsuite.report._history import History, Point, Series, Step, detect_steps, history, history_results
+from perfsuite.report._history import (
+    MIN_PELT_RUNS,
+    History,
+    Point,
+    Series,
+    Step,
+    detect_steps,
+    history,
+    history_results,
+)
 from perfsuite.report._load import (
     Floor,
     Result,
@@ -34,6 +44,7 @@ from perfsuite.report._load import (
     read_results,
     scan_results,
 )
+from perfsuite.report._machine import Machine, machine_fingerprint, machine_of
 from perfsuite.report._metrics import (
     COST_METRICS,
     METRIC_DIRECTIONS,
@@ -46,13 +57,37 @@ from perfsuite.report._metrics import (
 )
 from perfsuite.report._pairing import PAIRING_FILE, PAIRING_FORMAT, Pairing, read_pairing
 from perfsuite.report._power import smallest_detectable_ratio
+from perfsuite.report._results_branch import (
+    DEFAULT_BRANCH,
+    PullReport,
+    PushReport,
+    branch_path,
+    pull_results,
+    push_results,
+    rebuild_store,
+)
+from perfsuite.report._store import (
+    DEFAULT_STORE,
+    IngestReport,
+    MachineSummary,
+    Store,
+    StoredRun,
+    ingest,
+    is_store,
+    open_store,
+    read_source,
+    select_runs,
+)
 from perfsuite.report._table import SummaryRow, summary_rows, summary_table
 
 __all__ = [
     "COST_METRICS",
     "DEFAULT_ALPHA",
+    "DEFAULT_BRANCH",
     "DEFAULT_FACTOR",
+    "DEFAULT_STORE",
     "METRIC_DIRECTIONS",
+    "MIN_PELT_RUNS",
     "PAIRING_FILE",
     "PAIRING_FORMAT",
     "TIMING_HEADLINES",
@@ -63,16 +98,24 @@ __all__ = [
     "Evidence",
     "Floor",
     "History",
+    "IngestReport",
+    "Machine",
+    "MachineSummary",
     "MetricChange",
     "Pairing",
     "Point",
+    "PullReport",
+    "PushReport",
     "Result",
     "Series",
     "Stat",
     "Step",
+    "Store",
+    "StoredRun",
     "SummaryRow",
     "TimingHeadline",
     "bars",
+    "branch_path",
     "build_dashboard",
     "compare",
     "compare_headline",
@@ -86,14 +129,24 @@ __all__ = [
     "find_floor",
     "history",
     "history_results",
+    "ingest",
+    "is_store",
     "latest_by_recipe",
+    "machine_fingerprint",
+    "machine_of",
     "metric_direction",
+    "open_store",
+    "pull_results",
+    "push_results",
     "read_pairing",
     "read_result",
     "read_results",
+    "read_source",
+    "rebuild_store",
     "register_cost_metric",
     "register_timing_headline",
     "scan_results",
+    "select_runs",
     "smallest_detectable_ratio",
     "summary_rows",
     "summary_table",

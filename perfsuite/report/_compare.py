@@ -21,8 +21,9 @@ Exit status: 1 on a regression, else 3 when something is inconclusive (or an inc
 compared on purpose), else 0; unusable input is a one-line :class:`PerfsuiteError` (exit 2).
 
 Inputs (issue 15, issue 14 case 8): recipe sets may differ (the intersection is compared, the rest listed,
-``require_all`` makes it an error); documents of different machines (CPU model, cores, filesystem, Python)
-are compared only with ``cross_machine``; incomplete documents (``running``, ``interrupted``) only with
+``require_all`` makes it an error); documents of different kinds of machine (CPU model, cores, filesystem,
+Python minor version: :meth:`Machine.same_kind <perfsuite.report.Machine.same_kind>`) are compared only with
+``cross_machine``; incomplete documents (``running``, ``interrupted``) only with
 ``allow_incomplete``.
 """
 
@@ -37,6 +38,7 @@ from pathlib import Path
 
 from perfsuite.errors import PerfsuiteError
 from perfsuite.report._load import Result, Stat, latest_by_recipe, scan_results
+from perfsuite.report._machine import machine_of
 from perfsuite.report._metrics import (
     COST_METRICS,
     HIGHER,
@@ -279,14 +281,16 @@ def _timing_change(
 
 
 def _machine_differences(pairs: Sequence[tuple[Result, Result]]) -> tuple[str, ...]:
+    """What differs between the machines of each pair (the fingerprint of :mod:`._machine` without the
+    host: CPU model, cores, work-dir filesystem, Python implementation and minor version)."""
     found: list[str] = []
     for b, n in pairs:
-        mb, mn = b.machine, n.machine
-        for key in mb:
-            if mb[key] != mn[key]:
-                text = f"{key} {mb[key]!r} vs {mn[key]!r}"
-                if text not in found:
-                    found.append(text)
+        mb, mn = machine_of(b), machine_of(n)
+        for name, x, y in (("cpu model", mb.cpu_model, mn.cpu_model), ("cores", mb.cores, mn.cores),
+                           ("filesystem", mb.filesystem, mn.filesystem), ("python", mb.python, mn.python)):
+            text = f"{name} {x!r} vs {y!r}"
+            if x != y and text not in found:
+                found.append(text)
     return tuple(found)
 
 

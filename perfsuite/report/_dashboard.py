@@ -1,185 +1,181 @@
-"""The static dashboard (SPEC section 5, ``perfsuite dashboard``): an index plus one page per recipe.
+"""The static dashboard (SPEC section 5, ``perfsuite dashboard``): the regression story first.
 
-Plain HTML with relative links and PNG figures beside the pages, so it opens from the file system
-(or a CI artifact) with no server. Per recipe: the latest run's summary table, history per metric
-(target line, detected steps), sync vs async strips, per-sample timelines and the lag CDF. A tiny
-inline script marks images that failed to load and records the counts on ``<body>`` (``data-images``,
-``data-images-broken``), which the browser test reads.
+The index tells, per machine (series never mix machines, see :func:`~perfsuite.report.machine_fingerprint`):
+the latest run of each recipe against the previous one on that machine, with the gate's own comparison
+(:func:`~perfsuite.report.compare_results`: regressed / improved / unchanged and the ratios); the latest
+M7 verdicts, reference modes greyed with their reason; and the change points history found, each with
+its commit range. Then one page per recipe and machine (:mod:`perfsuite.report._pages`).
+
+The site is plain files: ``index.html``, ``<machine key>/<recipe>.html`` and the results documents the
+charts link to under ``<machine key>/runs/``. Charts are inline SVG, so it opens from ``file://`` with no
+network and builds in about a second for a few hundred documents (no matplotlib, no PNG files).
 """
 
 from __future__ import annotations
 
-import html
-import re
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from perfsuite.errors import PerfsuiteError
-from perfsuite.report._format import fmt_level, short_commit
-from perfsuite.report._history import History, history_results, order_results
-from perfsuite.report._load import Result, find_floor, read_results
-from perfsuite.report._plots import has_tick_data, history_figure, lag_cdf_figure, strip_figure, timeline_figure
-from perfsuite.report._table import floor_caption, shows_floor_ratio, summary_rows, table_title
+from perfsuite.report._compare import Comparison, compare_results
+from perfsuite.report._history import History, Series, Step, history_results, order_results
+from perfsuite.report._load import Result
+from perfsuite.report._machine import Machine, machine_of
+from perfsuite.report._pages import recipe_page, step_rows
+from perfsuite.report._site import commit_link, e, page, references, slug, verdict_html
+from perfsuite.report._store import read_source
 
-__all__ = ["Dashboard", "build_dashboard", "dashboard"]
+__all__ = ["Dashboard", "MachineStory", "build_dashboard", "dashboard"]
 
-_CSS = """
-body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1000px; color: #222; }
-h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; border-bottom: 1px solid #ddd; }
-table { border-collapse: collapse; margin: .6em 0; font-size: .9em; }
-th, td { padding: .25em .7em; border-bottom: 1px solid #eee; text-align: right; }
-th:first-child, td:first-child, td.text, th.text { text-align: left; }
-.met { color: #1a7f37; } .missed { color: #cf222e; font-weight: 600; } .dim { color: #888; }
-img { max-width: 100%; display: block; margin: .4em 0 1em; } img.missing { outline: 3px solid #cf222e; }
-code { background: #f4f4f4; padding: 0 .2em; } .note { color: #555; font-size: .9em; }
-nav a { margin-right: 1em; }
-"""
-
-_CHECK = """
-<script>
-(function () {
-  function check() {
-    var imgs = Array.prototype.slice.call(document.images);
-    var bad = imgs.filter(function (i) { return !(i.complete && i.naturalWidth > 0); });
-    bad.forEach(function (i) { i.classList.add("missing"); });
-    document.body.setAttribute("data-images", String(imgs.length));
-    document.body.setAttribute("data-images-broken", String(bad.length));
-  }
-  window.addEventListener("load", check);
-})();
-</script>
-"""
+#: unchanged metrics still named on the index, with their ratio (the rest only when they changed)
+INDEX_METRICS = ("ack_ms", "max_gap_ms")
 
 
 @dataclass(frozen=True, slots=True)
 class Dashboard:
-    """What was written: the index, the recipe pages and the figures."""
+    """What was written: the index, the recipe pages, the linked results documents."""
 
     directory: Path
     index: Path
     pages: tuple[Path, ...]
-    images: tuple[Path, ...]
+    documents: tuple[Path, ...]
 
 
-def _slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "recipe"
+@dataclass(frozen=True, slots=True)
+class MachineStory:
+    """One machine's runs per recipe, the latest-vs-previous comparisons and the history steps."""
+
+    machine: Machine
+    runs: tuple[Result, ...]
+    by_recipe: dict[str, list[Result]]
+    comparisons: dict[str, Comparison]
+    series: tuple[Series, ...]
+
+    @property
+    def steps(self) -> list[Step]:
+        """Every change point on this machine."""
+        return [st for s in self.series for st in s.steps]
+
+    def count(self, status: str) -> int:
+        """Gating metrics of the latest runs with this status against the previous ones."""
+        return sum(1 for c in self.comparisons.values() for m in c.changes if m.gating and m.status == status)
 
 
-def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
+def _stories(runs: Sequence[Result], hist: History) -> list[MachineStory]:
+    machines: dict[str, Machine] = {}
+    grouped: dict[str, list[Result]] = {}
+    for run in runs:
+        machine = machine_of(run)
+        machines.setdefault(machine.key, machine)
+        grouped.setdefault(machine.key, []).append(run)
+    stories = []
+    for key in sorted(grouped, key=lambda k: (-len(grouped[k]), k)):
+        by_recipe: dict[str, list[Result]] = {}
+        for run in grouped[key]:
+            by_recipe.setdefault(run.recipe, []).append(run)
+        comparisons = {}
+        for recipe, rs in sorted(by_recipe.items()):
+            # the gate compares finished runs only: an interrupted run is shown, never judged
+            done = [r for r in rs if r.data.get("status") == "complete"]
+            if len(done) >= 2:
+                comparisons[recipe] = compare_results([done[-2]], [done[-1]], base_name=_run_name(done[-2]),
+                                                      new_name=_run_name(done[-1]))
+        series = tuple(s for s in hist.series if s.machine == key)
+        stories.append(MachineStory(machines[key], tuple(grouped[key]), dict(sorted(by_recipe.items())),
+                                    comparisons, series))
+    return stories
 
 
-def _page(title: str, body: str) -> str:
-    return (
-        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
-        f"<title>{_e(title)}</title><style>{_CSS}</style></head>\n<body>\n{body}\n{_CHECK}</body></html>\n"
+def _run_name(result: Result) -> str:
+    """``<commit> (<date>)`` of a run, for comparison names."""
+    return f"{(result.commit or 'unknown')[:7]} ({result.date[:16]})"
+
+
+def _chips(comparison: Comparison, reference: dict[str, str]) -> str:
+    chips = []
+    for c in comparison.changes:
+        if c.mode == "control" or not c.gating:
+            continue
+        if c.status == "unchanged" and (c.metric not in INDEX_METRICS or c.mode in reference):
+            continue
+        text = f"{c.mode} {c.metric} {c.ratio:.2f}x"
+        test = f"p = {c.p_value:.3g}" if c.p_value is not None else f"cost, tolerance {c.tolerance:.4g}"
+        tip = f"{c.status}: {c.base.median:.4g} -> {c.new.median:.4g}, {test}"
+        chips.append((c.status != "unchanged", f"<span class='chip {e(c.status)}' title='{e(tip)}'>{e(text)}</span>"))
+    chips.sort(key=lambda chip: not chip[0])
+    return "".join(html for _, html in chips) or "<span class='dim'>no gating metric</span>"
+
+
+def _story_line(story: MachineStory) -> str:
+    regressed, improved = story.count("regressed"), story.count("improved")
+    unchanged, inconclusive = story.count("unchanged"), story.count("inconclusive")
+    latest = max(story.runs, key=lambda r: (r.date, r.created_epoch or 0.0))
+    runs = max(len(rs) for rs in story.by_recipe.values())
+    if not story.comparisons:
+        text = (f"Fewer than two finished runs per recipe on this machine (latest {e(latest.date[:16])}): "
+                "nothing to compare yet.")
+        return f"<p class='story'>{text} {len(story.steps)} change point(s).</p>"
+    cls = "bad" if regressed else "good"
+    text = (
+        f"Latest run ({e(latest.date[:16])}, commit {e((latest.commit or 'unknown')[:7])}) against the previous one: "
+        f"<span class='{'regressed' if regressed else ''}'>{regressed} regressed</span>, "
+        f"<span class='{'improved' if improved else ''}'>{improved} improved</span>, "
+        f"{unchanged} unchanged{f', {inconclusive} inconclusive' if inconclusive else ''} (gating metrics). "
+        f"History: {len(story.steps)} change point(s) over up to {runs} runs."
     )
+    return f"<p class='story {cls}'>{text}</p>"
 
 
-def _summary_html(result: Result, candidates: Sequence[Result]) -> str:
-    floor = find_floor(result, candidates)
-    ratio = shows_floor_ratio(result, floor)
-    head = ["mode", "n", "max gap", "gap range", "submit", "ack", *(["ack/floor"] if ratio else []), "GC", "verdict"]
-    out = [f"<table><caption class='note'>{_e(table_title(result))}</caption><tr>"]
-    out += [f"<th class='{'text' if h in ('mode', 'verdict') else ''}'>{_e(h)}</th>" for h in head]
-    out.append("</tr>")
-    for row in summary_rows(result, floor):
-        cls = "dim" if row.control else ("met" if row.met else "missed" if row.met is False else "")
-        cells = [row.mode, row.n, row.max_gap, row.gap_range, row.submit, row.ack]
-        if ratio:
-            cells.append(row.ack_floor)
-        cells.append(row.gc)
-        out.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells))
-        out.append(f"<td class='text {cls}'>{_e(row.verdict)}</td></tr>")
-    out.append("</table>")
-    caption = floor_caption(floor)
-    if caption and ratio:
-        out.append(f"<p class='note'>{_e(caption)}</p>")
-    return "".join(out)
-
-
-def _save(fig: object, path: Path, images: list[Path]) -> str:
-    fig.savefig(path, format="png")  # type: ignore[attr-defined]
-    images.append(path)
-    return path.name
-
-
-def _img(name: str, alt: str) -> str:
-    return f"<img src='{_e(name)}' alt='{_e(alt)}'>"
-
-
-def _recipe_page(
-    recipe: str, runs: Sequence[Result], hist: History, everything: Sequence[Result], out: Path, images: list[Path]
-) -> str:
-    slug = _slug(recipe)
-    latest = runs[-1]
-    parts = [
-        "<nav><a href='index.html'>&larr; all recipes</a></nav>",
-        f"<h1><code>{_e(recipe)}</code></h1>",
-        f"<p>{_e(latest.data['recipe'].get('description', ''))}</p>",
-        f"<p class='note'>{len(runs)} run(s); latest {_e(latest.date)} at commit "
-        f"<code>{_e(short_commit(latest.commit))}</code> ({_e(latest.name)}).</p>",
-        "<h2>Latest run</h2>",
-        _summary_html(latest, everything),
-    ]
-    target = float(latest.data["recipe"]["target_ms"])
-    parts.append("<h2>History</h2>")
-    metrics = list(dict.fromkeys(s.metric for s in hist.series if s.recipe == recipe))
-    steps = [st for st in hist.steps if st.recipe == recipe]
-    if steps:
-        parts.append("<table><tr><th class='text'>mode</th><th class='text'>metric</th><th class='text'>commit</th>")
-        parts.append("<th>before</th><th>after</th><th class='text'>kind</th></tr>")
-        for st in steps:
-            parts.append(
-                f"<tr><td>{_e(st.mode)}</td><td class='text'><code>{_e(st.metric)}</code></td>"
-                f"<td class='text'><code>{_e(short_commit(st.commit))}</code></td><td>{fmt_level(st.before)}</td>"
-                f"<td>{fmt_level(st.after)}</td><td class='text'>{_e(st.kind)}</td></tr>"
-            )
-        parts.append("</table>")
-    else:
-        parts.append(f"<p class='note'>No step detected over {len(runs)} run(s).</p>")
-    for metric in metrics:
-        series = [s for s in hist.series if s.recipe == recipe and s.metric == metric]
-        control = []
-        if metric == "max_gap_ms":
-            control = [(i, st.median) for i, r in enumerate(runs) if (st := r.stat("control", "max_gap_ms"))]
-        fig = history_figure(
-            metric, series, runs, target_ms=target if metric == "max_gap_ms" else None, control=control
-        )
-        name = _save(fig, out / f"{slug}-history-{_slug(metric)}.png", images)
-        parts.append(_img(name, f"{recipe} history of {metric}"))
-    parts.append("<h2>Modes side by side (latest run)</h2>")
-    parts.append(_img(_save(strip_figure(latest), out / f"{slug}-strip.png", images), f"{recipe} strip plot"))
-    parts.append("<h2>Per-sample heartbeat timeline (latest run)</h2>")
-    if not has_tick_data(latest):
+def _machine_section(story: MachineStory, pages: dict[str, str], commit_url: str | None) -> str:
+    m = story.machine
+    parts = [f"<section class='machine' id='m-{e(m.key)}'>", f"<h2>{e(m.host)}</h2>",
+             f"<p class='note'>{e(m.label)} &middot; <code>{e(m.key)}</code> &middot; {len(story.runs)} results "
+             f"document(s) of {len(story.by_recipe)} recipe(s)</p>", _story_line(story),
+             "<h3>Latest run against the previous one, and the latest verdicts</h3>",
+             "<table class='latest'><tr><th class='text'>recipe</th><th>runs</th><th class='text'>latest</th>"
+             "<th class='text'>previous</th><th class='text'>latest vs previous (ratio of medians)</th>"
+             "<th class='text'>verdicts (M7)</th></tr>"]
+    for recipe, runs in story.by_recipe.items():
+        latest = runs[-1]
+        reference = references(latest)
+        comparison = story.comparisons.get(recipe)
+        done = [r for r in runs if r.data.get("status") == "complete"]
+        previous = commit_link(done[-2].commit, commit_url) if comparison else "<span class='dim'>none</span>"
+        chips = _chips(comparison, reference) if comparison else "<span class='dim'>fewer than two finished runs</span>"
+        if latest.data.get("status") != "complete" and comparison:
+            pair = f"{commit_link(done[-2].commit, commit_url)}..{commit_link(done[-1].commit, commit_url)}"
+            chips = f"<span class='dim'>latest run {e(latest.data.get('status'))}; finished runs {pair}:</span> {chips}"
+        verdicts = "<br>".join(f"{e(mode)}: {verdict_html(latest, mode)}" for mode in latest.modes)
         parts.append(
-            "<p class='note'>The results carry each window's largest gap, not every tick, so this shows where "
-            "the largest gap fell in each sample; per-tick gaps (<code>gaps_ms</code>) would give full timelines."
-            "</p>"
-        )
-    parts.append(_img(_save(timeline_figure(latest), out / f"{slug}-timeline.png", images), f"{recipe} timeline"))
-    parts.append("<h2>Heartbeat lag distribution (latest run)</h2>")
-    parts.append(_img(_save(lag_cdf_figure(latest), out / f"{slug}-lag-cdf.png", images), f"{recipe} lag CDF"))
-    parts.append("<h2>Runs</h2><table><tr><th class='text'>date</th><th class='text'>commit</th>")
-    parts.append("<th class='text'>file</th><th class='text'>verdicts</th></tr>")
-    for run in reversed(runs):
-        verdicts = "; ".join(
-            f"{m}: " + ("met" if v["met"] else f"missed {v['missed']}/{v['samples']}" if v["met"] is False else "-")
-            for m, v in ((m, run.data["modes"][m]["verdict"]) for m in run.modes)
-        )
-        parts.append(
-            f"<tr><td class='text'>{_e(run.date)}</td><td class='text'><code>{_e(short_commit(run.commit))}</code>"
-            f"</td><td class='text'>{_e(run.name)}</td><td class='text'>{_e(verdicts)}</td></tr>"
+            f"<tr><td class='text'><a href='{e(pages[recipe])}'><code>{e(recipe)}</code></a></td><td>{len(runs)}</td>"
+            f"<td class='text'>{commit_link(latest.commit, commit_url)} <span class='dim'>{e(latest.date[:10])}</span>"
+            f"</td><td class='text'>{previous}</td><td class='text'>{chips}</td><td class='text'>{verdicts}</td></tr>"
         )
     parts.append("</table>")
-    return _page(f"perfsuite: {recipe}", "\n".join(parts))
+    parts.append("<h3>Change points</h3>")
+    steps = story.steps
+    if steps:
+        parts.append(step_rows(steps, commit_url, recipe_column=True, series=story.series))
+    else:
+        parts.append("<p class='note'>No change point found on this machine.</p>")
+    parts.append("</section>")
+    return "\n".join(parts)
 
 
-def build_dashboard(results: Sequence[Result], out: Path | str) -> Dashboard:
-    """Write the site for loaded ``results`` into ``out`` (created; existing files are overwritten)."""
+def build_dashboard(
+    results: Sequence[Result], out: Path | str, *, commit_url: str | None = None, source: str | None = None
+) -> Dashboard:
+    """Write the site for loaded ``results`` into ``out`` (created; existing files are overwritten).
+
+    ``commit_url`` (``https://github.com/OWNER/REPO/commit/{commit}``) links commits; ``source`` names
+    where the results came from, for the index.
+    """
     if not results:
         raise PerfsuiteError("no results to draw")
+    if commit_url is not None and "{commit}" not in commit_url:
+        raise PerfsuiteError(f"--commit-url must contain {{commit}}, got {commit_url!r}")
     out = Path(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -187,46 +183,59 @@ def build_dashboard(results: Sequence[Result], out: Path | str) -> Dashboard:
         raise PerfsuiteError(f"{out}: cannot create the dashboard directory: {exc.strerror}") from None
     runs = order_results(results)
     hist = history_results(runs)
-    by_recipe: dict[str, list[Result]] = {}
-    for run in runs:
-        by_recipe.setdefault(run.recipe, []).append(run)
-    images: list[Path] = []
+    stories = _stories(runs, hist)
     pages: list[Path] = []
-    rows = []
-    for recipe, recipe_runs in sorted(by_recipe.items()):
-        page = out / f"{_slug(recipe)}.html"
-        page.write_text(_recipe_page(recipe, recipe_runs, hist, runs, out, images), encoding="utf-8")
-        pages.append(page)
-        latest = recipe_runs[-1]
-        verdicts = []
-        for mode in latest.modes:
-            v = latest.data["modes"][mode]["verdict"]
-            cls = "met" if v["met"] else "missed" if v["met"] is False else ""
-            word = "met" if v["met"] else f"missed {v['missed']}/{v['samples']}" if v["met"] is False else "-"
-            verdicts.append(f"{_e(mode)}: <span class='{cls}'>{_e(word)}</span>")
-        n_steps = sum(1 for st in hist.steps if st.recipe == recipe)
-        thumb = f"{_slug(recipe)}-history-max_gap_ms.png"
-        rows.append(
-            f"<tr><td class='text'><a href='{_e(page.name)}'><code>{_e(recipe)}</code></a></td>"
-            f"<td>{len(recipe_runs)}</td><td class='text'>{_e(latest.date)}</td>"
-            f"<td class='text'><code>{_e(short_commit(latest.commit))}</code></td>"
-            f"<td class='text'>{'; '.join(verdicts)}</td><td>{n_steps}</td></tr>"
-            f"<tr><td colspan='6'><a href='{_e(page.name)}'>{_img(thumb, recipe + ' max gap history')}</a></td></tr>"
-        )
+    documents: list[Path] = []
+    sections = []
+    for story in stories:
+        folder = out / story.machine.key
+        (folder / "runs").mkdir(parents=True, exist_ok=True)
+        names: dict[int, str] = {}
+        for run in story.runs:
+            name = run.name if run.name.endswith(".json") else f"{slug(run.name)}.json"
+            while name in names.values():
+                name = name[:-5] + "-1.json"
+            names[id(run)] = name
+            path = folder / "runs" / name
+            path.write_text(json.dumps(run.data, separators=(",", ":")), encoding="utf-8")
+            documents.append(path)
+
+        def href(result: Result, names: dict[int, str] = names) -> str | None:
+            return f"runs/{names[id(result)]}" if id(result) in names else None
+
+        links = {}
+        for recipe, recipe_runs in story.by_recipe.items():
+            path = folder / f"{slug(recipe)}.html"
+            series = [s for s in story.series if s.recipe == recipe]
+            path.write_text(
+                recipe_page(recipe, story.machine, recipe_runs, series, story.comparisons.get(recipe), story.runs,
+                            href=href, commit_url=commit_url),
+                encoding="utf-8",
+            )
+            pages.append(path)
+            links[recipe] = f"{story.machine.key}/{path.name}"
+        sections.append(_machine_section(story, links, commit_url))
+    synthetic = sum(1 for r in runs if r.data.get("synthetic"))
     body = [
         "<h1>perfsuite dashboard</h1>",
-        f"<p class='note'>{len(runs)} results of {len(by_recipe)} recipe(s). Verdicts are the latest run's, against "
-        "each recipe's max heartbeat gap target; steps are change points detected over the runs (ruptures PELT).</p>",
-        "<table><tr><th class='text'>recipe</th><th>runs</th><th class='text'>latest</th>"
-        "<th class='text'>commit</th><th class='text'>verdicts</th><th>steps</th></tr>",
-        *rows,
-        "</table>",
+        f"<p class='note summary'>{len(runs)} results document(s) from {e(source or 'the given results')}, on "
+        f"{len(stories)} machine(s). Comparisons are the CI gate's; change points come from "
+        f"<code>perfsuite history</code> (ruptures PELT, or run against run below 6 runs).</p>",
     ]
+    if synthetic:
+        body.append(f"<p class='synthetic'>{synthetic} of these documents are SYNTHETIC test data (marked so in "
+                    "each document), not measurements.</p>")
+    if len(stories) > 1:
+        body.append("<nav>" + "".join(f"<a href='#m-{e(s.machine.key)}'>{e(s.machine.host)}</a>" for s in stories)
+                    + "</nav>")
+    body += sections
     index = out / "index.html"
-    index.write_text(_page("perfsuite dashboard", "\n".join(body)), encoding="utf-8")
-    return Dashboard(out, index, tuple(pages), tuple(images))
+    index.write_text(page("perfsuite dashboard", "\n".join(body)), encoding="utf-8")
+    return Dashboard(out, index, tuple(pages), tuple(documents))
 
 
-def dashboard(directory: Path | str, out: Path | str) -> Dashboard:
-    """Read every results file under ``directory`` and write the site into ``out``."""
-    return build_dashboard(read_results(directory), out)
+def dashboard(
+    source: Path | str, out: Path | str, *, machine: str | None = None, commit_url: str | None = None
+) -> Dashboard:
+    """Read results from ``source`` (a directory, a file or a results store) and write the site into ``out``."""
+    return build_dashboard(read_source(source, machine=machine), out, commit_url=commit_url, source=str(source))

@@ -130,7 +130,11 @@ def _setup(result: Result) -> str:
     status = ""
     if doc.get("status") != "complete":
         done, total = doc["progress"]["done"], doc["progress"]["total"]
-        status = f" The run is {doc.get('status')}: {done} of {total} planned entries were measured."
+        if doc.get("status") == "failed":  # issue 14 case 9: say so, and why, never "interrupted"
+            why = f" ({doc['error']})" if doc.get("error") else ""
+            status = f" The run FAILED{why}: only {done} of {total} planned entries were measured."
+        else:
+            status = f" The run is {doc.get('status')}: {done} of {total} planned entries were measured."
     return (
         f"Measured at {commit} with {machine}: {what}, {samples}, {copy}{' ' if where[0] != ',' else ''}{where}, "
         f"a {fmt_number(r['heartbeat_ms'])} ms heartbeat from just before submission until "

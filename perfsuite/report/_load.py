@@ -147,18 +147,6 @@ class Result:
         return f"{self.data.get('status')}, {progress.get('done', '?')} of {progress.get('total', '?')} plan entries"
 
     @property
-    def machine(self) -> dict[str, str]:
-        """What makes timings comparable (issue 15): CPU model, cores, work-dir filesystem, Python."""
-        env = self.data["environment"]
-        python = env.get("python") or {}
-        return {
-            "cpu model": str((env.get("cpu") or {}).get("model")),
-            "cores": str((env.get("cpu") or {}).get("cores")),
-            "filesystem": str((env.get("work_dir") or {}).get("filesystem")),
-            "python": f"{python.get('implementation', '')} {python.get('version', '')}".strip(),
-        }
-
-    @property
     def is_floor(self) -> bool:
         """Whether this is an fsync-floor run."""
         return any(str(m.get("operation", "")).endswith(FLOOR_OPERATION_SUFFIX) for m in self.data["modes"].values())
@@ -241,6 +229,9 @@ def _candidates(directory: Path) -> list[Path]:
             if not p.name.endswith(".pyperf.json") and not p.name.startswith(".")]
 
 
+_SKIP_HINT = "remove it (report, compare and bars can leave it out: --skip-bad)"
+
+
 def scan_results(path: Path | str, *, skip_bad: bool = False) -> tuple[list[Result], list[str]]:
     """``(results, skipped)`` for a results file or a directory of them (recursively, sorted by path).
 
@@ -264,7 +255,7 @@ def scan_results(path: Path | str, *, skip_bad: bool = False) -> tuple[list[Resu
         except (OSError, ValueError) as exc:
             problem = f"{p}: unreadable results document ({type(exc).__name__}: {str(exc).splitlines()[0]})"
             if not skip_bad:
-                raise PerfsuiteError(f"{problem}; remove it or pass --skip-bad") from None
+                raise PerfsuiteError(f"{problem}; {_SKIP_HINT}") from None
             skipped.append(problem)
             continue
         if not _looks_perfsuite(data):
@@ -273,7 +264,7 @@ def scan_results(path: Path | str, *, skip_bad: bool = False) -> tuple[list[Resu
             found.append(read_result(p))
         except PerfsuiteError as exc:
             if not skip_bad:
-                raise PerfsuiteError(f"{exc}; remove it or pass --skip-bad") from None
+                raise PerfsuiteError(f"{exc}; {_SKIP_HINT}") from None
             skipped.append(str(exc))
     if not found:
         raise PerfsuiteError(f"{path}: no perfsuite results files in this directory")

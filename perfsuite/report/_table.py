@@ -82,9 +82,13 @@ def shows_floor_ratio(document: Mapping[str, Any] | Result, floor: Floor | None)
 
 
 def table_title(document: Mapping[str, Any] | Result) -> str:
-    """``recipe: isolation, gc policy, heartbeat (medians; times in ms)``."""
-    r = _doc(document)["recipe"]
-    return f"{r['name']}: {r['isolation']}, gc {r['gc']}, heartbeat {r['heartbeat_ms']:g} ms (medians; times in ms)"
+    """``recipe: isolation, gc policy, heartbeat (medians; times in ms)``, then ``[FAILED]`` (or the
+    status) when the run did not complete: a failed run's empty table must not read as a quiet one."""
+    doc = _doc(document)
+    r = doc["recipe"]
+    title = f"{r['name']}: {r['isolation']}, gc {r['gc']}, heartbeat {r['heartbeat_ms']:g} ms (medians; times in ms)"
+    status = doc.get("status", "complete")
+    return title if status == "complete" else f"{title} [{str(status).upper()}]"
 
 
 def summary_rows(document: Mapping[str, Any] | Result, floor: Floor | None = None) -> list[SummaryRow]:

@@ -495,6 +495,15 @@ def build_fixture(ref: str | os.PathLike[str] | FixtureSpec, *, cache_dir: str |
     directory beside the entry and are renamed into place (atomic); concurrent builders wait."""
     spec = ref if isinstance(ref, FixtureSpec) else load_spec(ref)
     entry = _entry(spec, cache_dir)
+    try:
+        return _build(spec, entry, force, progress)
+    except OSError as exc:  # an unwritable cache, a file in its place, ENOSPC: one line (issue 14 case 6)
+        where = "" if exc.filename in (None, str(entry.parent)) else f"{exc.filename}: "
+        raise PerfsuiteError(f"fixture {spec.name}: cache {entry.parent}: {where}{exc.strerror or exc} "
+                             "(PERFSUITE_CACHE chooses the cache directory)") from None
+
+
+def _build(spec: FixtureSpec, entry: Path, force: bool, progress: OnProgress | None) -> Fixture:
     root = entry.parent
     root.mkdir(parents=True, exist_ok=True)
     with _locked(root / f".{spec.key}.lock"):

@@ -50,7 +50,7 @@ def test_the_correct_engine_has_no_violation(pool, model, tmp_path):
     assert report.keep_dir == str(tmp_path) and os.listdir(tmp_path) == []
 
 
-@pytest.mark.parametrize("bug", sorted(SEEDED_BUGS))
+@pytest.mark.parametrize("bug", sorted(name for name, bug in SEEDED_BUGS.items() if bug.shows_in))
 @pytest.mark.parametrize("model", MODELS)
 def test_every_seeded_bug_is_caught(pool, bug, model, tmp_path):
     """In every workload it is expected to show in, under both models (each run stops at its first

@@ -19,6 +19,7 @@ from perfsuite.engine import (
     SaveAbandoned,
     SaveFailed,
     Session,
+    SessionError,
     SessionSettings,
     StaleHead,
 )
@@ -249,20 +250,29 @@ def _corrupt_latest(tmp_path, what: str) -> str:
 
 
 @pytest.mark.parametrize("what", ["HEAD", "manifest", "chunk"])
-def test_corruption_falls_back_to_newest_intact_generation(tmp_path, what):
+def test_corruption_recovers_a_lost_head_and_refuses_a_damaged_generation_until_repaired(tmp_path, what):
+    """A corrupt HEAD is recovered to the newest generation proven adopted (nothing lost). A damaged newest
+    generation is refused in one line naming it and the repair command (falling back would silently drop
+    acknowledged turns, issue 14); ``Session.repair`` then adopts the newest intact one, explicitly."""
     session = new_session(tmp_path, turns=10)
     good_messages = session.buffers["root"].messages()
     session.add_message("root", turn(500))
     session.checkpoint()
     session.close()
     broken = _corrupt_latest(tmp_path, what)
-    reopened = Session.open(tmp_path / "s")
-    assert reopened.problems and broken in reopened.problems[0] and "\n" not in reopened.problems[0]
-    messages = reopened.buffers["root"].messages()
     if what == "HEAD":
-        assert messages == [*good_messages, turn(500)]  # the newest generation is intact
+        reopened = Session.open(tmp_path / "s")
+        assert reopened.problems and broken in reopened.problems[0] and "\n" not in reopened.problems[0]
+        assert reopened.buffers["root"].messages() == [*good_messages, turn(500)]  # the newest generation is intact
     else:
-        assert messages == good_messages
+        with pytest.raises(SessionError) as refused:
+            Session.open(tmp_path / "s")
+        assert broken in str(refused.value) and "perfsuite session repair" in str(refused.value)
+        assert "\n" not in str(refused.value)
+        report = Session.repair(tmp_path / "s")
+        assert any(broken in line for line in report.lines) and report.adopted is not None
+        reopened = Session.open(tmp_path / "s")
+        assert reopened.buffers["root"].messages() == good_messages
     reopened.add_message("root", turn(501))
     reopened.checkpoint()  # HEAD was repaired: publication continues from the intact generation
     reopened.close()

@@ -49,7 +49,9 @@ def test_worker_errors_come_back_as_one_line(tmp_path: Path) -> None:
         run_recipe(recipe, output_dir=tmp_path, work_root=tmp_path / "work")
     assert "proc: never sample 0: no acknowledgement within 0.2 s" in str(info.value)
     doc = json.loads(next(tmp_path.glob("proc-*.json")).read_text())
-    assert doc["status"] == "interrupted" and doc["progress"]["done"] == 0
+    # a failure is "failed", with its reason, never "interrupted" (issue 14 case 9)
+    assert doc["status"] == "failed" and doc["progress"]["done"] == 0
+    assert "no acknowledgement within 0.2 s" in doc["error"]
 
 
 def test_interrupted_run_keeps_samples_and_resumes(tmp_path: Path) -> None:

@@ -1,0 +1,267 @@
+"""Explicit repair of what open refuses (issue 14): ``Session.repair`` / ``FileSession.repair`` and the
+``perfsuite session repair PATH`` command. Open never guesses past damage that may cost acknowledged
+state; repair does what a person asked for, says what it found and what is lost, and keeps every damaged
+file it moves under ``recovery/`` (nothing is deleted).
+
+Portable: control entries that are not regular files (``LEASE``, ``HEAD``) and ``staging/`` or ``logs/``
+that are not directories are moved aside; then, while holding the lease, HEAD is pointed at the newest
+intact generation proven adopted (``_adoption``), or at ``generation`` (a sequence number or a manifest
+name), and the damaged generations newer than it are moved aside. A missing ``objects/`` cannot be
+repaired from: every generation is gone.
+
+File-backed: non-regular ``session.pid``, sidecar and transcripts are moved aside; transcripts are loaded
+(torn tails and damaged lines kept under their ``recovery/``); the sidecar (or, if it is gone or does not
+decode, an empty one: registry, mailboxes and control state lost) is rewritten with a checkpoint marker
+that records what the transcripts really hold, naming every committed byte that is gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from dataclasses import dataclass
+
+from perfsuite.engine._adoption import choose, survey
+from perfsuite.engine._damage import DAMAGE, describe
+from perfsuite.engine._fs import FileSystem
+from perfsuite.engine._generations import (
+    HEAD,
+    LEASE,
+    LOGS,
+    OBJECTS,
+    STAGING,
+    GenerationStore,
+    HeadRef,
+    OwnerProbe,
+    SessionError,
+    manifest_epoch,
+)
+from perfsuite.engine._generations import owner_alive as default_probe
+from perfsuite.engine._sidecar import SIDECAR_ARTIFACT, Sidecar, encode_sidecar
+from perfsuite.engine._transcript import MAIN_FILE, TranscriptError, TranscriptLog
+
+RECOVERY = "recovery"
+
+
+@dataclass(frozen=True, slots=True)
+class RepairReport:
+    """What repair found and did, one line each; ``adopted`` is the generation HEAD now names (portable)."""
+
+    path: str
+    profile: str
+    lines: tuple[str, ...]
+    changed: bool
+    adopted: HeadRef | None = None
+
+
+class _Aside:
+    """Moves damaged entries under ``<root>/recovery/`` (made a directory first if it is not one)."""
+
+    def __init__(self, fs: FileSystem, root: str, lines: list[str]) -> None:
+        self.fs, self.root, self.lines = fs, root, lines
+        self.moved = 0
+
+    def move(self, path: str, why: str) -> None:
+        directory = os.path.join(self.root, RECOVERY)
+        if self.fs.exists(directory) and not self.fs.isdir(directory):
+            self._rename(directory, os.path.join(self.root, f"{RECOVERY}.damaged-{uuid.uuid4().hex[:8]}"), why="")
+        self.fs.makedirs(directory)
+        name = os.path.relpath(path, self.root).replace(os.sep, "__")
+        self._rename(path, os.path.join(directory, f"{name}.damaged-{uuid.uuid4().hex[:8]}"), why)
+
+    def _rename(self, src: str, dst: str, why: str) -> None:
+        self.fs.replace(src, dst)
+        self.fs.sync_dir(os.path.dirname(dst))
+        self.moved += 1
+        self.lines.append(f"{src}: {why or 'not a directory'}; moved to {dst}")
+
+
+def repair_portable(root: str, *, generation: str | int | None, fs: FileSystem,
+                    owner_alive: OwnerProbe | None = None) -> RepairReport:
+    """See the module docstring. Raises a one-line :class:`SessionError` when nothing can be repaired
+    (no session, every generation gone, a live owner, no intact generation to adopt)."""
+    root = os.path.abspath(root)
+    store = GenerationStore(root, fs)
+    lines: list[str] = []
+    aside = _Aside(fs, root, lines)
+    if not fs.isdir(root):
+        raise SessionError(f"{root}: no portable session here")
+    if not fs.isdir(store.path(OBJECTS)):
+        raise SessionError(f"{store.path(OBJECTS)}: missing or not a directory: every generation is gone, nothing "
+                           "to repair from (restore the session from a backup)")
+    for name in (LEASE, HEAD):
+        path = store.path(name)
+        if fs.isdir(path) or (fs.exists(path) and not fs.exists(fs.realpath(path))):
+            aside.move(path, "a directory or a dangling symbolic link, not a file")
+    for name in (STAGING, LOGS):
+        path = store.path(name)
+        if fs.exists(path) and not fs.isdir(path):
+            aside.move(path, "not a directory")
+        fs.makedirs(path)
+    floor = max([0] + [manifest_epoch(n) for n in store.list_manifests()])
+    lease, broke = store.acquire_lease(floor, owner_alive or default_probe)
+    if broke:
+        lines.append(broke)
+    try:
+        adopted = _adopt(store, generation, lines, aside)
+    finally:
+        store.release_lease(lease)
+    return RepairReport(root, "portable", tuple(lines), bool(aside.moved or adopted or broke), adopted)
+
+
+def _adopt(store: GenerationStore, generation: str | int | None, lines: list[str], aside: _Aside) -> HeadRef | None:
+    try:
+        head, _manifest, _contents, problems = store.open_newest_intact()
+    except SessionError as exc:
+        lines.append(f"open refuses: {exc}")
+    else:
+        if not problems:
+            if generation is not None:
+                lines.append("HEAD is intact: nothing to repair (Session.restore goes back to an older generation)")
+            else:
+                lines.append(f"HEAD is intact (generation {head.seq if head else 0}): nothing to repair")
+            return None
+        lines.extend(problems)
+        if generation is None and head is not None:
+            _write_head(store, head)
+            lines.append(f"{store.path(HEAD)}: now names generation {head.seq} ({head.manifest})")
+            return head
+    only = _resolve(store, generation) if generation is not None else None
+    choice = choose(store, only=only)
+    if choice.head is None:
+        raise SessionError(f"{store.root}: no intact generation to adopt"
+                           + (f" named {generation}" if generation is not None else "")
+                           + (f" ({choice.damaged[0]})" if choice.damaged else ""))
+    target = choice.head
+    for candidate in survey(store):
+        if (candidate.seq, candidate.epoch) <= (target.seq, target.epoch) or candidate.name == target.manifest:
+            continue
+        try:
+            store.load_verified(candidate.name, None)
+        except SessionError as exc:
+            lines.append(f"generation {candidate.seq} is damaged and lost: {exc}")
+            aside.move(store.path(candidate.name), "a damaged generation newer than the one adopted")
+        else:
+            lines.append(f"generation {candidate.seq} ({candidate.name}) is intact but not adopted; kept")
+    _write_head(store, target)
+    lines.append(f"{store.path(HEAD)}: now names generation {target.seq} ({target.manifest}), "
+                 + (f"proven adopted: {choice.proof}" if choice.proof else "as asked"))
+    return target
+
+
+def _resolve(store: GenerationStore, generation: str | int) -> str:
+    """A sequence number (the newest manifest with it) or a manifest name (with or without ``objects/``)."""
+    text = str(generation)
+    names = store.list_manifests()
+    if text.isdigit():
+        matching = [c.name for c in survey(store) if c.seq == int(text)]
+    else:
+        matching = [n for n in names if n == text or os.path.basename(n) == os.path.basename(text)]
+    if not matching:
+        raise SessionError(f"{store.root}: no generation {generation!r} (manifests: "
+                           f"{', '.join(os.path.basename(n) for n in names[:5]) or 'none'})")
+    return matching[0]
+
+
+def _write_head(store: GenerationStore, head: HeadRef) -> None:
+    store.fs.atomic_replace(store.path(HEAD), json.dumps(head.to_json(), sort_keys=True).encode())
+
+
+def repair_file(root: str, *, fs: FileSystem, owner_alive: OwnerProbe | None = None) -> RepairReport:
+    """See the module docstring (file-backed profile)."""
+    from perfsuite.engine._clock import SystemClock
+    from perfsuite.engine._filesession import PID_LOCK, FileSession  # (it imports the session, which imports us)
+    from perfsuite.engine._session import SessionSettings
+
+    root = os.path.abspath(root)
+    lines: list[str] = []
+    aside = _Aside(fs, root, lines)
+    if not fs.isdir(root):
+        raise SessionError(f"{root}: no file-backed session here")
+    lock = os.path.join(root, PID_LOCK)
+    if fs.isdir(lock):
+        aside.move(lock, "a directory, not a PID lock")
+    owner = FileSession(root, fs, SystemClock(), SessionSettings())
+    if owner_alive is not None:
+        owner.owner_alive = owner_alive
+    owner._acquire_pid_lock()
+    try:
+        _repair_file_tree(fs, root, lines, aside)
+    finally:
+        owner._release_owner()
+    return RepairReport(root, "file", tuple(lines), bool(aside.moved or any("rewritten" in x for x in lines)))
+
+
+def _repair_file_tree(fs: FileSystem, root: str, lines: list[str], aside: _Aside) -> None:
+    conversations = os.path.join(root, "conversations")
+    if fs.exists(conversations) and not fs.isdir(conversations):
+        aside.move(conversations, "not a directory")
+    fs.makedirs(conversations)
+    sizes: dict[str, dict[str, int]] = {}
+    for name in fs.listdir(conversations):
+        directory = os.path.join(conversations, name)
+        if not fs.isdir(directory):
+            aside.move(directory, "not a conversation directory")
+            continue
+        main = os.path.join(directory, MAIN_FILE)
+        if fs.isdir(main) or (fs.exists(main) and not fs.exists(fs.realpath(main))):
+            aside.move(main, "a directory or a dangling symbolic link, not a transcript")
+        try:
+            log = TranscriptLog.open(directory, fs=fs)
+        except TranscriptError as exc:
+            aside.move(directory, f"does not load ({exc})")
+            continue
+        messages = log.messages()
+        log.close()
+        lines.extend(f"{t.path}: torn tail kept in {t.recovery_file}" for t in log.torn)
+        lines.extend(f"{q.path}: damaged line kept in {q.recovery_file}" for q in log.quarantined)
+        sizes[name] = {"size": sum(len(m.encode()) for m in messages), "messages": len(messages)}
+    sidecar_path = os.path.join(root, SIDECAR_ARTIFACT)
+    record: dict[str, object] | None = None
+    if fs.exists(sidecar_path):
+        try:
+            data = fs.read(sidecar_path)
+            Sidecar.from_bytes(data if data else b"!")  # validates the shape
+            record = json.loads(data)
+        except DAMAGE as exc:
+            aside.move(sidecar_path, f"does not decode ({describe(exc)})")
+    if record is None:
+        record = dict(Sidecar().detach(None, {}, {}, None))
+        lines.append(f"{sidecar_path}: rebuilt empty: the agent registry, mailboxes and control state are lost")
+    marker = record.get("checkpoint") if isinstance(record.get("checkpoint"), dict) else {}
+    assert isinstance(marker, dict)
+    claimed = marker.get("conversations") if isinstance(marker.get("conversations"), dict) else {}
+    assert isinstance(claimed, dict)
+    for name, claim in sorted(claimed.items()):
+        held = sizes.get(name, {"size": 0})["size"]
+        try:
+            lost = int(claim["size"]) - held
+        except DAMAGE:
+            lost = 0
+        if lost > 0:
+            lines.append(f"{os.path.join(conversations, name)}: {lost}B of committed messages are lost")
+    record["checkpoint"] = {**marker, "conversations": sizes}
+    fs.atomic_replace(sidecar_path, encode_sidecar(record))
+    lines.append(f"{sidecar_path}: rewritten; its checkpoint marker records what the transcripts hold")
+
+
+def repair_session(path: str | os.PathLike[str], *, generation: str | int | None = None,
+                   fs: FileSystem | None = None) -> RepairReport:
+    """Repair the session at ``path``, portable or file-backed (told apart by what is there)."""
+    from perfsuite.engine._fs import OsFileSystem
+
+    fs = fs or OsFileSystem()
+    root = os.path.abspath(os.fspath(path))
+    portable = any(fs.exists(os.path.join(root, n)) for n in (HEAD, OBJECTS, LEASE))
+    file_backed = any(fs.exists(os.path.join(root, n)) for n in (SIDECAR_ARTIFACT, "conversations", "session.pid"))
+    if portable:
+        return repair_portable(root, generation=generation, fs=fs)
+    if file_backed:
+        if generation is not None:
+            raise SessionError(f"{root}: a file-backed session has no generations to choose from")
+        return repair_file(root, fs=fs)
+    raise SessionError(f"{root}: no portable or file-backed session here")
+
+
+__all__ = ["RepairReport", "repair_file", "repair_portable", "repair_session"]
