@@ -308,15 +308,19 @@ def _baseline(result: Result, baseline: Result, comparison: Comparison) -> str:
             )
         clauses.append(f"{_mode_name(mode)} " + "; ".join(parts))
     regressions = [c for c in comparison.regressions if c.recipe == result.recipe]
+    unsure = [c for c in comparison.inconclusive if c.recipe == result.recipe]
     if regressions:
-        verdict = "Significant regressions: " + _join([f"{_mode_name(c.mode)} `{c.metric}`" for c in regressions])
+        verdict = "Regressions: " + _join([f"{_mode_name(c.mode)} `{c.metric}`" for c in regressions])
+    elif unsure:  # issue 15: "cannot tell" is not a pass
+        verdict = "Inconclusive (beyond the factor, not significant): " + _join(
+            [f"{_mode_name(c.mode)} `{c.metric}`" for c in unsure])
     else:
-        verdict = "No significant regression"
+        verdict = "No regression"
     commit = f"commit `{short_commit(baseline.commit)}`"
     return (
         f"Against the baseline `{baseline.name}` ({_day(baseline)}, {commit}), compared with "
-        f"`perfsuite compare --alpha {comparison.alpha:g} --factor {comparison.factor:g}` (Mann-Whitney U and the "
-        f"median ratio must both agree): " + ". ".join(clauses) + f". {verdict}."
+        f"`perfsuite compare --alpha {comparison.alpha:g} --factor {comparison.factor:g}` (timings: Mann-Whitney U "
+        f"and the ratio must both agree; costs: a tolerance): " + ". ".join(clauses) + f". {verdict}."
     )
 
 
