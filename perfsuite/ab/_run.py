@@ -46,6 +46,7 @@ from perfsuite.harness import (
 from perfsuite.report import (
     DEFAULT_ALPHA,
     DEFAULT_FACTOR,
+    GATES,
     PAIRING_FILE,
     PAIRING_FORMAT,
     Comparison,
@@ -151,9 +152,20 @@ def _spec_digest(tree: Path, fixture: str) -> str | None:
     return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 
-def _prepare_output(directory: Path) -> None:
-    if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
+def _check_output(directory: Path) -> None:
+    """A/B results go to a new or empty directory (empty ``base/`` and ``head/`` of a failed start are fine)."""
+    if not directory.exists():
+        return
+    if not directory.is_dir():
+        raise PerfsuiteError(f"{directory}: not a directory")
+    leftovers = [p for p in directory.iterdir() if not (p.name in ("base", "head") and p.is_dir()
+                                                         and not any(p.iterdir()))]
+    if leftovers:
         raise PerfsuiteError(f"{directory}: not an empty directory; A/B results need a fresh --output-dir")
+
+
+def _prepare_output(directory: Path) -> None:
+    _check_output(directory)
     try:
         for side in ("base", "head"):
             (directory / side).mkdir(parents=True, exist_ok=True)
@@ -191,9 +203,12 @@ def run_ab(
         if recipe.isolation != "process":
             raise PerfsuiteError(f"{recipe.name}: perfsuite ab needs process isolation (one interpreter cannot "
                                  "import two revisions of the engine)")
+    if not 0 < alpha < 1 or not factor > 1 or (gate or "all") not in GATES:  # before minutes of measuring
+        raise PerfsuiteError(f"--alpha must be in (0, 1), --factor above 1 and --gate one of {', '.join(GATES)}; "
+                             f"got {alpha:g}, {factor:g}, {gate}")
     root = repo_root(Path(cwd or Path.cwd()))
     output_dir = Path(output_dir)
-    _prepare_output(output_dir)
+    _check_output(output_dir)
     seed = secrets.randbelow(2**31) if seed is None else seed
     names = [base] if head is None else [base, head]
     with materialise(root, names) as trees:
@@ -204,6 +219,7 @@ def run_ab(
         base_variant, flags = _choose_code("base", base_rev, operations)
         head_variant, head_flags = _choose_code("head", head_rev, operations)
         flags += head_flags
+        _prepare_output(output_dir)
         instrument = _instrument()
         notes = [
             f"code under test ({', '.join(CODE_UNDER_TEST)}) from each revision: BASE {base_rev.describe()}, HEAD "

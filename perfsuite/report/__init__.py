@@ -16,6 +16,7 @@ from perfsuite.report._bars import Bar, bars
 from perfsuite.report._compare import (
     DEFAULT_ALPHA,
     DEFAULT_FACTOR,
+    GATES,
     Comparison,
     MetricChange,
     compare,
@@ -86,6 +87,7 @@ __all__ = [
     "DEFAULT_BRANCH",
     "DEFAULT_FACTOR",
     "DEFAULT_STORE",
+    "GATES",
     "METRIC_DIRECTIONS",
     "MIN_PELT_RUNS",
     "PAIRING_FILE",

@@ -97,6 +97,7 @@ def test_unusable_input_is_one_line_and_exit_2(scratch_repo: Path, run_perfsuite
         (["ab", "HEAD~1", *TINY], "declare different dependencies (left-pad>=1)"),
         (["ab", "HEAD", "-r", "no-such-recipe"], "unknown recipe 'no-such-recipe'"),
         (["ab", "HEAD", *TINY, "--output-dir", str(scratch_repo / "recipes")], "not an empty directory"),
+        (["ab", "HEAD", *TINY, "--factor", "0.9"], "--factor above 1"),  # said before measuring, not after
     ]
     for args, fragment in cases:
         proc = run_perfsuite(scratch_repo, *args)
