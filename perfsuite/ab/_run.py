@@ -78,6 +78,8 @@ class AbResult:
     comparison: Comparison
     seconds: float
     seed: int
+    recipes: tuple[str, ...] = ()  # measured (the default set leaves out machine-only recipes)
+    samples: int = 0  # per mode per revision
 
 
 def _instrument() -> Path:
@@ -265,7 +267,8 @@ def run_ab(
     comparison = compare(output_dir)  # exactly what `perfsuite compare DIR` says later
     _write_text(output_dir / "compare.md", compare_markdown(comparison))
     _write_text(output_dir / "summary.md", compare_markdown(comparison, details=False))
-    return AbResult(output_dir, pairing, base_rev, head_rev, comparison, time.monotonic() - started, seed)
+    return AbResult(output_dir, pairing, base_rev, head_rev, comparison, time.monotonic() - started, seed,
+                    tuple(r.name for r in recipes), recipes[0].samples)
 
 
 def _write_text(path: Path, text: str) -> None:

@@ -68,8 +68,8 @@ def _cmd_ab(args: argparse.Namespace) -> int:
         if tasks:
             progress.stop()
     print_comparison(result.comparison, "ab", markdown=args.markdown, everything=False)
-    line = (f"ab: BASE {result.base.describe()} vs HEAD {result.head.describe()}: {len(recipes)} recipe(s), "
-            f"{recipes[0].samples} samples per mode per revision, interleaved (seed {result.seed}), "
+    line = (f"ab: BASE {result.base.describe()} vs HEAD {result.head.describe()}: {', '.join(result.recipes)}, "
+            f"{result.samples} samples per mode per revision, interleaved (seed {result.seed}), "
             f"{result.seconds:.0f} s")
     print(f"<!-- {line} -->" if args.markdown else line)
     print(f"<!-- pairing: {result.pairing} -->" if args.markdown else f"pairing: {result.pairing}")
