@@ -102,3 +102,22 @@ def find_result(prefer: Sequence[str] = PREFER, root: Path | None = None) -> tup
     if not results:
         raise FileNotFoundError(f"{path}: no complete perfsuite results files")
     return pick(results, prefer), results, why
+
+
+def shown(path: Path | str | None) -> str:
+    """``path`` relative to the repository root when inside it: committed outputs name no machine's paths."""
+    if path is None:
+        return "?"
+    try:
+        return Path(path).resolve().relative_to(repo_root()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def off_loop(fn, *args, **kwargs):
+    """Call ``fn`` in a worker thread: code that runs its own event loop (``asyncio.run``) cannot run in a
+    Jupyter kernel's thread, where the kernel's loop is already running."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(fn, *args, **kwargs).result()

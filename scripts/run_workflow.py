@@ -124,6 +124,22 @@ class Job:
     failed: bool = False
 
 
+def _check_extra(extra: str) -> None:
+    """The packages of a pyproject extra the install step names are importable here (else the run would test
+    an install the workflow does not make)."""
+    import importlib.util
+    import tomllib
+
+    project = tomllib.loads((SOURCE / "pyproject.toml").read_text())["project"]
+    for requirement in project["optional-dependencies"][extra]:
+        name = re.split(r"[\[<>=!~ ]", requirement, maxsplit=1)[0]
+        if name == "perfsuite":
+            continue
+        module = {"scikit-learn": "sklearn"}.get(name, name.replace("-", "_"))
+        if importlib.util.find_spec(module) is None:
+            raise SystemExit(f"run_workflow: the install step's extra [{extra}] needs {name}, not installed here")
+
+
 def run_job(repo: Path, event: str, context: Mapping[str, str], bin_dir: Path, tmp: Path,
             extra_env: Mapping[str, str]) -> Job:
     import yaml
@@ -151,7 +167,13 @@ def run_job(repo: Path, event: str, context: Mapping[str, str], bin_dir: Path, t
             job.steps[sid] = {"ran": True, "status": 0, "outputs": outputs}
             continue
         if step.get("name") == "Install perfsuite":
-            assert step["run"].strip() == "python -m pip install -e ."  # replaced by PYTHONPATH below
+            # replaced by PYTHONPATH below; the extras it names must import in this interpreter
+            command = step["run"].split("#", 1)[0].strip()
+            found = re.fullmatch(r"python -m pip install -e '?\.(?:\[([\w,]+)\])?'?", command)
+            assert found, step["run"]
+            for extra in (found.group(1) or "").split(","):
+                if extra:
+                    _check_extra(extra)
             continue
         env = {**os.environ, **GIT_ENV, **extra_env, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
                "PYTHONPATH": str(repo)}

@@ -125,8 +125,10 @@ def test_a_failed_runs_document_shows_as_failed_in_report_and_evidence(tmp_path:
 
 def test_sigterm_keeps_samples_and_a_second_resume_is_refused_while_the_run_lives(tmp_path: Path) -> None:
     # the second mode never acknowledges (for 120 s): the run is alive, holding its document, until SIGTERM
+    # (fixed order: the default random order could run the hanging mode first)
     (tmp_path / "hang.toml").write_text(
         'samples = 3\nwarmup = 0\nisolation = "inline"\ncontrol_windows = 1\nsettle_ms = 0\nack_timeout_s = 120\n'
+        'order = "fixed"\n'
         f'[modes.a]\n{IDLE}\nwindow_ms = 1\n[modes.b]\noperation = "perfsuite.workloads.basic:never_ack"\n'
     )
     proc = subprocess.Popen([sys.executable, "-m", "perfsuite", "run", "hang.toml", "--output-dir", "out"],

@@ -40,6 +40,7 @@ from perfsuite.harness import (
     SampleEvent,
     imports_packages,
     probe_variant,
+    resolve_operation,
     run_variants,
     write_json_atomic,
 )
@@ -130,14 +131,25 @@ def _choose_code(side: str, revision: Revision, operations: Sequence[str]) -> tu
         return fallback, flags
 
 
+def _measures_machine(operation: str) -> bool:
+    """Whether the operation's factory declares ``measures = "machine"`` (a floor or the idle control: it may
+    import the engine, e.g. the storage delay model of M10, yet measures no code under test)."""
+    try:
+        return getattr(resolve_operation(operation), "measures", None) == "machine"
+    except PerfsuiteError:
+        return False  # an operation that does not resolve here is measured, and its error said there
+
+
 def _code_recipes(recipes: Sequence[Recipe]) -> tuple[list[Recipe], list[str]]:
-    """(recipes with an operation that imports the code under test, names of the others)."""
+    """(recipes with an operation that measures the code under test, names of the others): an operation
+    measures it unless it declares it measures the machine or importing it imports no code under test."""
     touches: dict[str, bool] = {}
     kept, skipped = [], []
     for recipe in recipes:
         for mode in recipe.modes:
             if mode.operation not in touches:
-                touches[mode.operation] = imports_packages(mode.operation, CODE_UNDER_TEST)
+                touches[mode.operation] = (not _measures_machine(mode.operation)
+                                           and imports_packages(mode.operation, CODE_UNDER_TEST))
         (kept if any(touches[m.operation] for m in recipe.modes) else skipped).append(recipe)
     return kept, [r.name for r in skipped]
 

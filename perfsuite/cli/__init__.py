@@ -24,6 +24,7 @@ from typing import Any
 
 from perfsuite import __version__
 from perfsuite.cli._common import Command, FixtureResolver, OneLineParser, default_resolve_fixture, describe_error
+from perfsuite.cli._console import configure
 from perfsuite.cli._run import DEFAULT_RUN_RECIPES
 from perfsuite.errors import PerfsuiteError, Terminated
 
@@ -37,7 +38,7 @@ results_writer_hook: Any = None
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from perfsuite.cli import _ab, _crash, _fixtures, _profile, _report, _run, _session, _store, _whatif
+    from perfsuite.cli import _ab, _crash, _fixtures, _profile, _report, _run, _session, _store, _sweep, _whatif
 
     parser = OneLineParser(
         prog="perfsuite",
@@ -45,9 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
         "measures it under heartbeat-gap recipes.",
     )
     parser.add_argument("--version", action="version", version=f"perfsuite {__version__}")
+    add_verbosity(parser, 0)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     _run.register(sub)
+    _sweep.register(sub)
     _fixtures.register(sub)
     _crash.register(sub)
     _report.register(sub)
@@ -56,7 +59,18 @@ def build_parser() -> argparse.ArgumentParser:
     _whatif.register(sub)
     _profile.register(sub)
     _session.register(sub)
+    for command in sub.choices.values():  # -q / -v also after the command name
+        add_verbosity(command, argparse.SUPPRESS)
     return parser
+
+
+def add_verbosity(parser: argparse.ArgumentParser, default: object) -> None:
+    """Global ``-q`` (verdicts and errors only) and ``-v`` (more detail): one console for every command."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("-q", "--quiet", dest="verbosity", action="store_const", const=-1, default=default,
+                       help="print verdicts and errors only")
+    group.add_argument("-v", "--verbose", dest="verbosity", action="store_const", const=1, default=default,
+                       help="print more detail (e.g. every export path)")
 
 
 def _raise_terminated(signum: int, frame: Any) -> None:
@@ -89,6 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, or a one-line argument error (exit 2)
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    configure(getattr(args, "verbosity", 0) or 0)
     func: Command | None = getattr(args, "func", None)
     if func is None:
         parser.print_help()

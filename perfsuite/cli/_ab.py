@@ -19,11 +19,12 @@ from perfsuite.cli._common import (
     positive_int,
     thresholds,
 )
+from perfsuite.cli._console import console
+from perfsuite.cli._formats import add_format_option
 from perfsuite.errors import PerfsuiteError
 
 
 def _cmd_ab(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from perfsuite.ab import AB_SAMPLES, run_ab
@@ -44,9 +45,13 @@ def _cmd_ab(args: argparse.Namespace) -> int:
     stamp = time.strftime("%Y%m%dT%H%M%S")
     output = Path(args.output_dir) if args.output_dir else Path("results/local") / f"ab-{stamp}"
     resolver = fixture_hook()
+    out = console()
+    err = out.rich(stderr=True)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    progress = Progress(*columns, console=Console(stderr=True))  # started at the first sample: an error before
-    tasks: dict[str, Any] = {}  # it stays one line
+    # the bar is for a terminal (never with -q, in a pipe or a CI log); started at the first sample, so an
+    # error before it stays one line
+    progress = Progress(*columns, console=err, disable=out.quiet or not err.is_terminal)
+    tasks: dict[str, Any] = {}
 
     def on_sample(event: SampleEvent) -> None:
         if not tasks:
@@ -67,12 +72,16 @@ def _cmd_ab(args: argparse.Namespace) -> int:
     finally:
         if tasks:
             progress.stop()
-    print_comparison(result.comparison, "ab", markdown=args.markdown, everything=False)
+    print_comparison(result.comparison, "ab", fmt=args.format, everything=False)
     line = (f"ab: BASE {result.base.describe()} vs HEAD {result.head.describe()}: {', '.join(result.recipes)}, "
             f"{result.samples} samples per mode per revision, interleaved (seed {result.seed}), "
-            f"{result.seconds:.0f} s")
-    print(f"<!-- {line} -->" if args.markdown else line)
-    print(f"<!-- pairing: {result.pairing} -->" if args.markdown else f"pairing: {result.pairing}")
+            f"{result.seconds:.0f} s; pairing: {result.pairing}")
+    if args.format == "markdown":
+        print(f"<!-- {line} -->")
+    elif args.format == "json":  # stdout holds the one JSON document: side notes go to stderr
+        print(line, file=sys.stderr)
+    else:
+        out.line(line)  # hidden by -q: the verdict line and what made it are what -q keeps
     return result.comparison.exit_status
 
 
@@ -109,7 +118,7 @@ def register(sub: Any) -> None:
                     help="a new or empty directory for base/, head/ and ab.json (default: results/local/ab-<time>)")
     ab.add_argument("--work-dir", metavar="DIR", type=output_dir,
                     help="where private fixture copies live (default: temp dir)")
-    ab.add_argument("--markdown", action="store_true", help="print the comparison as Markdown")
+    add_format_option(ab)
     ab.add_argument("--alpha", type=finite_float, help="Mann-Whitney U significance level (default: 0.05)")
     ab.add_argument("--factor", type=finite_float, help="ratio that counts as a change, either way (default: 1.1)")
     add_gate_option(ab)

@@ -1,6 +1,8 @@
-"""What every command module of the CLI shares: consoles, thresholds, --phase, fixtures, --record-trace,
-the one-line argument parser and the ``type=`` validators every option uses (issue 14: bad input is one
-line and exit 2, caught at parse time, before anything is built or measured)."""
+"""What every command module of the CLI shares: thresholds, --phase, fixtures, --record-trace, the
+one-line argument parser and the ``type=`` validators every option uses (issue 14: bad input is one line
+and exit 2, caught at parse time, before anything is built or measured).
+
+The console (width, colour, -q/-v, tables that fit) is :mod:`perfsuite.cli._console`."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from perfsuite.cli._console import console
 from perfsuite.errors import PerfsuiteError
 
 Command = Callable[[argparse.Namespace], int]
@@ -253,17 +256,12 @@ def default_resolve_fixture(name: str | None, session: str | None) -> tuple[Path
 
 def fixture_notices(event: Any) -> None:
     """Progress of a first-use fixture build during `run`: one line when it starts, one when it ends."""
+    if console().quiet:
+        return
     if event.step == "starting":
         print(f"perfsuite: building fixture {event.fixture} (first use; cached afterwards)", file=sys.stderr)
     elif event.step == "done":
         print(f"perfsuite: fixture {event.fixture} built in {event.elapsed_s:.1f} s", file=sys.stderr)
-
-
-def wide_console() -> Any:
-    """A console that does not wrap tables at 80 columns when stdout is a pipe (CI logs)."""
-    from rich.console import Console
-
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 
 
 def thresholds(args: argparse.Namespace) -> dict[str, float]:
@@ -284,8 +282,8 @@ def traced(command: Command, name: str) -> Command:
             status = command(args)
         trace = recorder.trace
         if trace is not None:
-            print(f"trace: {path} ({len(trace.events)} events, {len(trace.sessions)} sessions, "
-                  f"{trace.duration_s:.1f} s)")
+            console().line(f"trace: {path} ({len(trace.events)} events, {len(trace.sessions)} sessions, "
+                           f"{trace.duration_s:.1f} s)")
         return status
 
     return run
@@ -296,6 +294,13 @@ def add_gate_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gate", choices=("all", "costs"),
                         help="what may fail the gate: timings and costs (default), or only the deterministic costs "
                         "(timings still compared, shown as info; for noisy shared runners)")
+
+
+def add_recipes_option(parser: argparse.ArgumentParser) -> None:
+    """``--recipes DIR``: where your own recipes live (default: ``./recipes`` when it exists); built-ins follow."""
+    parser.add_argument("--recipes", dest="recipes_dir", metavar="DIR",
+                        help="look recipe names up in DIR first (default: ./recipes when it exists), then among "
+                        "the built-in recipes")
 
 
 def add_phase_options(parser: argparse.ArgumentParser) -> None:
@@ -311,14 +316,30 @@ def phase_outputs(results: Sequence[Any], phase_dir: str | None) -> None:
     """--phase: per results document, the phase table and ``<stem>.phases.png`` (plain path lines)."""
     from perfsuite.report._phases import phase_breakdown, phase_table, write_phase_plot
 
-    out = wide_console()
+    out = console()
     for r in results:
         breakdown = phase_breakdown(r)
         if not any(row.phases or row.gc_ms for row in breakdown.rows):
-            print(f"phases: {r.name}: no per-phase times in this recipe")
+            out.line(f"phases: {r.name}: no per-phase times in this recipe")
             continue
-        out.print(phase_table(breakdown))
+        out.table(phase_table(breakdown))
         directory = Path(phase_dir) if phase_dir else (r.path.parent if r.path is not None else Path("."))
         stem = r.path.stem if r.path is not None else r.recipe
-        print(f"phases: {write_phase_plot(breakdown, directory / f'{stem}.phases.png')}")
+        out.line(f"phases: {write_phase_plot(breakdown, directory / f'{stem}.phases.png')}")
 
+
+def verdict_lines(result: Any, floor: Any = None) -> list[str]:
+    """``-q`` of `run` and `report`: one line per mode, ``recipe mode: verdict (max gap median X ms)``."""
+    from perfsuite.report import summary_rows
+
+    return [f"{result.recipe} {row.mode}: {row.verdict} (max gap median {row.max_gap} ms)"
+            for row in summary_rows(result, floor) if not row.control]
+
+
+def export_summary(exports: Sequence[Path]) -> str:
+    """``pyperf.json, 4 .hlog``: what `run` wrote beside a results document (``-v`` lists every path)."""
+    counts: dict[str, int] = {}
+    for path in exports:
+        kind = "pyperf.json" if str(path).endswith(".pyperf.json") else Path(path).suffix or Path(path).name
+        counts[kind] = counts.get(kind, 0) + 1
+    return ", ".join(f"{n} {kind}" if n > 1 else kind for kind, n in counts.items())

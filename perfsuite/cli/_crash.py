@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import Any
 
 from perfsuite.cli._common import non_negative_int, output_dir, positive_int
@@ -13,12 +12,12 @@ from perfsuite.errors import PerfsuiteError
 
 def _cmd_crashcheck(args: argparse.Namespace) -> int:
     """Exit 0: no violation (with --seeded-bug: the bug was caught); 1: violations (bug not caught)."""
-    from rich.console import Console
     from rich.table import Table
 
+    from perfsuite.cli._console import console as shared_console
     from perfsuite.crash import MODELS, CrashConfig, RunResult, run_campaign
 
-    console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+    console = shared_console()
     if args.kill is not None and args.corrupt:
         raise PerfsuiteError("--kill and --corrupt are different campaigns: choose one")
     if args.kill is not None:
@@ -55,11 +54,12 @@ def _cmd_crashcheck(args: argparse.Namespace) -> int:
     if len(report.violations) > len(shown):
         console.print(f"... and {len(report.violations) - len(shown)} more violations", markup=False)
     console.print(f"{report.states} states explored, {len(report.violations)} violations, {report.seconds:.1f} s",
-                  markup=False)
+                  markup=False, verdict=True)
     if report.keep_dir and report.violations:
         console.print(f"violating states kept in {report.keep_dir}", markup=False)
     if report.seeded_bug:
-        console.print(f"seeded bug {report.seeded_bug}: {'caught' if report.caught else 'NOT caught'}", markup=False)
+        console.print(f"seeded bug {report.seeded_bug}: {'caught' if report.caught else 'NOT caught'}", markup=False,
+                      verdict=True)
         return 0 if report.caught else 1
     return 1 if report.violations else 0
 
@@ -89,7 +89,7 @@ def _crashcheck_kill(args: argparse.Namespace, console: Any) -> int:
                   f"{report.recovered_pending} recoveries retried a pending publication, "
                   f"{len(report.violations)} violations, {report.seconds:.1f} s "
                   f"(children {report.child_seconds:.1f} s, recovery and checks {report.recovery_seconds:.1f} s)",
-                  markup=False)
+                  markup=False, verdict=True)
     return 1 if report.violations else 0
 
 
@@ -123,11 +123,13 @@ def _crashcheck_corrupt(args: argparse.Namespace, console: Any) -> int:
                       + (f"\n  kept: {v.kept}" if v.kept else ""), markup=False)
     if len(report.violations) > args.show:
         console.print(f"... and {len(report.violations) - args.show} more violations", markup=False)
-    console.print(f"{report.cases} cases, {len(report.violations)} violations, {report.seconds:.1f} s", markup=False)
+    console.print(f"{report.cases} cases, {len(report.violations)} violations, {report.seconds:.1f} s", markup=False,
+                  verdict=True)
     if report.keep_dir and report.violations:
         console.print(f"violating cases kept in {report.keep_dir}", markup=False)
     if report.seeded_bug:
-        console.print(f"seeded bug {report.seeded_bug}: {'caught' if report.caught else 'NOT caught'}", markup=False)
+        console.print(f"seeded bug {report.seeded_bug}: {'caught' if report.caught else 'NOT caught'}", markup=False,
+                      verdict=True)
         return 0 if report.caught else 1
     return 1 if report.violations else 0
 

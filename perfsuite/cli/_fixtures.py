@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from perfsuite.cli._common import fixture_notices, non_empty
+from perfsuite.cli._console import console
 from perfsuite.errors import PerfsuiteError
 
 
@@ -13,13 +14,12 @@ def _cmd_fixtures(args: argparse.Namespace) -> int:
     """`fixtures list | build [NAME...] [--force] | path NAME | info NAME`: generated fixtures and their cache."""
     import json
 
-    from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
     from perfsuite.workloads import fixtures as fx
 
-    out = Console(highlight=False)
+    out = console()
     if args.action == "list":
         table = Table(title="fixtures (SPEC M6)", title_justify="left")
         for column in ("fixture", "generator", "spec digest", "files", "bytes", "cached"):
@@ -29,8 +29,9 @@ def _cmd_fixtures(args: argparse.Namespace) -> int:
             hit = fx.cached_fixture(spec)
             files, nbytes = (str(hit.info["files"]), f"{hit.info['bytes']:,}") if hit else ("", "")
             table.add_row(name, spec.generator, spec.digest[7:19], files, nbytes, "yes" if hit else "[dim]no[/]")
-        out.print(table)
-        print(f"specs: {fx.fixtures_dir()}\ncache: {fx.cache_root()}")
+        out.table(table, quiet_ok=True)
+        out.line(f"specs: {fx.fixtures_dir()}")
+        out.line(f"cache: {fx.cache_root()}")
         return 0
     if args.action in ("path", "info") and len(args.names) != 1:
         raise PerfsuiteError(f"fixtures {args.action}: expected exactly one NAME, got {len(args.names)}")
@@ -42,8 +43,8 @@ def _cmd_fixtures(args: argparse.Namespace) -> int:
     specs = [fx.load_spec(name) for name in names]  # every name checked before anything is built
     built = []
     columns = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
-    err = Console(stderr=True)
-    with Progress(*columns, console=err, disable=not err.is_terminal) as progress:  # a bar is for a terminal
+    err = out.rich(stderr=True)
+    with Progress(*columns, console=err, disable=out.quiet or not err.is_terminal) as progress:  # for a terminal
         for spec in specs:
             task = progress.add_task(spec.name, total=1.0)
 
@@ -55,7 +56,7 @@ def _cmd_fixtures(args: argparse.Namespace) -> int:
     for fixture in built:  # plain lines: scripts read them
         info = fixture.info
         how = f"built in {info.get('build_s', 0):.1f} s" if fixture.built else "cached"
-        print(f"{fixture.name}: {info['files']} files, {info['bytes']:,} bytes, {how}: {fixture.path}")
+        out.verdict(f"{fixture.name}: {info['files']} files, {info['bytes']:,} bytes, {how}: {fixture.path}")
     return 0
 
 

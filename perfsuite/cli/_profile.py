@@ -8,20 +8,24 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from perfsuite.cli._common import fixture_hook, non_empty, output_dir, positive_int, wide_console
+from perfsuite._extras import require
+from perfsuite.cli._common import add_recipes_option, fixture_hook, non_empty, output_dir, positive_int
+from perfsuite.cli._console import console
 from perfsuite.errors import PerfsuiteError
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
-    from perfsuite.harness import load_recipe, resolve_operation
+    from perfsuite.harness import load_recipe, recipe_dirs, resolve_operation
     from perfsuite.profile import profile_recipe, profiler_command
     from perfsuite.report._phases import phase_table
 
     profiler_command(args.profiler, args.profiler_path)  # a missing profiler fails before any fixture is built
+    if args.phase:
+        require("report", "matplotlib")  # the phase plot
 
     if os.getcwd() not in sys.path:  # operations import like `python -m` would (the worker gets the same)
         sys.path.insert(0, os.getcwd())
-    recipe = load_recipe(args.recipe)
+    recipe = load_recipe(args.recipe, recipe_dirs(args.recipes_dir))
     for mode in recipe.modes:
         if not args.mode or mode.name in args.mode:
             try:
@@ -33,15 +37,17 @@ def _cmd_profile(args: argparse.Namespace) -> int:
         recipe, args.profiler, modes=args.mode, output_dir=args.output_dir, repeat=args.repeat,
         native=args.native, rate=args.rate, fixture=fixture, fixture_info=info,
         work_root=Path(args.work_dir) if args.work_dir else None, profiler_path=args.profiler_path,
-        phase=args.phase, on_event=lambda message: print(f"perfsuite: profiling {message}", file=sys.stderr),
+        phase=args.phase, on_event=lambda message: None if console().quiet else print(f"perfsuite: profiling {message}",
+                                                                       file=sys.stderr),
     )
+    out = console()
     for mode in run.modes:
-        print(mode.summary)
+        out.line(mode.summary)
     if run.phases_png is not None:
-        wide_console().print(phase_table(run.breakdown()))
-    print(f"profile: {run.record}")  # plain lines, never wrapped: scripts read them
+        out.table(phase_table(run.breakdown()))
+    out.verdict(f"profile: {run.record}")  # plain lines, never wrapped: scripts read them
     for path in run.artifacts()[1:]:
-        print(f"  {path}")
+        out.line(f"  {path}")
     return 0
 
 
@@ -57,6 +63,7 @@ def register(sub: Any) -> None:
         "are distorted: use `run` for measurements. Exit status 2 on bad input, a missing profiler, a profiler "
         "failure or a profile without samples.")
     p.add_argument("recipe", metavar="RECIPE", type=non_empty, help="recipe name or .toml path")
+    add_recipes_option(p)
     p.add_argument("--profiler", required=True, choices=PROFILERS, help="the sampling profiler")
     p.add_argument("--mode", action="append", metavar="MODE", type=non_empty,
                    help="profile this mode only (repeatable; default: all)")

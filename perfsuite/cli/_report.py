@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from typing import Any
 
 from perfsuite.cli._common import (
@@ -15,8 +16,19 @@ from perfsuite.cli._common import (
     output_dir,
     phase_outputs,
     thresholds,
-    wide_console,
+    verdict_lines,
 )
+from perfsuite.cli._console import console
+from perfsuite.cli._formats import (
+    add_format_option,
+    bars_json,
+    compare_json,
+    emit_json,
+    history_json,
+    markdown_table,
+    report_json,
+)
+from perfsuite.errors import PerfsuiteError
 
 
 def _read(paths: list[str], skip_bad: bool) -> list[Any]:
@@ -42,22 +54,54 @@ def _cmd_report(args: argparse.Namespace) -> int:
     for r in results:  # the run's fsync floor may sit beside a file given alone
         if r.path is not None:
             pool.update({str(s.path): s for s in read_siblings(r.path) if str(s.path) not in pool})
-    out = wide_console()
-    for r in order_results(results):
-        out.print(summary_table(r, find_floor(r, pool.values())))
+    ordered = order_results(results)
+    floors = [find_floor(r, pool.values()) for r in ordered]
+    if args.format == "json":
+        emit_json("report", report_json(ordered, floors))
+        return 0
+    out = console()
+    for r, floor in zip(ordered, floors):
+        table = summary_table(r, floor)
+        if args.format == "markdown":
+            print(markdown_table(table))
+            continue
+        out.table(table)
+        if out.quiet:
+            for line in verdict_lines(r, floor):
+                out.verdict(line)
         if r.data.get("status") != "complete":
             progress = r.data["progress"]
             why = f": {r.data['error']}" if r.data.get("error") else ""
-            print(f"  ({r.name}: {r.data.get('status')}, {progress['done']} of {progress['total']} entries "
-                  f"measured{why})")
+            out.verdict(f"  ({r.name}: {r.data.get('status')}, {progress['done']} of {progress['total']} entries "
+                        f"measured{why})")
+    if args.format != "json":
+        from perfsuite.report import read_sweeps, sweep_table
+
+        for sweep in read_sweeps(results):  # documents of a `perfsuite sweep`: the crossover table too
+            table = sweep_table(sweep)
+            if args.format == "markdown":
+                print(markdown_table(table))
+            else:
+                out.table(table)
     if getattr(args, "phase", False):
-        phase_outputs(order_results(results), args.phase_dir)
+        phase_outputs(ordered, args.phase_dir)
     return 0
 
 
 def _cmd_evidence(args: argparse.Namespace) -> int:
-    from perfsuite.report import evidence_for
+    from pathlib import Path
 
+    from perfsuite.report import evidence_for, read_results, read_sweeps, sweep_evidence
+
+    if Path(args.result).is_dir():  # a sweep's directory: the crossover paragraph (M10)
+        if args.baseline:
+            raise PerfsuiteError("--baseline compares two results files, not sweeps")
+        sweeps = read_sweeps(read_results(args.result))
+        if not sweeps:
+            raise PerfsuiteError(f"{args.result}: is a directory without sweep documents; give a results file")
+        for sweep in sweeps:
+            print(sweep_evidence(sweep), end="")
+        return 0
     text = evidence_for(args.result, args.baseline, **thresholds(args)).markdown
     print(text, end="")
     return 0
@@ -73,21 +117,29 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             args.base, args.new, require_all=args.require_all, cross_machine=args.cross_machine,
             allow_incomplete=args.allow_incomplete, skip_bad=args.skip_bad, gate=args.gate, **thresholds(args),
         )
-    print_comparison(comparison, "compare", markdown=args.markdown, everything=args.all)
+    print_comparison(comparison, "compare", fmt=args.format, everything=args.all)
     return comparison.exit_status
 
 
-def print_comparison(comparison: Any, command: str, *, markdown: bool, everything: bool) -> None:
-    """The verdict line first, then the table (text) or the Markdown; skipped documents on stderr."""
+def print_comparison(comparison: Any, command: str, *, fmt: str, everything: bool) -> None:
+    """The verdict line first (issue 15), then the table; or the Markdown, or the JSON document."""
     from perfsuite.report import compare_headline, compare_markdown, compare_table
 
     for line in comparison.skipped:
         print(f"perfsuite: skipped {line}", file=sys.stderr)
-    if markdown:
+    if fmt == "json":
+        emit_json(command, compare_json(comparison))
+        return
+    if fmt == "markdown":
         print(compare_markdown(comparison, everything=everything), end="")
         return
-    print(f"perfsuite {command}: {compare_headline(comparison)}")
-    wide_console().print(compare_table(comparison, everything=everything))
+    out = console()
+    out.verdict(f"perfsuite {command}: {compare_headline(comparison)}")
+    if out.quiet:  # the verdict and what made it
+        for c in (*comparison.regressions, *comparison.inconclusive):
+            out.verdict(f"  {c.status}: {c.label} {c.ratio:.2f}x")
+    else:
+        out.table(compare_table(comparison, everything=everything or out.verbose))
 
 
 def _store_comparison(args: argparse.Namespace) -> Any:
@@ -146,12 +198,20 @@ def _cmd_history(args: argparse.Namespace) -> int:
     options = {"penalty_per_log_n": args.penalty, "min_change": args.min_change}
     hist = history(_source(args), metrics=args.metric, machine=args.machine,
                    **{k: v for k, v in options.items() if v is not None})
+    if args.format == "json":
+        emit_json("history", history_json(hist))
+        return 0
     hosts = {m.key: m.host for m in hist.machines}
     table = Table(
         title=f"perfsuite history: {len(hist.steps)} step(s) over {hist.runs} run(s) on "
         f"{len(hist.machines)} machine(s)",
+        caption="\n".join([*(f"machine {m.key}: {m.label}" for m in hist.machines),
+                           f"{len(hist.series)} series; ruptures PELT (l2) on noise-standardised medians from "
+                           f"{MIN_PELT_RUNS} runs, penalty {hist.penalty_per_log_n:g} ln(n); below that, the gate's "
+                           f"test run against run; steps of at least {hist.min_change:.0%}"]),
         box=box.SIMPLE_HEAD,
         title_justify="left",
+        caption_justify="left",
     )
     columns = ("machine", "recipe", "mode", "metric", "commits", "date", "before", "after", "change", "kind", "by")
     for column in columns:
@@ -170,42 +230,74 @@ def _cmd_history(args: argparse.Namespace) -> int:
             st.kind,
             st.method,
         )
-    wide_console().print(table)
-    for machine in hist.machines:
-        print(f"machine {machine.key}: {machine.label}")
-    print(
-        f"{len(hist.series)} series; ruptures PELT (l2) on noise-standardised medians from {MIN_PELT_RUNS} runs, "
-        f"penalty {hist.penalty_per_log_n:g} ln(n); below that, the gate's test run against run; steps of at "
-        f"least {hist.min_change:.0%}"
-    )
+    if args.format == "markdown":
+        print(markdown_table(table), end="")
+        return 0
+    out = console()
+    out.table(table)
+    if out.quiet:  # the steps are the verdicts
+        out.verdict(str(table.title))
+        for st in hist.steps:
+            out.verdict(f"  {st.kind}: {hosts.get(st.machine, st.machine)} {st.recipe}/{st.mode} {st.metric} "
+                        f"{st.ratio:.2f}x in {short_commit(st.previous_commit)}..{short_commit(st.commit)}")
     return 0
 
 
+def _bar_lines(bar: Any, width: int) -> list[str]:
+    """One bar as a block: the verdict and the bar on the first line, then what was measured and the target,
+    wrapped at ``width`` under a hanging indent (a list, not a table: long sentences never wrap in a cell)."""
+    verdict = "not measured" if bar.met is None else "met" if bar.met else "NOT MET"
+    lines = textwrap.wrap(f"{verdict:<12}  {bar.bar} ({bar.recipe})", width=max(width, 40),
+                          subsequent_indent=" " * 14, break_on_hyphens=False)
+    for label, text in (("measured", bar.measured), ("target", bar.target)):
+        lines += textwrap.wrap(f"{label}: {text}", width=max(width, 40), initial_indent=" " * 14,
+                               subsequent_indent=" " * 24, break_on_hyphens=False)
+    return lines
+
+
 def _cmd_bars(args: argparse.Namespace) -> int:
-    from rich import box
-    from rich.console import Console
     from rich.table import Table
 
     from perfsuite.report import bars
 
     results = _read(args.results, args.skip_bad)
-    table = Table(title="SPEC section 8 bars (newest result of each recipe)", box=box.SIMPLE_HEAD,
-                  title_justify="left")
-    for column in ("bar", "recipe", "measured", "target", "verdict"):
-        table.add_column(column)
     judged = bars(results)
+    status = 1 if args.strict and any(b.met is False for b in judged) else 0
+    if args.format == "json":
+        emit_json("bars", bars_json(judged))
+        return status
+    if args.format == "markdown":
+        table = Table(title="SPEC section 8 bars (newest result of each recipe)")
+        for column in ("bar", "recipe", "measured", "target", "verdict"):
+            table.add_column(column)
+        for bar in judged:
+            verdict = "not measured" if bar.met is None else "met" if bar.met else "**not met**"
+            table.add_row(bar.bar, bar.recipe, bar.measured, bar.target, verdict)
+        print(markdown_table(table), end="")
+        return status
+    out = console()
+    met = sum(1 for b in judged if b.met)
+    missed = sum(1 for b in judged if b.met is False)
+    heading = (f"SPEC section 8 bars (newest result of each recipe): {met} met, {missed} not met, "
+               f"{len(judged) - met - missed} not measured")
+    for line in textwrap.wrap(heading, width=max(out.width, 40), subsequent_indent="  "):
+        out.verdict(line)
     for bar in judged:
-        verdict = "[dim]not measured[/]" if bar.met is None else "[green]met[/]" if bar.met else "[red]not met[/]"
-        table.add_row(bar.bar, bar.recipe, bar.measured, bar.target, verdict)
-    Console().print(table)
-    return 1 if args.strict and any(b.met is False for b in judged) else 0
+        block = _bar_lines(bar, out.width)
+        if out.quiet:
+            out.verdict(block[0])
+        else:
+            for line in block:
+                out.line(line)
+    return status
 
 
 def _cmd_dashboard(args: argparse.Namespace) -> int:
     from perfsuite.report import dashboard
 
     site = dashboard(_source(args), args.output, machine=args.machine, commit_url=args.commit_url)
-    print(f"dashboard: {site.index} ({len(site.pages)} recipe page(s), {len(site.documents)} results documents)")
+    console().verdict(f"dashboard: {site.index} ({len(site.pages)} recipe page(s), {len(site.documents)} results "
+                      "documents)")
     return 0
 
 
@@ -228,16 +320,18 @@ def register(sub: Any) -> None:
     report = sub.add_parser("report", help="the summary table of results files (as `run` prints it)")
     report.add_argument("results", nargs="+", metavar="RESULT", type=non_empty,
                         help="a results file or a directory of them")
-    _skip_bad(report)
     add_phase_options(report)
+    add_format_option(report)
+    _skip_bad(report)
     report.set_defaults(func=_cmd_report)
 
     def thresholds(p: argparse.ArgumentParser) -> None:
         p.add_argument("--alpha", type=finite_float, help="Mann-Whitney U significance level (default: 0.05)")
         p.add_argument("--factor", type=finite_float, help="ratio that counts as a change, either way (default: 1.1)")
 
-    evidence = sub.add_parser("evidence", help="the ADR evidence paragraph (Markdown) of a results file")
-    evidence.add_argument("result", metavar="RESULT", type=non_empty, help="a results file")
+    evidence = sub.add_parser("evidence", help="the ADR evidence paragraph (Markdown) of a results file or sweep")
+    evidence.add_argument("result", metavar="RESULT", type=non_empty,
+                          help="a results file, or the directory of a `perfsuite sweep` (the crossover paragraph)")
     evidence.add_argument("--baseline", metavar="RESULT", type=non_empty,
                           help="a results file of the same recipe to compare with")
     thresholds(evidence)
@@ -261,7 +355,7 @@ def register(sub: Any) -> None:
                          help="choose BASE and NEW among the runs of a results store")
     compare.add_argument("--machine", metavar="M", type=non_empty,
                          help="with --store: the machine (key, key prefix or host label)")
-    compare.add_argument("--markdown", action="store_true", help="Markdown for a PR comment or job summary")
+    add_format_option(compare)
     compare.add_argument("--all", action="store_true", help="every metric, not only headline and changed ones")
     compare.add_argument("--require-all", action="store_true",
                          help="exit 2 when the recipe sets differ (default: compare the common recipes, list the rest)")
@@ -282,6 +376,7 @@ def register(sub: Any) -> None:
                       help="a metric to follow, repeatable (default: headline ones)")
     hist.add_argument("--penalty", type=non_negative_float, help="PELT penalty per ln(runs) (default: 5)")
     hist.add_argument("--min-change", type=non_negative_float, help="smallest relative step (default: 0.10)")
+    add_format_option(hist)
     hist.set_defaults(func=_cmd_history)
 
     bars = sub.add_parser("bars", help="the bars of SPEC section 8 as verdicts, from results files",
@@ -289,6 +384,7 @@ def register(sub: Any) -> None:
                           "recipe is absent are reported as not measured.")
     bars.add_argument("results", nargs="+", metavar="RESULT", type=non_empty, help="results files or directories")
     bars.add_argument("--strict", action="store_true", help="exit 1 when a measured bar is not met")
+    add_format_option(bars)
     _skip_bad(bars)
     bars.set_defaults(func=_cmd_bars)
 

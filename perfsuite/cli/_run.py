@@ -10,8 +10,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from perfsuite._extras import require
 from perfsuite.cli._common import (
     add_phase_options,
+    add_recipes_option,
     describe_error,
     fixture_hook,
     non_empty,
@@ -21,8 +23,27 @@ from perfsuite.cli._common import (
     phase_outputs,
     positive_int,
     traced,
+    verdict_lines,
 )
+from perfsuite.cli._console import console
 from perfsuite.errors import PerfsuiteError, Terminated
+
+
+def add_condition_options(parser: argparse.ArgumentParser) -> None:
+    """M10 run conditions: simulated storage latency, a live heap, the engine's gc.freeze() setting."""
+    parser.add_argument("--storage", metavar="PROFILE",
+                        help="simulate a storage device's latency (built-in: nvme, sata-ssd, hdd, nfs, ebs-gp3): "
+                        "every fsync, directory fsync, rename and create pays a delay drawn from the profile's "
+                        "sourced distribution; never presented as a device measurement")
+    parser.add_argument("--storage-file", metavar="FILE.toml",
+                        help="your own storage profile (same format as the built-in ones; every distribution "
+                        "needs its source)")
+    parser.add_argument("--heap", metavar="N",
+                        help="keep N live objects shaped like loaded session state through every sample "
+                        "(e.g. 1e6), with natural GC unless --gc says otherwise")
+    parser.add_argument("--gc-freeze", action="store_true", default=None,
+                        help="open sessions with SessionSettings(freeze_loaded=True): gc.freeze() after open, "
+                        "the mitigation for full collections over a large live heap")
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -58,24 +79,26 @@ def _kept(path: Path) -> tuple[int, int] | None:
 
 
 def _print_measured(documents: list[tuple[Path, Mapping[str, Any], tuple[Path, ...]]]) -> list[Any]:
-    """The summary table of every finished document, then its plain ``results:`` lines (scripts read them)."""
-    from rich.console import Console
-
+    """The summary table of every finished document (``-q``: its verdict lines), then one plain ``results:``
+    line per document (scripts read them; ``-v`` adds every export path)."""
     from perfsuite.report import Result, find_floor
 
     measured = [Result(path, document) for path, document, _ in documents]
-    out = Console()
+    out = console()  # the table `report` prints, at the same width
     for result in measured:
-        out.print(_run_table(result.data, find_floor(result, measured, same_run=True)))
+        floor = find_floor(result, measured, same_run=True)
+        out.table(_run_table(result.data, floor))
+        if out.quiet:
+            for line in verdict_lines(result, floor):
+                out.verdict(line)
     for path, _, exports in documents:
-        print(f"results: {path}")
+        out.line(f"results: {path}")  # exactly this: scripts read it (its exports: -v)
         for extra in exports:
-            print(f"  {extra}")
+            out.detail(f"  {extra}")
     return measured
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     import perfsuite.cli
@@ -86,23 +109,30 @@ def _cmd_run(args: argparse.Namespace) -> int:
         load_recipe,
         new_results_path,
         plan_order,
+        recipe_dirs,
         resolve_operation,
         resume_run,
         run_recipe,
     )
 
+    if args.phase:
+        require("report", "matplotlib")  # the phase plot: say so before measuring, not after
     if os.getcwd() not in sys.path:  # operations import like `python -m` would (workers get the same)
         sys.path.insert(0, os.getcwd())
     work_root = Path(args.work_dir) if args.work_dir else None
     if work_root is not None:  # before any fixture is built or sample measured (issue 14 case 6)
         work_root.mkdir(parents=True, exist_ok=True)
     skipped: list[str] = []
-    err = Console(stderr=True)
+    out = console()
+    err = out.rich(stderr=True)
     plans: list[tuple[Any, Path | None, Path | None, dict[str, Any]]] = []
     if args.resume:
-        if args.recipes or any(v is not None for v in (args.samples, args.warmup, args.isolation, args.gc)):
+        overrides = (args.samples, args.warmup, args.isolation, args.gc, args.order, args.seed, args.storage,
+                     args.storage_file, args.heap, args.gc_freeze or None)
+        if args.recipes or any(v is not None for v in overrides):
             raise PerfsuiteError(
-                "--resume continues the recorded recipe: give no RECIPE, --samples, --warmup, --isolation or --gc"
+                "--resume continues the recorded recipe and plan: give no RECIPE, --samples, --warmup, --isolation, "
+                "--gc, --order, --seed or run conditions (--storage, --storage-file, --heap, --gc-freeze)"
             )
         path = Path(args.resume)
         _, recipe = check_resumable(path)  # schema, plan, progress, no live writer (issue 14 cases 7, 9)
@@ -110,13 +140,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
             resolve_operation(mode.operation)
         plans.append((recipe, path, *fixture_hook()(recipe.fixture, args.session)))
     else:
+        from perfsuite.workloads.conditions import apply_conditions, parse_heaps
+
+        heap = None
+        if args.heap is not None:
+            heaps = parse_heaps(args.heap)
+            if len(heaps) != 1:
+                raise PerfsuiteError("--heap: `run` takes one size (a grid of sizes is `perfsuite sweep`)")
+            heap = heaps[0]
         if args.all and args.recipes:
             raise PerfsuiteError("--all runs the whole catalogue: give no RECIPE with it")
         recipes = []
-        for ref in (list_recipes(catalogue_only=True) if args.all else args.recipes or DEFAULT_RUN_RECIPES):
-            recipe = load_recipe(ref).with_overrides(
-                samples=args.samples, warmup=args.warmup, isolation=args.isolation, gc=args.gc
-            )
+        dirs = recipe_dirs(args.recipes_dir)
+        for ref in (list_recipes(catalogue_only=True, dirs=dirs) if args.all else args.recipes or DEFAULT_RUN_RECIPES):
+            recipe = apply_conditions(
+                load_recipe(ref, dirs).with_overrides(samples=args.samples, warmup=args.warmup,
+                                                      isolation=args.isolation, order=args.order, seed=args.seed),
+                storage=args.storage, storage_file=args.storage_file, heap=heap, freeze=args.gc_freeze, gc=args.gc)
             reason = None
             for mode in recipe.modes:  # fail before measuring anything
                 try:
@@ -146,7 +186,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     )
     run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"  # one invocation, many documents
     # the bar is for a terminal; in a pipe or a log it would only add lines to stderr (one-line errors)
-    with Progress(*columns, console=err, disable=not err.is_terminal) as progress:
+    with Progress(*columns, console=err, disable=out.quiet or not err.is_terminal) as progress:
         for recipe, reserved, fixture, info in plans:
             # a name nobody else can take, reserved when its run starts (issue 14 case 7)
             path = reserved or new_results_path(args.output_dir, recipe.name)
@@ -189,7 +229,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             finished.append((result.path, result.document, tuple(result.exports)))
     measured = _print_measured(finished)
     for line in skipped:  # one line per recipe that could not run here, with the reason
-        print(line)
+        out.verdict(line)
     if getattr(args, "phase", False):
         phase_outputs(measured, args.phase_dir)
     return 0
@@ -212,18 +252,25 @@ def register(sub: Any) -> None:
         help=f"recipe name or .toml path (default, the quick set: {' '.join(DEFAULT_RUN_RECIPES)})",
     )
     run.add_argument("--all", action="store_true",
-                     help="run the whole recipe catalogue in recipes/ (recipes with catalogue = false, the "
-                     "peers, run only when named)")
+                     help="run the whole recipe catalogue: the built-in recipes and your own (recipes with "
+                     "catalogue = false, the peers, run only when named)")
+    add_recipes_option(run)
     run.add_argument("--samples", type=positive_int, help="samples per mode (recipe default: 6)")
     run.add_argument("--warmup", type=non_negative_int, help="discarded warm-up samples per mode (recipe default: 1)")
     run.add_argument("--isolation", choices=("process", "inline"), help="fresh process per sample, or one")
     run.add_argument("--gc", choices=("collect-before", "natural"), help="GC policy before each sample")
+    run.add_argument("--order", choices=("random", "fixed"),
+                     help="modes within each round: a seeded random order (recipe default: random; the seed and "
+                     "the plan are recorded) or the recipe's fixed order")
+    run.add_argument("--seed", type=non_negative_int,
+                     help="seed of the random order (default: drawn at start, recorded)")
     run.add_argument("--output-dir", default="results/local", type=output_dir,
                      help="where results go (default: results/local)")
     run.add_argument("--resume", metavar="FILE", type=non_empty, help="continue an interrupted results file")
     run.add_argument("--session", metavar="PATH", type=non_empty, help="a session directory to use as the fixture")
     run.add_argument("--work-dir", metavar="DIR", type=output_dir,
                      help="where private fixture copies live (default: temp dir)")
+    add_condition_options(run)
     add_phase_options(run)
     run.add_argument("--record-trace", metavar="FILE", type=output_file,
                      help="record every sample's engine events as a what-if trace (adds a write per event)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from perfsuite.cli._console import console
 from perfsuite.errors import PerfsuiteError
 
 
@@ -19,9 +20,10 @@ def _cmd_session(args: argparse.Namespace) -> int:
         raise PerfsuiteError(str(exc)) from None
     except OSError as exc:  # the directory itself is unreadable or unwritable
         raise PerfsuiteError(f"{exc.filename or args.path}: {exc.strerror or exc}") from None
+    out = console()
     for line in report.lines:
-        print(line)
-    print(f"{report.path}: {report.profile} session {'repaired' if report.changed else 'left as it was'}")
+        out.line(line)
+    out.verdict(f"{report.path}: {report.profile} session {'repaired' if report.changed else 'left as it was'}")
     return 0
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from perfsuite.cli._common import non_empty, output_dir, wide_console
+from perfsuite.cli._common import non_empty, output_dir
+from perfsuite.cli._console import console
 
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
@@ -13,7 +14,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
 
     store = args.store or DEFAULT_STORE
     report = ingest(args.directories, store)
-    print(
+    console().line(
         f"store {store}: {report.added} added, {report.replaced} replaced, {report.unchanged} already there; "
         f"{report.runs} run(s) on {report.machines} machine(s)"
     )
@@ -35,7 +36,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
         table.add_column(column, justify="right" if column == "runs" else "left")
     for m in machines:
         table.add_row(m.machine.key, m.machine.label, str(m.runs), str(len(m.recipes)), m.first[:16], m.last[:16])
-    wide_console().print(table)
+    console().table(table, quiet_ok=True)
     return 0
 
 
@@ -45,12 +46,12 @@ def _cmd_push(args: argparse.Namespace) -> int:
     report = push_results(args.directories, branch=args.branch, remote=args.remote, repo=args.repo,
                           message=args.message)
     for line in report.skipped:
-        print(f"skipped {line}")
+        console().line(f"skipped {line}")
     if report.commit is None:
-        print(f"{args.remote} {args.branch}: nothing new ({report.unchanged} document(s) already there)")
+        console().line(f"{args.remote} {args.branch}: nothing new ({report.unchanged} document(s) already there)")
     else:
-        print(f"{args.remote} {args.branch}: {len(report.added)} document(s) added in {report.commit[:12]} "
-              f"({report.unchanged} already there)")
+        console().line(f"{args.remote} {args.branch}: {len(report.added)} document(s) added in "
+                       f"{report.commit[:12]} ({report.unchanged} already there)")
     return 0
 
 
@@ -58,11 +59,12 @@ def _cmd_pull(args: argparse.Namespace) -> int:
     from perfsuite.report import DEFAULT_STORE, pull_results, rebuild_store
 
     pulled = pull_results(args.into, branch=args.branch, remote=args.remote, repo=args.repo)
-    print(f"{args.remote} {args.branch} at {pulled.commit[:12]}: {pulled.files} document(s) in {pulled.directory}")
+    console().line(f"{args.remote} {args.branch} at {pulled.commit[:12]}: {pulled.files} document(s) in "
+                   f"{pulled.directory}")
     if not args.no_store:
         store = args.store or DEFAULT_STORE
         report = rebuild_store(pulled.directory, store)
-        print(f"store {store} rebuilt: {report.runs} run(s) on {report.machines} machine(s)")
+        console().line(f"store {store} rebuilt: {report.runs} run(s) on {report.machines} machine(s)")
     return 0
 
 

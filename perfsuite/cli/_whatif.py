@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
+from perfsuite._extras import require
 from perfsuite.cli._common import (
     interval_list,
     non_empty,
@@ -14,15 +16,25 @@ from perfsuite.cli._common import (
     positive_float,
     seconds_or_all,
 )
+from perfsuite.cli._console import console
+from perfsuite.cli._formats import add_format_option, emit_json, markdown_table, whatif_json
 from perfsuite.errors import PerfsuiteError
 
 
 def _cmd_whatif(args: argparse.Namespace) -> int:
     """Exit 0; with --validate: 0 when the simulation matches the real session, 1 when it does not."""
-    from rich.console import Console
-
     from perfsuite import whatif
 
+    out = console()
+
+    def note(text: str) -> None:  # progress and side notes: stdout in text, stderr when stdout is JSON/Markdown
+        if args.format == "text":
+            out.line(text)
+        elif not out.quiet:
+            print(text, file=sys.stderr)
+
+    if args.plot:
+        require("report", "matplotlib")  # the trade-off plot: say so before simulating
     sources = [bool(args.trace), args.storm, args.unattended]
     if sum(sources) != 1:
         raise PerfsuiteError("give exactly one of --trace FILE, --storm or --unattended")
@@ -35,7 +47,7 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
     if not trace.events:
         raise PerfsuiteError(f"{trace.source}: the trace has no events")
     if args.save_trace:
-        print(f"trace: {whatif.write_trace(trace, args.save_trace)}")
+        note(f"trace: {whatif.write_trace(trace, args.save_trace)}")
     debounce = args.debounce  # parsed and checked by interval_list (issue 14: "" is an error, not the default)
     checkpoint = args.checkpoint_interval or whatif.DEFAULT_CHECKPOINT_S
     notify = args.notify_max or whatif.DEFAULT_NOTIFY_MAX_S
@@ -44,22 +56,22 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
         if len(grid) != 1:
             raise PerfsuiteError("--validate checks one setting: give one value to each grid option")
         seconds = args.validate_seconds  # None: `--validate-seconds all`, the whole trace
-        print(f"validating {grid[0].label} on the first {seconds or trace.duration_s:g} s of {trace.source} "
-              f"at speed {args.speed:g} (about {(seconds or trace.duration_s) / args.speed:.0f} s)...", flush=True)
+        note(f"validating {grid[0].label} on the first {seconds or trace.duration_s:g} s of {trace.source} "
+             f"at speed {args.speed:g} (about {(seconds or trace.duration_s) / args.speed:.0f} s)...")
         check = whatif.validate(trace, grid[0], speed=args.speed, seconds=seconds)
-        print(f"publications: simulated {check.simulated_publications} {dict(check.simulated_by_kind)}, "
-              f"real {check.real_publications} {dict(check.real_by_kind)} (tolerance +-{check.publications_tolerance})")
-        print(f"generations: simulated {check.simulated_generations}, real {check.real_generations}")
-        print(f"crash-loss window: simulated {check.simulated_loss_s:.3f} s, real {check.real_loss_s:.3f} s "
-              f"(tolerance +-{check.loss_tolerance_s:.3f} s; trace seconds)")
+        note(f"publications: simulated {check.simulated_publications} {dict(check.simulated_by_kind)}, "
+             f"real {check.real_publications} {dict(check.real_by_kind)} (tolerance +-{check.publications_tolerance})")
+        note(f"generations: simulated {check.simulated_generations}, real {check.real_generations}")
+        note(f"crash-loss window: simulated {check.simulated_loss_s:.3f} s, real {check.real_loss_s:.3f} s "
+             f"(tolerance +-{check.loss_tolerance_s:.3f} s; trace seconds)")
         durations = ", ".join(f"{k} {v:.1f} ms" for k, v in sorted(check.real_durations_ms.items()))
-        print(f"real publication durations (medians, not compressed; the simulation used them): {durations}")
+        note(f"real publication durations (medians, not compressed; the simulation used them): {durations}")
         if args.json:
             import json
 
             Path(args.json).write_text(json.dumps(check.to_json(), indent=2) + "\n", encoding="utf-8")
-            print(f"json: {args.json}")
-        print("validate: " + ("PASS" if check.passed else "FAIL: " + "; ".join(check.problems)))
+            note(f"json: {args.json}")
+        out.verdict("validate: " + ("PASS" if check.passed else "FAIL: " + "; ".join(check.problems)))
         return 0 if check.passed else 1
     grid = whatif.make_grid(debounce or whatif.DEFAULT_DEBOUNCE_S, checkpoint, notify)
     if args.no_costs:
@@ -68,16 +80,24 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
         costs = whatif.read_costs(args.costs)
     else:
         if args.remeasure or not _whatif_cached():
-            print("measuring this machine's per-publication costs (allocation pass, once; cached)...", flush=True)
+            note("measuring this machine's per-publication costs (allocation pass, once; cached)...")
         costs = whatif.load_costs(refresh=args.remeasure)
     report = whatif.sweep(trace, grid, costs)
-    Console(width=max(180, Console().width)).print(whatif.build_table(report))
+    writers = (("csv", whatif.write_csv), ("json", whatif.write_json), ("plot", whatif.write_plot))
+    written = [f"{name}: {writer(report, getattr(args, name))}" for name, writer in writers if getattr(args, name)]
+    if args.format == "json":
+        emit_json("whatif", whatif_json(report))
+        return 0
+    table = whatif.build_table(report)
+    if args.format == "markdown":
+        print(markdown_table(table))
+        print("\n".join(f"- {line}" for line in whatif.describe_notes(report)))
+        return 0
+    out.table(table)
     for line in whatif.describe_notes(report):
-        print(line)
-    for option, writer in (("csv", whatif.write_csv), ("json", whatif.write_json), ("plot", whatif.write_plot)):
-        target = getattr(args, option)
-        if target:
-            print(f"{option}: {writer(report, target)}")
+        out.line(line)
+    for line in written:
+        out.line(line)
     return 0
 
 
@@ -112,6 +132,7 @@ def register(sub: Any) -> None:
                    help="in-flight checkpoint intervals (default: 30)")
     w.add_argument("--notify-max", metavar="S,S,...", type=interval_list(allow_zero=False),
                    help="notification backoff limits (default: 0.5)")
+    add_format_option(w)
     w.add_argument("--csv", metavar="OUT", type=output_file, help="write one row per setting")
     w.add_argument("--json", metavar="OUT", type=output_file, help="write the sweep (or the validation) as JSON")
     w.add_argument("--plot", metavar="OUT.png", type=output_file,

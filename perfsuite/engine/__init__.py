@@ -26,6 +26,17 @@ from perfsuite.engine._generations import (
     owner_alive,
     pid_alive,
 )
+from perfsuite.engine._latency import (
+    LATENCY_OPS,
+    DelayModel,
+    Distribution,
+    FixedDelay,
+    LatencyFileSystem,
+    LatencyStats,
+    LogNormalDelay,
+    QuantileDelay,
+    UniformDelay,
+)
 from perfsuite.engine._pipeline import PHASES, PublicationReport, SaveFailed
 from perfsuite.engine._recording import FsOp, RecordingFileSystem
 from perfsuite.engine._repair import RepairReport, repair_session
@@ -44,21 +55,28 @@ from perfsuite.engine._transcript import (
 
 __all__ = [
     "FORMAT",
+    "LATENCY_OPS",
     "PHASES",
     "TEMP_MARK",
     "Clock",
     "ConversationBuffer",
+    "DelayModel",
     "DelegatingFileSystem",
     "DiagnosticLog",
     "DirectoryFsyncUnsupported",
+    "Distribution",
     "Fault",
     "FaultyFileSystem",
     "FileSession",
     "FileSystem",
+    "FixedDelay",
     "FsOp",
     "FsyncFailed",
     "FullRewriteLog",
     "HeadRef",
+    "LatencyFileSystem",
+    "LatencyStats",
+    "LogNormalDelay",
     "MailRecord",
     "Manifest",
     "Message",
@@ -66,6 +84,7 @@ __all__ = [
     "OsFileSystem",
     "OwnerConflict",
     "PublicationReport",
+    "QuantileDelay",
     "Quarantined",
     "RecordingFileSystem",
     "RepairReport",
@@ -80,6 +99,7 @@ __all__ = [
     "TranscriptError",
     "TranscriptLog",
     "TurnOutcome",
+    "UniformDelay",
     "VirtualClock",
     "commit_turn",
     "owner_alive",

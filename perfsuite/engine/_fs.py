@@ -225,6 +225,11 @@ class FileSystem(ABC):
             self.sync_dir(directory)
         return target
 
+    def for_worker(self) -> FileSystem:
+        """The layer a worker process should use (E4 process offload): the real one. A recording or
+        fault-injecting layer cannot observe another process; a simulated device (latency) stays."""
+        return OsFileSystem()
+
     def sync_dirs(self, paths: Iterable[str]) -> None:
         """fsync several directories, innermost first so a child's entry is durable before its parent's."""
         for directory in sorted(set(paths), key=lambda p: (-p.count(os.sep), p)):
@@ -317,6 +322,9 @@ class DelegatingFileSystem(FileSystem):
         self.inner = inner
         self._paths: dict[int, tuple[str, bool]] = {}  # fd -> (path, is_directory)
         self._lock = threading.Lock()
+
+    def for_worker(self) -> FileSystem:
+        return self.inner.for_worker()
 
     def path_of(self, fd: int) -> tuple[str, bool]:
         return self._paths.get(fd, (f"<fd {fd}>", False))

@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import multiprocessing
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
 from perfsuite.engine._fs import OsFileSystem
 from perfsuite.engine._generations import GenerationStore
-from perfsuite.engine._pipeline import Batch
+from perfsuite.engine._pipeline import Batch, StageInput, hash_staged, remove_staging, stage_batch, staging_dir_for
+from perfsuite.engine._recording import FsOp, RecordingFileSystem
+
+#: how much the process offload's warm-up stages and hashes (one default chunk)
+WARM_UP_BYTES = 64 * 1024
 
 
 class Offload(ABC):
@@ -58,20 +63,42 @@ class ThreadOffload(Offload):
 
 
 def _portable(args: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Arguments a worker process can take: the real I/O layer (a recording or fault-injecting layer
-    cannot observe another process) and batches with their bytes materialised."""
+    """Arguments a worker process can take: the worker's I/O layer (``fs.for_worker()``: the real one, plus
+    any simulated device latency; a recording or fault-injecting wrapper's state cannot cross a process
+    boundary, :func:`_recorded_step` puts a recording layer back in the worker) and batches with their
+    bytes materialised."""
     converted: list[Any] = []
     for arg in args:
         if isinstance(arg, GenerationStore):
-            arg = GenerationStore(arg.root, OsFileSystem())
+            arg = GenerationStore(arg.root, arg.fs.for_worker())
         elif isinstance(arg, Batch):
             arg = arg.for_offload()
         converted.append(arg)
     return tuple(converted)
 
 
+def _recorded_step(keep_data: bool, func: Callable[..., Any], *args: Any) -> tuple[bool, Any, list[FsOp]]:
+    """In the worker: run one step on a recording layer over the real one and return what it did, so the
+    caller's recording layer sees the worker's writes and fsyncs too (E1, M3), even when the step fails."""
+    base = next((a.fs for a in args if isinstance(a, GenerationStore)), None) or OsFileSystem()
+    recorder = RecordingFileSystem(base, keep_data=keep_data)  # over the worker's layer: latency stays (M10)
+    args = tuple(GenerationStore(a.root, recorder) if isinstance(a, GenerationStore) else a for a in args)
+    try:
+        return True, func(*args), recorder.ops
+    except BaseException as exc:  # relayed: the caller's future raises it after logging the operations
+        return False, exc, recorder.ops
+
+
+def _recorder_of(args: tuple[Any, ...]) -> RecordingFileSystem | None:
+    for arg in args:
+        if isinstance(arg, GenerationStore) and isinstance(arg.fs, RecordingFileSystem):
+            return arg.fs
+    return None
+
+
 class ProcessOffload(Offload):
-    """One worker process (forkserver: no inherited threads or locks). Steps run on the real layer."""
+    """One worker process (forkserver: no inherited threads or locks). Steps run on the real layer; when the
+    caller's store records (E1), the worker records too and its operations are relayed into the caller's log."""
 
     name = "process"
 
@@ -81,11 +108,47 @@ class ProcessOffload(Offload):
         self._pool = cf.ProcessPoolExecutor(max_workers=1, mp_context=context)
 
     def submit(self, func: Callable[..., Any], *args: Any) -> cf.Future[Any]:
-        return self._pool.submit(func, *_portable(args))
+        recorder = _recorder_of(args)
+        if recorder is None:
+            return self._pool.submit(func, *_portable(args))
+        inner = self._pool.submit(_recorded_step, recorder.keep_data, func, *_portable(args))
+        outer: cf.Future[Any] = cf.Future()
 
-    def warm_up(self) -> None:
-        """Start the worker now rather than inside the first measured publication."""
-        self._pool.submit(int, 0).result()
+        def relay(done: cf.Future[Any]) -> None:
+            try:
+                ok, value, ops = done.result()
+            except BaseException as exc:  # the worker itself failed (died, unpicklable result)
+                outer.set_exception(exc)
+                return
+            recorder.absorb(ops, "process")
+            if ok:
+                outer.set_result(value)
+            else:
+                outer.set_exception(value)
+
+        inner.add_done_callback(relay)
+        return outer
+
+    def warm_up(self, store: GenerationStore | None = None, nbytes: int = WARM_UP_BYTES) -> None:
+        """Start the worker and run the real code path once, outside any measured publication: stage and
+        hash ``nbytes`` of representative bytes through :meth:`submit` into a throwaway staging directory
+        of ``store`` (then removed), so the first real publication pays neither the worker's start nor its
+        import of the engine. Without a store, only the start."""
+        if store is None:
+            self._pool.submit(int, 0).result()
+            return
+        ident = f"warm-up-{os.getpid()}-{id(self):x}"
+        size = max(1, nbytes)
+        data = (b"warm-up publication bytes " * (size // 26 + 1))[:size]
+        batch = Batch(id=ident, kind="warm-up", epoch=0, base=None, base_manifest=None,
+                      inputs=[StageInput("warm-up", 0, 0, size, (), size, data=data)], memos={}, texts={},
+                      receipts={}, projection=None, candidate={}, owner=ident, created=0.0,
+                      staging_dir=staging_dir_for(store, ident))
+        try:
+            staged = self.submit(stage_batch, store, batch).result()
+            self.submit(hash_staged, batch, staged).result()
+        finally:
+            remove_staging(store.fs, batch.staging_dir)
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 
 from perfsuite.engine._fs import DelegatingFileSystem, FileSystem
 
@@ -54,6 +55,16 @@ class RecordingFileSystem(DelegatingFileSystem):
 
     def since(self, mark: int) -> list[FsOp]:
         return self.ops[mark:]
+
+    def absorb(self, ops: Iterable[FsOp], origin: str) -> None:
+        """Log operations another process performed for this layer's caller (E4 process offload): they
+        get this log's sequence numbers, ``thread`` becomes ``origin:thread``, and their writes count."""
+        with self._record_lock:
+            for op in ops:
+                self.ops.append(replace(op, seq=len(self.ops), thread=f"{origin}:{op.thread}",
+                                        data=op.data if self.keep_data else b""))
+                if op.kind == "write":
+                    self.bytes_written += op.length
 
     def clear(self) -> None:
         with self._record_lock:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import gc
 import itertools
 import json
 import os
@@ -61,6 +62,14 @@ CONVERSATION_PREFIX = "conversations/"
 ATTACHMENT_PREFIX = "attachments/"
 
 
+def freeze_loaded_state() -> int:
+    """``gc.freeze()``: move every object tracked so far to the permanent generation; return the count.
+
+    Frozen objects are still freed by reference counting; only reference cycles among them leak."""
+    gc.freeze()
+    return gc.get_freeze_count()
+
+
 class SaveAbandoned(Exception):
     """The acknowledgement's publication was explicitly abandoned: the mutation did not persist."""
 
@@ -79,6 +88,9 @@ class SessionSettings:
     asynchronous: bool = True  # warm local portable sessions use the asynchronous job (E4)
     notify_first_s: float = 0.05
     notify_max_s: float = 0.5
+    # gc.freeze() once the session is open: the loaded state (and everything the application holds by
+    # then) leaves the cyclic collector, so later full collections do not traverse it (M10 mitigation)
+    freeze_loaded: bool = False
 
 
 def artifact_for(conversation: str) -> str:
@@ -136,6 +148,7 @@ class Session:
         self.reports: collections.deque[PublicationReport] = collections.deque(maxlen=256)
         self.active: Publication | None = None
         self.closed = False
+        self.frozen_objects: int | None = None  # gc.get_freeze_count() after freeze_loaded, else None
         self._serial = itertools.count(1)
         self.id_source: Callable[[], str] = lambda: uuid.uuid4().hex[:6]
         # Warm-local machinery (E4-E7): the gate, the job's offload, notifications and schedulers.
@@ -191,6 +204,8 @@ class Session:
         except DAMAGE as exc:
             session._abort_open()
             raise SessionError(f"{session.root}: cannot open the session: {describe(exc)}") from exc
+        if session.settings.freeze_loaded:
+            session.frozen_objects = freeze_loaded_state()
         return session
 
     def _abort_open(self) -> None:
@@ -532,7 +547,8 @@ class Session:
         if self._offload is None:
             self._offload = make_offload(self.settings.offload)
             if isinstance(self._offload, ProcessOffload):
-                self._offload.warm_up()  # start the worker now, not inside the first publication
+                # start the worker and run the real stage/hash once now, not inside the first publication
+                self._offload.warm_up(self.store, self.settings.chunk_size if self.settings.chunk_size > 0 else 65536)
         return self._offload
 
     def drain(self, token: Token | None = None, *, limit_s: float | None = None) -> float:

@@ -1,4 +1,4 @@
-"""The measuring instruments (SPEC section 3, M1-M8). Imports nothing from :mod:`perfsuite.engine`.
+"""The measuring instruments (SPEC section 3, M1-M9). Imports nothing from :mod:`perfsuite.engine`.
 
 The harness measures *callables*: a recipe mode names an operation ``"module:function"`` (see
 :mod:`perfsuite.harness._operation` for the protocol); fixtures are opaque directories, copied
@@ -16,10 +16,11 @@ Several versions of the code under test, interleaved in one run (what ``perfsuit
 
 from perfsuite.harness._alloc import AllocationRecord, measure_allocation
 from perfsuite.harness._gc import GcEvent, GcRecorder, GcWindow, apply_gc_policy
+from perfsuite.harness._heap import LiveHeap, build_heap, probe_full_collection
 from perfsuite.harness._heartbeat import GapWindow, Heartbeat, LagPercentiles
 from perfsuite.harness._lock import ResultsBusy, ResultsLock
 from perfsuite.harness._operation import AckCallback, Operation, OperationContext, resolve_operation
-from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe
+from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe, recipe_dirs
 from perfsuite.harness._results import (
     HOST_LABEL_ENV,
     ResultsWriter,
@@ -32,13 +33,22 @@ from perfsuite.harness._results import (
 from perfsuite.harness._runner import (
     RunResult,
     SampleEvent,
+    check_conditions,
     check_resumable,
     new_results_path,
     plan_order,
     resume_run,
     run_recipe,
 )
-from perfsuite.harness._sample import SampleFailed, SampleRecord, SampleSpec, measure_sample
+from perfsuite.harness._sample import HEAP_SEED, SampleFailed, SampleRecord, SampleSpec, measure_sample
+from perfsuite.harness._stalls import (
+    InstrumentedLoop,
+    StallEntry,
+    StallMonitor,
+    StallWindow,
+    run_instrumented,
+    stall_monitor_of,
+)
 from perfsuite.harness._variants import (
     CodeVariant,
     VariantsResult,
@@ -49,6 +59,7 @@ from perfsuite.harness._variants import (
 )
 
 __all__ = [
+    "HEAP_SEED",
     "HOST_LABEL_ENV",
     "AckCallback",
     "AllocationRecord",
@@ -58,7 +69,9 @@ __all__ = [
     "GcRecorder",
     "GcWindow",
     "Heartbeat",
+    "InstrumentedLoop",
     "LagPercentiles",
+    "LiveHeap",
     "ModeSpec",
     "Operation",
     "OperationContext",
@@ -71,8 +84,13 @@ __all__ = [
     "SampleFailed",
     "SampleRecord",
     "SampleSpec",
+    "StallEntry",
+    "StallMonitor",
+    "StallWindow",
     "VariantsResult",
     "apply_gc_policy",
+    "build_heap",
+    "check_conditions",
     "check_resumable",
     "imports_packages",
     "list_recipes",
@@ -83,12 +101,16 @@ __all__ = [
     "new_results_path",
     "plan_order",
     "plan_variants",
+    "probe_full_collection",
     "probe_variant",
+    "recipe_dirs",
     "resolve_operation",
     "resume_run",
+    "run_instrumented",
     "run_recipe",
     "run_variants",
     "sample_metrics",
+    "stall_monitor_of",
     "validate_results",
     "write_exports",
     "write_json_atomic",

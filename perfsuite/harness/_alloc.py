@@ -52,7 +52,7 @@ class AllocationRecord:
     ack_ms_traced: float
     tracker: str = "memray"
     phases_ms: Mapping[str, float] = field(default_factory=dict)
-    metrics: Mapping[str, float | bool] = field(default_factory=dict)
+    metrics: Mapping[str, float | bool | None] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``allocation.samples[]`` entry of the results document."""

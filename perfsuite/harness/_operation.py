@@ -30,7 +30,7 @@ Example, ten lines (``mybench.py``; a recipe mode then says ``operation = "myben
 
     class Append:  # the factory: any callable that takes the context
         def __init__(self, ctx: OperationContext) -> None:
-            self.path = ctx.workdir / "log.txt"  # this sample's private copy of the fixture
+            self.path = (ctx.workdir or ctx.scratch) / "log.txt"  # the fixture's private copy, or scratch
         def submit(self, ack) -> None:  # returns: submission time
             job = asyncio.get_running_loop().run_in_executor(None, self.path.write_text, "x")
             job.add_done_callback(lambda f: ack(f.exception()))  # acknowledgement time

@@ -1,9 +1,10 @@
 """Recipes: one measured comparison per TOML file (SPEC section 4, M4, M7), strictly validated.
 
 Every problem is one line that names the file, the key and what was expected, e.g.
-``recipes/x.toml: samples: expected a positive integer, got "six"``. Recipes are looked up by
-name in the repository's ``recipes/`` directory (``PERFSUITE_RECIPES`` overrides it), or given
-as a path.
+``recipes/x.toml: samples: expected a positive integer, got "six"``. A recipe is given as a path, or
+by name: looked up first in the user's folder (``--recipes DIR``, else ``$PERFSUITE_RECIPES``, else
+``./recipes/`` of the working directory when it exists), then among the built-in recipes (the
+checkout's ``recipes/``, or the copy a wheel ships: :func:`perfsuite._paths.builtin_dir`).
 """
 
 from __future__ import annotations
@@ -13,38 +14,48 @@ import json
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfsuite._paths import builtin_dir, portable_path
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness._gc import GC_POLICIES
 from perfsuite.harness._operation import check_operation_spec
 
 __all__ = [
     "ISOLATIONS",
+    "ORDERS",
     "ModeSpec",
     "Recipe",
     "find_recipe",
     "list_recipes",
     "load_recipe",
     "parse_recipe",
+    "recipe_dirs",
     "recipes_dir",
 ]
 
 ISOLATIONS: tuple[str, ...] = ("process", "inline")
+#: M4: modes in a seeded random order per round (recorded), or today's fixed recipe order
+ORDERS: tuple[str, ...] = ("random", "fixed")
 _MODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 _RESERVED_MODES = frozenset({"control"})
 
 
 @dataclass(frozen=True, slots=True)
 class ModeSpec:
-    """One mode of a recipe: the operation to measure and its free parameters."""
+    """One mode of a recipe: the operation to measure and its free parameters.
+
+    ``reference`` (``reference = "why"`` in the mode's table) declares a by-design reference, such as the
+    rejected design a recipe compares against: it gets no verdict and is shown as "reference: why".
+    """
 
     name: str
     operation: str
     params: Mapping[str, Any] = field(default_factory=dict)
+    reference: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +79,14 @@ class Recipe:
     settle_ms: float = 20.0
     control_windows: int = 6
     sync_after_copy: bool = True
+    order: str = "random"  # M4: "random" (seeded, per round) or "fixed" (recipe order every round)
+    seed: int | None = None  # the order's seed; None: drawn when the run starts, then recorded
     catalogue: bool = True  # false: run only when named (e.g. peers: not in `run --all`)
+    # M10 run conditions. ``storage``: a storage profile (a name, or a table: opaque here) passed to every
+    # mode's operation as ``params["storage"]``; every mode's operation must declare it applies it.
+    # ``heap``: live objects held through every latency sample (perfsuite.harness._heap).
+    storage: Any = None
+    heap: int = 0
     path: str | None = None
 
     def mode(self, name: str) -> ModeSpec:
@@ -84,7 +102,10 @@ class Recipe:
         for f in dataclasses.fields(self):
             if f.name != "modes":
                 data[f.name] = getattr(self, f.name)
-        data["modes"] = {m.name: {"operation": m.operation, **dict(m.params)} for m in self.modes}
+        data["modes"] = {
+            m.name: {"operation": m.operation, **dict(m.params), **({"reference": m.reference} if m.reference else {})}
+            for m in self.modes
+        }
         return data
 
     @classmethod
@@ -102,11 +123,24 @@ class Recipe:
         warmup: int | None = None,
         isolation: str | None = None,
         gc: str | None = None,
+        order: str | None = None,
+        seed: int | None = None,
+        storage: Any = None,
+        heap: int | None = None,
+        mode_params: Mapping[str, Any] | None = None,
         allocation_samples: int | None = None,
     ) -> Recipe:
-        """Command-line overrides, validated like recipe keys (errors name the option)."""
+        """Command-line overrides, validated like recipe keys (errors name the option). ``mode_params``
+        are merged into every mode's parameters (e.g. an engine setting such as ``freeze_loaded``)."""
         changes: dict[str, Any] = {}
         check = _Checker("command line")
+        if storage is not None:
+            changes["storage"] = check.storage("--storage", storage)
+        if heap is not None:
+            changes["heap"] = check.non_negative_int("--heap", heap)
+        if mode_params:
+            changes["modes"] = tuple(
+                dataclasses.replace(m, params={**dict(m.params), **dict(mode_params)}) for m in self.modes)
         if samples is not None:
             changes["samples"] = check.positive_int("--samples", samples)
             if self.control_windows == self.samples:
@@ -117,6 +151,10 @@ class Recipe:
             changes["isolation"] = check.choice("--isolation", isolation, ISOLATIONS)
         if gc is not None:
             changes["gc"] = check.choice("--gc", gc, GC_POLICIES)
+        if order is not None:
+            changes["order"] = check.choice("--order", order, ORDERS)
+        if seed is not None:
+            changes["seed"] = check.non_negative_int("--seed", seed)
         if allocation_samples is not None:
             changes["allocation_samples"] = check.positive_int("--allocation-samples", allocation_samples)
         return dataclasses.replace(self, **changes)
@@ -173,6 +211,12 @@ class _Checker:
             raise self.fail(key, "a non-empty string" if nonempty else "a string", value)
         return value
 
+    def storage(self, key: str, value: object) -> str | dict[str, Any]:
+        """A storage profile: a name, or a table (validated by whoever resolves it, not here)."""
+        if isinstance(value, Mapping):
+            return json.loads(json.dumps(value))  # a plain JSON-able copy (it is recorded in results)
+        return self.string(key, value)
+
     def choice(self, key: str, value: object, choices: tuple[str, ...]) -> str:
         if not isinstance(value, str) or value not in choices:
             raise self.fail(key, "one of " + ", ".join(f'"{c}"' for c in choices), value)
@@ -196,6 +240,10 @@ _SCALARS: dict[str, tuple[str, Any]] = {
     "settle_ms": ("non_negative_number", 20.0),
     "sync_after_copy": ("boolean", True),
     "catalogue": ("boolean", True),
+    "order": ("order", "random"),
+    "seed": ("non_negative_int", None),
+    "storage": ("storage", None),
+    "heap": ("non_negative_int", 0),
 }
 _KNOWN = frozenset(_SCALARS) | {"name", "modes", "control_windows"}
 
@@ -220,6 +268,8 @@ def parse_recipe(data: Mapping[str, Any], label: str, *, default_name: str) -> R
             values[key] = check.choice(key, raw, GC_POLICIES)
         elif kind == "isolation":
             values[key] = check.choice(key, raw, ISOLATIONS)
+        elif kind == "order":
+            values[key] = check.choice(key, raw, ORDERS)
         else:
             values[key] = getattr(check, kind)(key, raw)
     control = data.get("control_windows", values["samples"])
@@ -248,27 +298,47 @@ def _parse_modes(raw: object, check: _Checker) -> tuple[ModeSpec, ...]:
         problem = check_operation_spec(table["operation"])
         if problem:
             raise PerfsuiteError(f"{check.label}: {key}.operation: {problem}")
-        params = {k: v for k, v in table.items() if k != "operation"}
-        modes.append(ModeSpec(name=name, operation=table["operation"], params=params))
+        reference = table.get("reference")
+        if reference is not None:
+            reference = check.string(f"{key}.reference", reference)  # why this mode is a by-design reference
+        params = {k: v for k, v in table.items() if k not in ("operation", "reference")}
+        modes.append(ModeSpec(name=name, operation=table["operation"], params=params, reference=reference))
     return tuple(modes)
 
 
+def recipe_dirs(user: str | os.PathLike[str] | None = None) -> list[Path]:
+    """Where recipe names are looked up, first match wins: the user's folder (``user``, i.e. ``--recipes
+    DIR``, else ``$PERFSUITE_RECIPES``, else ``./recipes`` when it exists), then the built-in recipes."""
+    if user is not None and not Path(user).is_dir():
+        raise PerfsuiteError(f"--recipes: no such directory: {os.fspath(user)}")
+    chosen = user if user is not None else os.environ.get("PERFSUITE_RECIPES")
+    first = Path(chosen) if chosen else Path("recipes")
+    dirs: list[Path] = []
+    for directory in (first, builtin_dir("recipes")):
+        if directory.is_dir() and not any(_same(directory, d) for d in dirs):
+            dirs.append(directory)
+    return dirs
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a.samefile(b)
+    except OSError:
+        return False
+
+
 def recipes_dir() -> Path:
-    """The recipe directory: ``$PERFSUITE_RECIPES`` or the repository's ``recipes/`` beside the package."""
-    env = os.environ.get("PERFSUITE_RECIPES")
-    if env:
-        return Path(env)
-    import perfsuite
-
-    return Path(perfsuite.__file__).resolve().parent.parent / "recipes"
+    """The first directory of :func:`recipe_dirs` (where a recipe name is looked up first)."""
+    dirs = recipe_dirs()
+    return dirs[0] if dirs else builtin_dir("recipes")
 
 
-def list_recipes(*, catalogue_only: bool = False) -> list[str]:
-    """Names of the recipes in :func:`recipes_dir` (with ``catalogue_only``, those `run --all` runs)."""
-    directory = recipes_dir()
-    names = sorted(p.stem for p in directory.glob("*.toml")) if directory.is_dir() else []
+def list_recipes(*, catalogue_only: bool = False, dirs: Sequence[Path] | None = None) -> list[str]:
+    """Names of the recipes on the search path (with ``catalogue_only``, those `run --all` runs)."""
+    search = recipe_dirs() if dirs is None else list(dirs)
+    names = sorted({p.stem for d in search if d.is_dir() for p in d.glob("*.toml")})
     if catalogue_only:
-        names = [n for n in names if load_recipe(n).catalogue]
+        names = [n for n in names if load_recipe(n, dirs=search).catalogue]
     return names
 
 
@@ -279,8 +349,9 @@ def _display(path: Path) -> str:
         return str(path)
 
 
-def find_recipe(ref: str | os.PathLike[str]) -> Path:
-    """A recipe file from a name (``idle-control``) or a path (``recipes/x.toml``, ``./mine.toml``)."""
+def find_recipe(ref: str | os.PathLike[str], dirs: Sequence[Path] | None = None) -> Path:
+    """A recipe file from a name (``idle-control``, looked up on ``dirs``, default :func:`recipe_dirs`)
+    or a path (``recipes/x.toml``, ``./mine.toml``)."""
     text = os.fspath(ref)
     candidate = Path(text)
     looks_like_path = text.endswith(".toml") or os.sep in text or "/" in text
@@ -288,16 +359,22 @@ def find_recipe(ref: str | os.PathLike[str]) -> Path:
         return candidate
     if looks_like_path:
         raise PerfsuiteError(f"{text}: recipe file not found")
-    named = recipes_dir() / f"{text}.toml"
-    if named.is_file():
-        return named
-    known = ", ".join(list_recipes()) or "none"
-    raise PerfsuiteError(f"unknown recipe {text!r} (looked in {_display(recipes_dir())}; available: {known})")
+    search = recipe_dirs() if dirs is None else list(dirs)
+    for directory in search:
+        named = directory / f"{text}.toml"
+        if named.is_file():
+            return named
+    known = ", ".join(list_recipes(dirs=search)) or "none"
+    where = ", ".join(_display(d) for d in search) or "no recipe directory"
+    raise PerfsuiteError(f"unknown recipe {text!r} (looked in {where}; available: {known})")
 
 
-def load_recipe(ref: str | os.PathLike[str]) -> Recipe:
-    """Find, parse and validate a recipe; every error is one :class:`PerfsuiteError` line."""
-    path = find_recipe(ref)
+def load_recipe(ref: str | os.PathLike[str], dirs: Sequence[Path] | None = None) -> Recipe:
+    """Find, parse and validate a recipe; every error is one :class:`PerfsuiteError` line.
+
+    ``path`` records where it came from without this machine's absolute paths (:func:`portable_path`).
+    """
+    path = find_recipe(ref, dirs)
     label = _display(path)
     try:
         with path.open("rb") as fh:
@@ -307,4 +384,4 @@ def load_recipe(ref: str | os.PathLike[str]) -> Recipe:
     except OSError as exc:
         raise PerfsuiteError(f"{label}: cannot read: {exc.strerror or exc}") from None
     recipe = parse_recipe(data, label, default_name=path.stem)
-    return dataclasses.replace(recipe, path=str(path.resolve()))
+    return dataclasses.replace(recipe, path=portable_path(path.resolve()))

@@ -18,18 +18,19 @@ import socket
 import subprocess
 import sys
 import tempfile
-import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from perfsuite import __version__
+from perfsuite._paths import portable_path
 from perfsuite.errors import PerfsuiteError
 
 __all__ = [
     "SCHEMA_VERSION",
     "ResultsWriter",
+    "bootstrap_median_ci",
     "collect_environment",
     "describe_fixture",
     "export_hlogs",
@@ -55,7 +56,9 @@ BOOTSTRAP_RESAMPLES = 2000
 CONFIDENCE = 0.95
 SUMMARY_METHOD = {
     "statistic": "median",
-    "ci": "scipy.stats.bootstrap, percentile method",
+    # the resamples and percentile interval of scipy.stats.bootstrap(method="percentile") with this seed,
+    # computed with numpy alone so the core install needs no scipy (issue 18); a test checks they agree
+    "ci": "percentile bootstrap (numpy; same resamples as scipy.stats.bootstrap, percentile method)",
     "confidence": CONFIDENCE,
     "n_resamples": BOOTSTRAP_RESAMPLES,
     "seed": BOOTSTRAP_SEED,
@@ -229,13 +232,13 @@ def collect_environment(work_dir: Path) -> dict[str, Any]:
         "python": {
             "version": platform.python_version(),
             "implementation": platform.python_implementation(),
-            "executable": sys.executable,
+            "executable": portable_path(sys.executable),
             "build": " ".join(platform.python_build()),
         },
         "os": {"system": platform.system(), "release": platform.release(), "platform": platform.platform()},
         "cpu": {"model": _cpu_model(), "cores": os.cpu_count(), "affinity": affinity, "machine": platform.machine()},
         "work_dir": {
-            "path": str(work_dir),
+            "path": portable_path(work_dir),
             "filesystem": fs["type"],
             "mount_point": fs["mount_point"],
             "device": fs["device"],
@@ -268,7 +271,7 @@ def describe_fixture(path: Path | None, info: Mapping[str, Any] | None = None) -
         data.setdefault("files", 0)
         data.setdefault("bytes", 0)
         return data
-    data["path"] = str(path)
+    data["path"] = portable_path(path)  # M8 without this machine's absolute paths (issue 18)
     need_digest = not data.get("digest")
     files = total = 0
     h = hashlib.sha256()
@@ -302,7 +305,7 @@ def describe_fixture(path: Path | None, info: Mapping[str, Any] | None = None) -
 
 
 def summarize(values: Sequence[float]) -> dict[str, float | int]:
-    """min, median, max and the seeded bootstrap CI of the median (numpy, ``scipy.stats.bootstrap``)."""
+    """min, median, max and the seeded percentile-bootstrap CI of the median (M8), with numpy only."""
     import numpy as np
 
     arr = np.asarray([float(v) for v in values], dtype=float)
@@ -311,22 +314,7 @@ def summarize(values: Sequence[float]) -> dict[str, float | int]:
     median = float(np.median(arr))
     low = high = median
     if arr.size >= 2 and float(np.ptp(arr)) > 0:
-        from scipy import stats
-
-        kwargs: dict[str, Any] = {
-            "confidence_level": CONFIDENCE,
-            "n_resamples": BOOTSTRAP_RESAMPLES,
-            "method": "percentile",
-        }
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            try:
-                res = stats.bootstrap((arr,), np.median, rng=np.random.default_rng(BOOTSTRAP_SEED), **kwargs)
-            except TypeError:  # scipy < 1.15 spells the seed random_state
-                res = stats.bootstrap((arr,), np.median, random_state=np.random.default_rng(BOOTSTRAP_SEED), **kwargs)
-        ci = res.confidence_interval
-        if np.isfinite(ci.low) and np.isfinite(ci.high):
-            low, high = float(ci.low), float(ci.high)
+        low, high = bootstrap_median_ci(arr)
     return {
         "n": int(arr.size),
         "min": float(arr.min()),
@@ -335,6 +323,25 @@ def summarize(values: Sequence[float]) -> dict[str, float | int]:
         "ci_low": low,
         "ci_high": high,
     }
+
+
+def bootstrap_median_ci(values: Sequence[float]) -> tuple[float, float]:
+    """The percentile bootstrap CI of the median: what ``scipy.stats.bootstrap(method="percentile")`` does.
+
+    Same draws (``rng.integers(0, n, (resamples, n))`` from the seeded generator) and the same linear
+    quantiles, so summaries match scipy's to rounding while the core install stays without scipy.
+    """
+    import numpy as np
+
+    arr = np.asarray(values, dtype=float)
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    medians = np.median(arr[rng.integers(0, arr.size, (BOOTSTRAP_RESAMPLES, arr.size))], axis=-1)
+    alpha = (1 - CONFIDENCE) / 2
+    low, high = np.quantile(medians, [alpha, 1 - alpha])
+    if np.isfinite(low) and np.isfinite(high):
+        return float(low), float(high)
+    median = float(np.median(arr))
+    return median, median
 
 
 def sample_metrics(sample: Mapping[str, Any]) -> dict[str, float]:
@@ -348,6 +355,10 @@ def sample_metrics(sample: Mapping[str, Any]) -> dict[str, float]:
             value = (sample.get(group) or {}).get(p)
             if isinstance(value, int | float):
                 out[f"{group}.{p}"] = float(value)
+    stalls = sample.get("stalls") or {}  # M9; absent in older documents and null when not measured
+    for key in ("longest_ms", "busy_ms", "callbacks"):
+        if isinstance(stalls.get(key), int | float):
+            out[f"stalls.{key}"] = float(stalls[key])
     gc_rec = sample.get("gc") or {}
     if isinstance(gc_rec.get("collections"), int):
         out["gc.collections"] = float(gc_rec["collections"])
@@ -372,19 +383,27 @@ def summarize_samples(samples: Iterable[Mapping[str, Any]]) -> dict[str, dict[st
     return {key: summarize(values) for key, values in columns.items()}
 
 
-def verdict(samples: Sequence[Mapping[str, Any]], target_ms: float = DEFAULT_TARGET_MS) -> dict[str, Any]:
-    """M7: "met" only if every sample's max gap is <= target, GC samples included; else who missed."""
+def verdict(
+    samples: Sequence[Mapping[str, Any]], target_ms: float = DEFAULT_TARGET_MS, reference: str | None = None
+) -> dict[str, Any]:
+    """M7: "met" only if every sample's max gap is <= target, GC samples included; else who missed.
+
+    A by-design ``reference`` mode (the rejected design a recipe compares against) gets no verdict:
+    ``met`` is ``None`` and ``reference`` says why; the counts are kept for whoever wants them."""
     missed = [s for s in samples if float(s["max_gap_ms"]) > target_ms]
     with_gc = [s for s in missed if int((s.get("gc") or {}).get("collections", 0)) > 0]
-    return {
+    out: dict[str, Any] = {
         "metric": "max_gap_ms",
         "target_ms": target_ms,
         "samples": len(samples),
-        "met": (not missed) if samples else None,
+        "met": (not missed) if samples and reference is None else None,
         "missed": len(missed),
         "missed_with_gc": len(with_gc),
         "worst_ms": max((float(s["max_gap_ms"]) for s in samples), default=None),
     }
+    if reference is not None:
+        out["reference"] = reference
+    return out
 
 
 # -- schema ---------------------------------------------------------------------------------------
@@ -432,6 +451,8 @@ _PYPERF_METRICS = (
     "submission_ms",
     "ack_ms",
     "max_gap_ms",
+    "stalls.longest_ms",
+    "stalls.busy_ms",
     "lag_us.p99",
     "lag_us.max",
     "lag_us_uncorrected.p99",
@@ -548,7 +569,11 @@ def export_pyperf(document: Mapping[str, Any], path: Path) -> Path | None:
 
 def export_hlogs(document: Mapping[str, Any], stem: Path) -> list[Path]:
     """M8: the lag HDR histograms, one interval per sample: ``<stem>.<mode>.hlog`` (CO-corrected),
-    ``<stem>.<mode>.uncorrected.hlog``, and ``<stem>.control[.uncorrected].hlog``. Values in us."""
+    ``<stem>.<mode>.uncorrected.hlog``, and ``<stem>.control[.uncorrected].hlog``.
+
+    Units: the histograms hold integer **microseconds**; the ``Interval_Max`` column is in
+    **milliseconds with three decimals** (microsecond resolution). The interval line is written here
+    because hdrh's ``output_interval_histogram`` floor-divides the max (it printed 5.503 ms as 5.000)."""
     from hdrh.histogram import HdrHistogram
     from hdrh.log import HistogramLogWriter
 
@@ -564,7 +589,7 @@ def export_hlogs(document: Mapping[str, Any], stem: Path) -> list[Path]:
                 writer.output_log_format_version()
                 writer.output_comment(
                     f"[perfsuite {document.get('recipe', {}).get('name')} {mode}: heartbeat lag in "
-                    f"microseconds, {variant}; one interval per sample; max column in ms]"
+                    f"microseconds, {variant}; one interval per sample; max column in milliseconds, 3 decimals]"
                 )
                 writer.output_base_time(int(created * 1000))
                 writer.output_legend()
@@ -575,7 +600,9 @@ def export_hlogs(document: Mapping[str, Any], stem: Path) -> list[Path]:
                     hist = HdrHistogram.decode(blob)
                     start = max(float(sample.get("started_at", created)) - created, 1e-6)
                     length = float(sample.get("window_ms", 0.0)) / 1e3
-                    writer.output_interval_histogram(hist, start, start + length, max_value_unit_ratio=1000.0)
+                    # hdrh's writer would print max // 1000: whole milliseconds. Same line format, exact max.
+                    payload = hist.encode().decode("ascii")
+                    fh.write(f"{start:f},{length:f},{hist.get_max_value() / 1000:.3f},{payload}\n")
             written.append(path)
     return written
 

@@ -15,7 +15,9 @@ recorded plan and recipe. Isolation ``process`` runs every entry in a fresh work
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import random
 import shutil
 import statistics
 import subprocess
@@ -51,13 +53,16 @@ from perfsuite.harness._results import (
     write_json_atomic,
 )
 from perfsuite.harness._sample import SampleSpec, measure_sample
+from perfsuite.harness._stalls import run_instrumented, stall_monitor_of
 
 __all__ = [
     "RunResult",
     "SampleEvent",
+    "check_conditions",
     "check_resumable",
     "new_results_path",
     "plan_order",
+    "resolve_seed",
     "resume_run",
     "run_recipe",
 ]
@@ -110,21 +115,51 @@ class RunResult:
 OnSample = Callable[[SampleEvent], None]
 
 
+def check_conditions(recipe: Recipe, factories: Mapping[str, OperationFactory]) -> None:
+    """M10: a recipe that sets a run condition (``storage``) runs only operations that declare they apply
+    it (``factory.conditions``), so a result never claims simulated latency an operation ignored."""
+    if recipe.storage is None:
+        return
+    for name, factory in factories.items():
+        if "storage" not in getattr(factory, "conditions", ()):
+            operation = recipe.mode(name).operation
+            raise PerfsuiteError(
+                f"{recipe.name}: modes.{name}: operation {operation} does not apply storage profiles "
+                "(it declares no 'storage' condition), so simulated storage latency would not be applied")
+
+
 def plan_order(recipe: Recipe) -> list[dict[str, Any]]:
-    """M4: the run's plan: warm-ups, alternated samples with one control window per round, allocation."""
+    """M4: the run's plan: warm-ups, rounds of one sample per mode with one control window per round, the
+    allocation pass. Within every round the modes run in a random order drawn from ``recipe.seed``
+    (``order = "random"``, the default) or in the recipe's order (``"fixed"``)."""
     modes = [m.name for m in recipe.modes]
+    rng = random.Random(recipe.seed)
+
+    def round_of(kind: str, index: int) -> list[dict[str, Any]]:
+        names = list(modes)
+        if recipe.order == "random":
+            rng.shuffle(names)  # seeded: the same seed gives the same plan; the document records both
+        return [{"kind": kind, "mode": m, "index": index} for m in names]
+
     order: list[dict[str, Any]] = []
     for w in range(recipe.warmup):
-        order += [{"kind": "warmup", "mode": m, "index": w} for m in modes]
+        order += round_of("warmup", w)
     for i in range(max(recipe.samples, recipe.control_windows)):
         if i < recipe.samples:
-            order += [{"kind": "sample", "mode": m, "index": i} for m in modes]
+            order += round_of("sample", i)
         if i < recipe.control_windows:
             order.append({"kind": "control", "mode": None, "index": i})
     if recipe.allocation:
         for i in range(recipe.allocation_samples):
-            order += [{"kind": "allocation", "mode": m, "index": i} for m in modes]
+            order += round_of("allocation", i)
     return order
+
+
+def resolve_seed(recipe: Recipe) -> Recipe:
+    """M4: a random-order recipe without a seed gets one drawn now (recorded in the results document)."""
+    if recipe.order == "random" and recipe.seed is None:
+        return dataclasses.replace(recipe, seed=random.SystemRandom().randrange(1 << 31))
+    return recipe
 
 
 def _new_document(recipe: Recipe, fixture: Mapping[str, Any], environment: Mapping[str, Any]) -> dict[str, Any]:
@@ -150,7 +185,8 @@ def _new_document(recipe: Recipe, fixture: Mapping[str, Any], environment: Mappi
                 "samples": [],
                 "allocation": None,
                 "summary": {},
-                "verdict": verdict([], recipe.target_ms),
+                "verdict": verdict([], recipe.target_ms, m.reference),
+                **({"reference": m.reference} if m.reference else {}),
             }
             for m in recipe.modes
         },
@@ -184,6 +220,7 @@ class _Run:
         # a code variant's operations import in its worker only (the running code may lack what they need)
         self.factories: dict[str, OperationFactory] = (
             {} if code is not None else {m.name: resolve_operation(m.operation) for m in recipe.modes})
+        check_conditions(recipe, self.factories)
 
     # -- plan bookkeeping -----------------------------------------------------------------------
 
@@ -208,6 +245,8 @@ class _Run:
         else:
             m = r.mode(entry["mode"])
             operation, mode, params = m.operation, m.name, dict(m.params)
+            if r.storage is not None:  # M10: the operation applies the profile (check_conditions)
+                params.setdefault("storage", r.storage)
             fixture = str(self.fixture) if self.fixture else None
         return SampleSpec(
             recipe=r.name,
@@ -224,6 +263,7 @@ class _Run:
             ack_timeout_s=ack_timeout_s,
             settle_ms=r.settle_ms,
             sync_after_copy=r.sync_after_copy,
+            heap=r.heap if entry["kind"] == "sample" else 0,
         )
 
     def factory(self, spec: SampleSpec) -> OperationFactory:
@@ -237,7 +277,7 @@ class _Run:
             body = doc["modes"][entry["mode"]]
             body["samples"].append(dict(record))
             body["summary"] = summarize_samples(body["samples"])
-            body["verdict"] = verdict(body["samples"], self.recipe.target_ms)
+            body["verdict"] = verdict(body["samples"], self.recipe.target_ms, self.recipe.mode(entry["mode"]).reference)
         elif kind == "warmup":
             doc["modes"][entry["mode"]]["warmups"] += 1  # M4: run, counted, discarded
         elif kind == "control":
@@ -277,7 +317,7 @@ class _Run:
             # a resumed inline run is a new process: warm it again (discarded, not recorded)
             extra = [{"kind": "warmup", "mode": m.name, "index": -1} for m in self.recipe.modes]
         if self.recipe.isolation == "inline":
-            asyncio.run(self._inline(extra, entries))
+            run_instrumented(self._inline(extra, entries))  # M9: the harness's own loop
         else:
             for entry in entries:
                 self.complete(entry, self._in_worker(entry))
@@ -291,7 +331,14 @@ class _Run:
                     spec = self.spec(entry)
                     if entry["kind"] == "allocation":
                         heartbeat.stop()  # M3: nothing else allocating while memray traces
-                        record = (await measure_allocation(spec, self.factory(spec))).to_dict()
+                        monitor = stall_monitor_of(asyncio.get_running_loop())
+                        if monitor is not None:
+                            monitor.enabled = False  # M3: the stall timer's wrappers would be counted
+                        try:
+                            record = (await measure_allocation(spec, self.factory(spec))).to_dict()
+                        finally:
+                            if monitor is not None:
+                                monitor.enabled = True
                     else:
                         if not heartbeat.running:
                             heartbeat.start()
@@ -396,9 +443,11 @@ def run_recipe(
     on_sample: OnSample | None = None,
     run_id: str | None = None,
     writer: ResultsWriter | None = None,
+    annotations: Mapping[str, Any] | None = None,
 ) -> RunResult:
     """M4: run ``recipe`` and write its results file (plus exports) under ``output_dir`` (or ``output``).
-    ``run_id`` ties together the documents of one invocation (e.g. to find its fsync floor).
+    ``run_id`` ties together the documents of one invocation (e.g. to find its fsync floor);
+    ``annotations`` are extra top-level keys of the document (e.g. ``sweep``: its id and setting).
 
     ``fixture`` is an opaque directory copied privately for every sample (``None`` for fixture-less
     recipes); ``fixture_info`` is whatever its resolver knows (name, digest...). ``work_root`` is where
@@ -412,6 +461,7 @@ def run_recipe(
         raise PerfsuiteError(f"{recipe.name}: the recipe needs fixture {recipe.fixture!r}, none was given")
     if fixture is not None and not Path(fixture).is_dir():
         raise PerfsuiteError(f"{recipe.name}: fixture directory not found: {fixture}")
+    recipe = resolve_seed(recipe)
     path = Path(output) if output is not None else new_results_path(output_dir, recipe.name)
     path.parent.mkdir(parents=True, exist_ok=True)
     with ResultsLock.acquire(path):
@@ -424,6 +474,10 @@ def run_recipe(
             run.doc = _new_document(recipe, fixture_doc, collect_environment(work_dir))
             if run_id is not None:
                 run.doc["run_id"] = run_id
+            for key, value in (annotations or {}).items():
+                if key in run.doc:
+                    raise PerfsuiteError(f"annotation {key!r} would overwrite a results field")
+                run.doc[key] = value
             run.write(path, run.doc)
             return _drive(run, rewarm=False)
         finally:

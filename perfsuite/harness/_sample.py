@@ -9,6 +9,7 @@ is the ``samples[]`` entry of the results document (M8).
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import shutil
 import tempfile
@@ -21,6 +22,7 @@ from typing import Any
 
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness._gc import GcRecorder, GcWindow, apply_gc_policy
+from perfsuite.harness._heap import LiveHeap, build_heap, probe_full_collection
 from perfsuite.harness._heartbeat import GapWindow, Heartbeat
 from perfsuite.harness._operation import (
     OperationContext,
@@ -30,8 +32,12 @@ from perfsuite.harness._operation import (
     create_operation,
     resolve_operation,
 )
+from perfsuite.harness._stalls import StallWindow, stall_monitor_of
 
-__all__ = ["SampleFailed", "SampleRecord", "SampleSpec", "measure_sample", "prepare_workdir"]
+__all__ = ["HEAP_SEED", "SampleFailed", "SampleRecord", "SampleSpec", "measure_sample", "prepare_workdir"]
+
+#: M10: the live heap of sample i is built with seed HEAP_SEED + i (every mode of a round gets the same)
+HEAP_SEED = 20_000
 
 
 class SampleFailed(PerfsuiteError):
@@ -56,6 +62,7 @@ class SampleSpec:
     ack_timeout_s: float = 30.0
     settle_ms: float = 20.0
     sync_after_copy: bool = True
+    heap: int = 0  # M10: live objects held through a latency sample (see perfsuite.harness._heap)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (for the worker's stdin)."""
@@ -79,11 +86,13 @@ class SampleSpec:
 
 def split_metrics(
     raw: Mapping[str, object] | None,
-) -> tuple[dict[str, float], float | None, dict[str, float | bool], dict[str, str]]:
-    """M5: split ``metrics()`` into phases, drain time, numeric metrics and string labels."""
+) -> tuple[dict[str, float], float | None, dict[str, float | bool | None], dict[str, str]]:
+    """M5: split ``metrics()`` into phases, drain time, numeric metrics and string labels.
+
+    A metric reported as ``None`` is kept as null: the operation says it could not measure it (never 0)."""
     phases: dict[str, float] = {}
     drain: float | None = None
-    numbers: dict[str, float | bool] = {}
+    numbers: dict[str, float | bool | None] = {}
     labels: dict[str, str] = {}
     for key, value in (raw or {}).items():
         key = str(key)
@@ -93,7 +102,7 @@ def split_metrics(
             }
         elif key == "drain_ms":
             drain = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-        elif isinstance(value, bool | int | float):
+        elif value is None or isinstance(value, bool | int | float):
             numbers[key] = value
         elif isinstance(value, str):
             labels[key] = value
@@ -120,8 +129,11 @@ class SampleRecord:
     gc: GcWindow
     phases_ms: Mapping[str, float] = field(default_factory=dict)
     drain_ms: float | None = None
-    metrics: Mapping[str, float | bool] = field(default_factory=dict)
+    metrics: Mapping[str, float | bool | None] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
+    stalls: StallWindow | None = None  # M9; None when the loop was not the harness's (not measured)
+    frozen_objects: int = 0  # gc.get_freeze_count() after wait_idle, before the settle (engine's gc.freeze())
+    heap: Mapping[str, Any] | None = None  # M10 heap profile: counts, phase, full_gc_ms
 
     @property
     def max_gap_ms(self) -> float:
@@ -144,12 +156,14 @@ class SampleRecord:
             "ticks": hb.ticks,
             "lag_us": hb.lag_us.to_dict(),
             "lag_us_uncorrected": hb.lag_us_uncorrected.to_dict(),
-            "gc": self.gc.to_dict(hb.start_ns),
+            "gc": {**self.gc.to_dict(hb.start_ns), "frozen_objects": self.frozen_objects},
             "phases_ms": dict(self.phases_ms),
             "drain_ms": self.drain_ms,
             "metrics": dict(self.metrics),
             "labels": dict(self.labels),
+            "stalls": self.stalls.to_dict() if self.stalls is not None else None,
             "hdr": {"corrected": hb.hdr_corrected, "uncorrected": hb.hdr_uncorrected},
+            **({"heap": dict(self.heap)} if self.heap is not None else {}),
         }
 
 
@@ -237,6 +251,30 @@ class _Ack:
             self.future.set_result(None)
 
 
+class _Submit:
+    """The loop callback that calls ``submit(ack)``, timed on ``perf_counter_ns`` (the window's start and the
+    submission time, M5). ``__wrapped__`` names the operation's own ``submit`` for the stall record (M9)."""
+
+    __slots__ = ("__wrapped__", "ack", "done", "end_ns", "exc", "start_ns")
+
+    def __init__(self, submit: Any, ack: _Ack, loop: asyncio.AbstractEventLoop) -> None:
+        self.__wrapped__ = submit
+        self.ack = ack
+        self.done: asyncio.Future[None] = loop.create_future()
+        self.start_ns = self.end_ns = 0
+        self.exc: Exception | None = None
+
+    def __call__(self) -> None:
+        self.start_ns = time.perf_counter_ns()
+        try:
+            self.__wrapped__(self.ack)
+        except Exception as exc:
+            self.exc = exc
+        self.end_ns = time.perf_counter_ns()
+        if not self.done.done():
+            self.done.set_result(None)
+
+
 async def wait_ack(spec: SampleSpec, ack: _Ack, start_ns: int | None = None) -> None:
     """Wait for the operation's acknowledgement, at most ``ack_timeout_s`` after ``start_ns`` (the window
     start, just before ``submit``; default: now); a failure is one line."""
@@ -295,14 +333,18 @@ async def measure_sample(
     """M4/M5: measure one sample on a running heartbeat and GC recorder; raises :class:`SampleFailed`."""
     factory = factory or resolve_operation(spec.operation)
     root = sample_root(spec, f"sample-{spec.kind}-{spec.index}-")
+    frozen_before = gc.get_freeze_count()
+    heap: LiveHeap | None = None
     try:
         t0 = time.perf_counter()
         workdir, scratch = sample_workdir(spec, root)
         setup_ms = (time.perf_counter() - t0) * 1e3
+        if spec.heap > 0 and spec.kind == "sample":  # M10: before the operation (and its session) opens
+            heap = build_heap(spec.heap, seed=HEAP_SEED + spec.index)
         op = await open_operation(spec, factory, workdir, scratch, spec.kind)  # type: ignore[arg-type]
         ack = _Ack(asyncio.get_running_loop())
         try:
-            record = await _measure(spec, op, heartbeat, recorder, setup_ms, ack)
+            record = await _measure(spec, op, heartbeat, recorder, setup_ms, ack, heap)
         finally:
             try:
                 await call_optional(op, "close")
@@ -312,6 +354,9 @@ async def measure_sample(
         check_acks(spec, ack)
         return record
     finally:
+        heap = None
+        if frozen_before == 0 and gc.get_freeze_count() > 0:
+            gc.unfreeze()  # M4 inline isolation: a sample that froze the heap leaves no frozen state behind
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -334,33 +379,46 @@ def sample_workdir(spec: SampleSpec, root: Path) -> tuple[Path | None, Path]:
 
 
 async def _measure(
-    spec: SampleSpec, op: Any, heartbeat: Heartbeat, recorder: GcRecorder, setup_ms: float, ack: _Ack
+    spec: SampleSpec, op: Any, heartbeat: Heartbeat, recorder: GcRecorder, setup_ms: float, ack: _Ack,
+    heap: LiveHeap | None = None,
 ) -> SampleRecord:
     try:
         await call_optional(op, "wait_idle")  # M4: the system under test is idle before the window
     except Exception as exc:
         raise _fail(spec, "wait_idle()", exc) from exc
+    # gc.get_freeze_count() walks the whole permanent generation (48 ms for a 1e6-object frozen heap here):
+    # read it before the settle, never at the window's edge, where its stall would count in the max gap
+    frozen = gc.get_freeze_count()
     # M2 policy, then a settle of at least two periods so the window's first gap is an ordinary one
     await apply_gc_policy(spec.gc, max(spec.settle_ms, 2 * spec.heartbeat_ms) / 1e3)
-    submit = op.submit
+    loop = asyncio.get_running_loop()
     tail_ns = round(spec.tail_ms * 1e6)
+    monitor = stall_monitor_of(loop)  # M9: None on a loop the harness does not own
+    submitter = _Submit(op.submit, ack, loop)
     started_at = time.time()
-    # M1/M5: the window starts just before submission; submission time = the call to its return
-    start_ns = time.perf_counter_ns()
+    if monitor is not None:
+        monitor.arm()
     try:
-        submit(ack)
-    except Exception as exc:
-        raise _fail(spec, "submit()", exc) from exc
-    submitted_ns = time.perf_counter_ns()
-    check_submit(spec, start_ns, submitted_ns)
-    await wait_ack(spec, ack, start_ns)
-    # M1: the window ends at acknowledgement + tail; the gap straddling its end is closed by a tick
-    end_ns = ack.ns + tail_ns
-    remaining = end_ns - time.perf_counter_ns()
-    if remaining > 0:
-        await asyncio.sleep(remaining / 1e9)
-    await heartbeat.wait_past(end_ns, timeout_s=max(1.0, 100 * spec.heartbeat_ms / 1e3))
-    window = heartbeat.window(start_ns, end_ns)
+        # M1/M5: the window starts just before submission; submission time = the call to its return.
+        # submit runs in its own loop callback so a synchronous hold is timed under the operation's name (M9).
+        loop.call_soon(submitter)
+        await submitter.done
+        if submitter.exc is not None:
+            raise _fail(spec, "submit()", submitter.exc) from submitter.exc
+        start_ns, submitted_ns = submitter.start_ns, submitter.end_ns
+        check_submit(spec, start_ns, submitted_ns)
+        await wait_ack(spec, ack, start_ns)
+        # M1: the window ends at acknowledgement + tail; the gap straddling its end is closed by a tick
+        end_ns = ack.ns + tail_ns
+        remaining = end_ns - time.perf_counter_ns()
+        if remaining > 0:
+            await asyncio.sleep(remaining / 1e9)
+        await heartbeat.wait_past(end_ns, timeout_s=max(1.0, 100 * spec.heartbeat_ms / 1e3))
+        window = heartbeat.window(start_ns, end_ns)
+        stalls = monitor.window(start_ns, end_ns) if monitor is not None else None
+    finally:
+        if monitor is not None:
+            monitor.disarm()
     gcw = recorder.window(start_ns, end_ns, (window.max_gap_start_ns, window.max_gap_end_ns))
     check_acks(spec, ack)  # a second ack inside the window fails here; a later one at teardown
     try:
@@ -370,6 +428,9 @@ async def _measure(
     if raw is not None and not isinstance(raw, Mapping):
         raise SampleFailed(f"{spec.label}: metrics() returned {type(raw).__name__}, expected a mapping")
     phases, drain, numbers, labels = split_metrics(raw)
+    heap_record = None
+    if heap is not None:  # after the window: what one full collection costs with this heap, frozen or not
+        heap_record = {**heap.to_dict(), "full_gc_ms": round(probe_full_collection(), 3)}
     return SampleRecord(
         index=spec.index,
         mode=spec.mode,
@@ -385,4 +446,7 @@ async def _measure(
         drain_ms=drain,
         metrics=numbers,
         labels=labels,
+        stalls=stalls,
+        frozen_objects=frozen,
+        heap=heap_record,
     )

@@ -98,8 +98,12 @@ def main() -> int:
         code = load_code(request["code"]) if request.get("code") else None
         if request["kind"] == "probe":
             record = _probe(request.get("operations", []), request.get("watch", []))
-        else:
+        elif request["kind"] == "allocation":  # M3: a plain loop, nothing of the harness's allocating
             record = asyncio.run(_serve(request["kind"], request["spec"]))
+        else:
+            from perfsuite.harness._stalls import run_instrumented
+
+            record = run_instrumented(_serve(request["kind"], request["spec"]))  # M9: the harness's own loop
     except PerfsuiteError as exc:
         reply_to.write(json.dumps({"error": str(exc)}) + "\n")
         reply_to.flush()

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import perfsuite
+from perfsuite._extras import install_hint
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness import Recipe
 from perfsuite.profile._summary import (
@@ -175,10 +176,14 @@ def profiler_command(profiler: str, path: str | None = None) -> list[str]:
     if env:
         return [_executable(env, profiler, f"${PROFILER_ENV[profiler]}")]
     if profiler == "scalene":
-        if importlib.util.find_spec("scalene") is None:
+        try:
+            found_scalene = importlib.util.find_spec("scalene") is not None
+        except (ImportError, ValueError):  # hidden or broken: as good as missing
+            found_scalene = False
+        if not found_scalene:
             raise PerfsuiteError(
-                f"scalene not found: it is not installed for {sys.executable} (pip install 'scalene>=2', "
-                f"or set {PROFILER_ENV['scalene']})"
+                f"scalene not found: it is not installed for {sys.executable}; it is in perfsuite's profile extra "
+                f"({install_hint('profile')}), or set {PROFILER_ENV['scalene']}"
             )
         return [sys.executable, "-m", "scalene"]
     found = shutil.which("py-spy")
@@ -187,7 +192,8 @@ def profiler_command(profiler: str, path: str | None = None) -> list[str]:
         found = str(beside)
     if found is None:
         raise PerfsuiteError(
-            f"py-spy not found on PATH or beside {sys.executable} (pip install py-spy, or set {PROFILER_ENV['py-spy']})"
+            f"py-spy not found on PATH or beside {sys.executable}; it is in perfsuite's profile extra "
+            f"({install_hint('profile')}), or set {PROFILER_ENV['py-spy']}"
         )
     return [found]
 

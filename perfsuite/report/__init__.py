@@ -23,8 +23,20 @@ from perfsuite.report._compare import (
     compare_results,
 )
 from perfsuite.report._compare_render import compare_headline, compare_markdown, compare_table
+from perfsuite.report._conditions import Conditions, conditions_of, stall_ms
+from perfsuite.report._crossover import (
+    ModeCell,
+    Sweep,
+    SweepRow,
+    read_sweeps,
+    sweep_evidence,
+    sweep_figure,
+    sweep_table,
+    write_sweep_plot,
+)
 from perfsuite.report._dashboard import Dashboard, build_dashboard, dashboard
 from perfsuite.report._evidence import Evidence, evidence, evidence_for
+from perfsuite.report._figures import Figure
 from perfsuite.report._history import (
     MIN_PELT_RUNS,
     History,
@@ -40,6 +52,7 @@ from perfsuite.report._load import (
     Result,
     Stat,
     find_floor,
+    find_publication_floor,
     latest_by_recipe,
     read_result,
     read_results,
@@ -58,6 +71,7 @@ from perfsuite.report._metrics import (
 )
 from perfsuite.report._pairing import PAIRING_FILE, PAIRING_FORMAT, Pairing, read_pairing
 from perfsuite.report._power import smallest_detectable_ratio
+from perfsuite.report._references import ReferenceMode, reference_modes, references_markdown
 from perfsuite.report._results_branch import (
     DEFAULT_BRANCH,
     PullReport,
@@ -95,19 +109,23 @@ __all__ = [
     "TIMING_HEADLINES",
     "Bar",
     "Comparison",
+    "Conditions",
     "CostMetric",
     "Dashboard",
     "Evidence",
+    "Figure",
     "Floor",
     "History",
     "IngestReport",
     "Machine",
     "MachineSummary",
     "MetricChange",
+    "ModeCell",
     "Pairing",
     "Point",
     "PullReport",
     "PushReport",
+    "ReferenceMode",
     "Result",
     "Series",
     "Stat",
@@ -115,6 +133,8 @@ __all__ = [
     "Store",
     "StoredRun",
     "SummaryRow",
+    "Sweep",
+    "SweepRow",
     "TimingHeadline",
     "bars",
     "branch_path",
@@ -124,11 +144,13 @@ __all__ = [
     "compare_markdown",
     "compare_results",
     "compare_table",
+    "conditions_of",
     "dashboard",
     "detect_steps",
     "evidence",
     "evidence_for",
     "find_floor",
+    "find_publication_floor",
     "history",
     "history_results",
     "ingest",
@@ -144,12 +166,20 @@ __all__ = [
     "read_result",
     "read_results",
     "read_source",
+    "read_sweeps",
     "rebuild_store",
+    "reference_modes",
+    "references_markdown",
     "register_cost_metric",
     "register_timing_headline",
     "scan_results",
     "select_runs",
     "smallest_detectable_ratio",
+    "stall_ms",
     "summary_rows",
     "summary_table",
+    "sweep_evidence",
+    "sweep_figure",
+    "sweep_table",
+    "write_sweep_plot",
 ]

@@ -36,7 +36,9 @@ from fnmatch import fnmatchcase
 from functools import cache
 from pathlib import Path
 
+from perfsuite._extras import require
 from perfsuite.errors import PerfsuiteError
+from perfsuite.report._conditions import conditions_of
 from perfsuite.report._load import Result, Stat, latest_by_recipe, scan_results
 from perfsuite.report._machine import machine_of
 from perfsuite.report._metrics import (
@@ -75,8 +77,10 @@ GATES = ("all", "costs")
 GATING_METRICS = ("metrics.*",)
 #: metrics left out of comparisons: ``window_ms`` is the acknowledgement plus a constant tail
 EXCLUDED_METRICS = frozenset({"window_ms"})
+#: left out too: the simulated-storage counters describe the M10 condition, not the system under test
+EXCLUDED_PATTERNS = ("metrics.storage.*",)
 #: what the idle control is compared on (its submission and acknowledgement are a timer's)
-CONTROL_METRICS = ("max_gap_ms", "lag_us.*", "lag_us_uncorrected.*", "gc.*")
+CONTROL_METRICS = ("max_gap_ms", "stalls.*", "lag_us.*", "lag_us_uncorrected.*", "gc.*")
 
 
 def _headline_metrics() -> tuple[str, ...]:
@@ -87,9 +91,14 @@ def _headline_metrics() -> tuple[str, ...]:
 HEADLINE_METRICS = _headline_metrics()
 
 
+def _conditions_text(result: Result) -> str:
+    return "; ".join(conditions_of(result).lines) or "the machine as it is"
+
+
 @cache
 def _min_p(n_base: int, n_new: int) -> float:
     """The smallest two-sided p-value Mann-Whitney U can give for these sample sizes (fully separated)."""
+    require("report", "scipy")
     from scipy.stats import mannwhitneyu
 
     return float(mannwhitneyu(range(n_base), range(n_base, n_base + n_new), alternative="two-sided").pvalue)
@@ -117,6 +126,12 @@ class MetricChange:
     kind: str = "timing"
     detectable: float | None = None
     tolerance: float | None = None
+    reference: str | None = None  # a by-design reference mode: compared, shown as such, never gating
+
+    @property
+    def mode_label(self) -> str:
+        """The mode, or ``mode (reference: why)`` for a by-design reference mode."""
+        return f"{self.mode} (reference: {self.reference})" if self.reference else self.mode
 
     @property
     def label(self) -> str:
@@ -193,13 +208,14 @@ def _ratio(mb: float, mn: float) -> float:
     return mn / mb
 
 
-def _gating(metric: str, mode: str, direction: str | None) -> bool:
-    if direction is None or mode == "control":
+def _gating(metric: str, mode: str, direction: str | None, reference: str | None = None) -> bool:
+    if direction is None or mode == "control" or reference is not None:
         return False
     return metric in COST_METRICS or metric in TIMING_HEADLINES or any(fnmatchcase(metric, p) for p in GATING_METRICS)
 
 
-def _cost_change(recipe: str, mode: str, metric: str, base: Sequence[float], new: Sequence[float]) -> MetricChange:
+def _cost_change(recipe: str, mode: str, metric: str, base: Sequence[float], new: Sequence[float],
+                 reference: str | None = None) -> MetricChange:
     cost = COST_METRICS[metric]
     b, n = Stat.from_values(base), Stat.from_values(new)
     delta = n.median - b.median
@@ -220,18 +236,22 @@ def _cost_change(recipe: str, mode: str, metric: str, base: Sequence[float], new
         ratio=_ratio(b.median, n.median),
         p_value=None,
         status=status,
-        gating=_gating(metric, mode, cost.direction),
+        gating=_gating(metric, mode, cost.direction, reference),
         underpowered=False,
         kind="cost",
         tolerance=float(tolerance),
+        reference=reference,
     )
 
 
 def _timing_change(
     recipe: str, mode: str, metric: str, base: Sequence[float], new: Sequence[float], alpha: float, factor: float,
     gate: str = "all",
+    reference: str | None = None,
 ) -> MetricChange:
     import numpy as np
+
+    require("report", "scipy")
     from scipy.stats import mannwhitneyu
 
     b, n = np.asarray(base, dtype=float), np.asarray(new, dtype=float)
@@ -242,7 +262,7 @@ def _timing_change(
     if math.isnan(p):
         p = 1.0
     direction = metric_direction(metric)
-    gating = _gating(metric, mode, direction) and gate == "all"
+    gating = _gating(metric, mode, direction, reference) and gate == "all"
     headline = TIMING_HEADLINES.get(metric)
     floor = headline.min_change_ms if headline is not None and mode != "control" else 0.0
     beyond = (ratio >= factor or ratio <= 1.0 / factor) and abs(ratio - 1.0) * abs(sb.median) >= floor
@@ -274,6 +294,7 @@ def _timing_change(
         underpowered=underpowered,
         kind="timing",
         detectable=detectable,
+        reference=reference,
     )
 
 
@@ -281,11 +302,13 @@ def _timing_change(
 
 
 def _machine_differences(pairs: Sequence[tuple[Result, Result]]) -> tuple[str, ...]:
-    """What differs between the machines of each pair (the fingerprint of :mod:`._machine` without the
-    host: CPU model, cores, work-dir filesystem, Python implementation and minor version)."""
+    """What differs between the machines of each pair that are not of one kind (:meth:`Machine.same_kind`:
+    CPU model, cores, work-dir filesystem, Python implementation and minor version; the host may differ)."""
     found: list[str] = []
     for b, n in pairs:
         mb, mn = machine_of(b), machine_of(n)
+        if mb.same_kind(mn):  # the one definition of a machine (issue 16) decides; the loop below names why
+            continue
         for name, x, y in (("cpu model", mb.cpu_model, mn.cpu_model), ("cores", mb.cores, mn.cores),
                            ("filesystem", mb.filesystem, mn.filesystem), ("python", mb.python, mn.python)):
             text = f"{name} {x!r} vs {y!r}"
@@ -398,29 +421,34 @@ def _compare_pair(
         for mode in result.modes:
             if mode not in other.modes:
                 notes.append(f"{b.recipe}: mode {mode!r} only in {side}")
+    if conditions_of(b) != conditions_of(n):  # M10: e.g. two storage profiles are not a regression
+        notes.append(f"{b.recipe}: measured under different conditions ({_conditions_text(b)} vs "
+                     f"{_conditions_text(n)})")
     bd, nd = (b.data.get("fixture") or {}).get("digest"), (n.data.get("fixture") or {}).get("digest")
     if bd and nd and bd != nd:
         notes.append(f"{b.recipe}: the fixtures differ (digest {bd[:19]} in {base_name}, {nd[:19]} in {new_name})")
     for mode in [*modes, "control"]:
         vb, vn = b.values(mode), n.values(mode)
         for metric in sorted(set(vb) | set(vn)):
-            if metric in EXCLUDED_METRICS:
+            if metric in EXCLUDED_METRICS or any(fnmatchcase(metric, p) for p in EXCLUDED_PATTERNS):
                 continue
             if mode == "control" and not any(fnmatchcase(metric, p) for p in CONTROL_METRICS):
                 continue
-            if metric not in vb or metric not in vn:
-                side = base_name if metric in vb else new_name
-                notes.append(f"{b.recipe}/{mode}: metric {metric} only in {side}")
+            if metric not in vb or metric not in vn:  # absent (an older document) or null: not measured
+                side = new_name if metric in vb else base_name
+                notes.append(f"{b.recipe}/{mode}: {metric} not measured in {side}")
                 continue
+            reference = n.reference(mode) or b.reference(mode)
             if metric in COST_METRICS and mode != "control":
-                change = _cost_change(b.recipe, mode, metric, vb[metric], vn[metric])
+                change = _cost_change(b.recipe, mode, metric, vb[metric], vn[metric], reference)
                 for side, values in ((base_name, vb[metric]), (new_name, vn[metric])):
                     spread = float(np.ptp(values))
                     if change.tolerance is not None and spread >= change.tolerance:
                         notes.append(f"{change.label}: not deterministic in {side} (range {spread:g} >= tolerance "
                                      f"{change.tolerance:g}); compared by medians")
             else:
-                change = _timing_change(b.recipe, mode, metric, vb[metric], vn[metric], alpha, factor, gate)
+                change = _timing_change(b.recipe, mode, metric, vb[metric], vn[metric], alpha, factor, gate,
+                                        reference)
             changes.append(change)
     return changes
 

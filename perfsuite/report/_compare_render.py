@@ -123,7 +123,7 @@ def _rows(changes: Iterable[MetricChange]) -> list[list[str]]:
     return [
         [
             c.recipe,
-            c.mode,
+            c.mode_label,
             c.metric,
             _value(c.metric, c.base.median),
             _value(c.metric, c.new.median),

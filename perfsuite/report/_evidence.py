@@ -1,15 +1,20 @@
 """The ADR evidence paragraph (SPEC section 5, ``perfsuite evidence``), in the style of the seed's decision history.
 
-One Markdown paragraph: setup (fixture and size, samples per mode, heartbeat, GC policy, isolation,
-filesystem and whether directory fsync works), ranges per mode, GC observations, the M7 verdict, the
-idle control, the fsync floor of the same run, optional before/after ranges against a baseline, and
-the limitations that the data call for.
+One Markdown paragraph: setup (fixture and size, samples per mode and their order, heartbeat, GC policy,
+isolation, filesystem and whether directory fsync works), ranges per mode (loop stalls, M9, beside the
+heartbeat), GC observations, the M7 verdict (by-design reference modes get none), the idle control, the
+fsync floor and the publication floor of the same run, optional before/after ranges against a baseline,
+and the limitations that the data call for.
 
-**Every number comes from the files read** (the result, its floor, the baseline): each printed
-figure is a value of those documents rounded as in :mod:`perfsuite.report._format`, a count of their
-samples, or part of their date. Names and settings that contain digits (fixture names, versions,
-commits, the ``compare`` thresholds) are set in code spans, which are not figures. Ratios and p-values
-are derived, so they stay in ``perfsuite report`` and ``perfsuite compare``, never in the paragraph.
+**Every number comes from a named field of the files read** (the result, its run's fsync floor, the
+baseline): each printed figure goes through :class:`~perfsuite.report._figures.Figures`, which records
+the document, the field, the reduction (min, max, median, count...) and the format, in
+:attr:`Evidence.figures`; the tests check every figure against its own field. Wordings that describe the
+data are derived from it too: what the floors did (the fsync floor's phases, the publication floor's
+operation counts) and what an allocation figure is per (one publication, or an operation of several).
+Names and settings with digits (fixture names, versions, commits, seeds, ``compare`` thresholds) are set
+in code spans, which are not figures. Ratios and p-values are derived, so they stay in ``perfsuite
+report`` and ``perfsuite compare``, never in the paragraph.
 """
 
 from __future__ import annotations
@@ -21,8 +26,10 @@ from typing import Any
 
 from perfsuite.errors import PerfsuiteError
 from perfsuite.report._compare import DEFAULT_ALPHA, DEFAULT_FACTOR, Comparison, compare_results
-from perfsuite.report._format import fmt_bytes, fmt_ms, fmt_number, plural, short_commit
-from perfsuite.report._load import Floor, Result, find_floor, read_result, read_siblings
+from perfsuite.report._conditions import conditions_of
+from perfsuite.report._figures import Figure, Figures, metric_field, sample_field
+from perfsuite.report._format import short_commit
+from perfsuite.report._load import Floor, Result, find_floor, find_publication_floor, read_result, read_siblings
 from perfsuite.report._table import NO_ACK_RATIO_RECIPES
 
 __all__ = ["FEW_SAMPLES", "NOISY_CONTROL_PERIODS", "Evidence", "evidence", "evidence_for"]
@@ -31,13 +38,29 @@ __all__ = ["FEW_SAMPLES", "NOISY_CONTROL_PERIODS", "Evidence", "evidence", "evid
 FEW_SAMPLES = 20
 #: the idle control shows a noisy machine when its worst gap exceeds this many heartbeat periods
 NOISY_CONTROL_PERIODS = 2.0
-#: metrics quoted before/after against a baseline (plus any other metric that changed)
-BASELINE_METRICS = (("max_gap_ms", "maximum heartbeat gap"), ("submission_ms", "submission"), ("ack_ms", "ACK"))
+#: metrics quoted before/after against a baseline (plus any other gating metric that changed)
+BASELINE_METRICS = (
+    ("max_gap_ms", "maximum heartbeat gap"),
+    ("stalls.longest_ms", "longest loop callback"),
+    ("submission_ms", "submission"),
+    ("ack_ms", "ACK"),
+)
+#: how the fsync floor's phases (its ``phases_ms`` keys) are named
+FLOOR_PHASES = {"write": "write", "fsync": "fsync", "replace": "`os.replace`", "dir_fsync": "directory fsync"}
+#: the publication floor's operation counts (its ``metrics``), singular and plural
+FLOOR_COUNTS = (
+    ("writes", "write", "writes"),
+    ("fsyncs", "file fsync", "file fsyncs"),
+    ("replaces", "rename", "renames"),
+    ("mkdirs", "directory creation", "directory creations"),
+    ("dir_fsyncs", "directory fsync", "directory fsyncs"),
+    ("removes", "removal", "removals"),
+)
 
 
 @dataclass(frozen=True, slots=True)
 class Evidence:
-    """The paragraph, what it was built from, and the limitations it states."""
+    """The paragraph, what it was built from, the limitations it states and where each figure came from."""
 
     markdown: str
     result: Result
@@ -45,24 +68,27 @@ class Evidence:
     baseline: Result | None
     comparison: Comparison | None
     limitations: tuple[str, ...]
+    figures: tuple[Figure, ...] = ()
+    publication_floor: Floor | None = None
+
+    @property
+    def documents(self) -> dict[str, Mapping[str, Any]]:
+        """The documents by the source name a :class:`Figure` gives (``result``, ``floor``, ``baseline``)."""
+        docs: dict[str, Mapping[str, Any]] = {"result": self.result.data}
+        if self.floor is not None and self.floor.result is not None:
+            docs["floor"] = self.floor.result.data
+        if self.baseline is not None:
+            docs["baseline"] = self.baseline.data
+        return docs
 
     @property
     def sources(self) -> tuple[Mapping[str, Any], ...]:
         """The documents every number in :attr:`markdown` comes from."""
-        docs: list[Mapping[str, Any]] = [self.result.data]
-        if self.floor is not None and self.floor.result is not None and self.floor.result.data is not self.result.data:
-            docs.append(self.floor.result.data)
-        if self.baseline is not None:
-            docs.append(self.baseline.data)
-        return tuple(docs)
-
-
-# -- small phrasing helpers -------------------------------------------------------------------------
-
-
-def _range(values: Sequence[float], fmt: Any = fmt_ms) -> str:
-    lo, hi = fmt(min(values)), fmt(max(values))
-    return lo if lo == hi else f"{lo}-{hi}"
+        seen: list[Mapping[str, Any]] = []
+        for doc in self.documents.values():
+            if not any(doc is s for s in seen):
+                seen.append(doc)
+        return tuple(seen)
 
 
 def _join(parts: Sequence[str]) -> str:
@@ -76,287 +102,407 @@ def _mode_name(mode: str) -> str:
     return f"`{mode}`"
 
 
-def _values(result: Result, mode: str, key: str) -> list[float]:
-    return [v for v in result.values(mode).get(key, [])]
+class _Writer:
+    """Writes the sentences of one paragraph; every figure goes through :attr:`f`."""
 
+    def __init__(self, result: Result, floor: Floor | None, baseline: Result | None,
+                 publication: Floor | None) -> None:
+        self.result, self.floor, self.baseline, self.publication = result, floor, baseline, publication
+        docs: dict[str, Mapping[str, Any]] = {"result": result.data}
+        if floor is not None and floor.result is not None:
+            docs["floor"] = floor.result.data
+        if baseline is not None:
+            docs["baseline"] = baseline.data
+        self.f = Figures(docs)
+        self.doc = result.data
 
-def _inline(result: Result, mode: str) -> bool:
-    samples = result.samples(mode)
-    return bool(samples) and all(float(s["ack_ms"]) <= float(s["submission_ms"]) for s in samples)
+    # -- helpers -----------------------------------------------------------------------------------
+    def rng(self, mode: str, *keys: str, fmt: str = "ms", source: str = "result") -> str:
+        return self.f.range(source, sample_field(mode, *keys), fmt)
 
+    def has(self, mode: str, *keys: str, source: str = "result") -> bool:
+        return bool(self.f.values(source, sample_field(mode, *keys)))
 
-def _day(result: Result) -> str:
-    return result.date[:10]
+    def day(self, source: str = "result") -> str:
+        doc = self.f.docs[source]
+        key = ("environment", "date") if doc["environment"].get("date") else ("created_at",)
+        return self.f.one(source, key, "day", "day")
 
+    def inline(self, mode: str) -> bool:
+        samples = self.result.samples(mode)
+        return bool(samples) and all(float(s["ack_ms"]) <= float(s["submission_ms"]) for s in samples)
 
-# -- the sentences --------------------------------------------------------------------------------
+    def measured_stalls(self) -> bool:
+        return any(s.get("stalls") for m in self.result.modes for s in self.result.samples(m))
 
-
-def _setup(result: Result) -> str:
-    doc, r = result.data, result.data["recipe"]
-    env = doc["environment"]
-    fixture = doc["fixture"]
-    counts = {m: len(result.samples(m)) for m in result.modes}
-    if len(set(counts.values())) == 1:
-        samples = f"{plural(next(iter(counts.values())), 'sample')} per mode"
-    else:
-        samples = _join([f"{n} {_mode_name(m)}" for m, n in counts.items()]) + " samples"
-    warmups = sorted({int(body.get("warmups", 0)) for body in doc["modes"].values()})
-    if len(result.modes) > 1:
-        samples += " alternated (" + "/".join(_mode_name(m) for m in result.modes) + ")"
-    if warmups and warmups[-1] > 0:
-        samples += f" after {plural(warmups[-1], 'warm-up')} per mode"
-    if fixture.get("name"):
-        size = f"{plural(int(fixture['files']), 'file')}, {fmt_bytes(fixture['bytes'])} bytes"
-        what = f"fixture `{fixture['name']}` ({size}"
-        what += f", `{str(fixture['digest'])[:15]}`)" if fixture.get("digest") else ")"
-        copy = "each on a fresh private copy"
-    else:
-        what, copy = "no fixture (raw calls in a scratch directory)", "each in a fresh scratch directory"
-    where = "in its own worker process" if r["isolation"] == "process" else "all in one process (inline isolation)"
-    where = where if r["isolation"] == "process" else ", " + where
-    if r["gc"] == "collect-before":
-        gc = "a full garbage collection before each sample (`collect-before`)"
-    else:
-        gc = "garbage collection left to run naturally (`natural`)"
-    work = env["work_dir"]
-    fs = f"`{work['filesystem']}`" if work.get("filesystem") else "an unknown filesystem"
-    dir_fsync = work.get("dir_fsync")
-    fsync = "where directory fsync works" if dir_fsync == "ok" else f"where directory fsync fails (`{dir_fsync}`)"
-    commit = f"commit `{short_commit(result.commit)}`" + (" (uncommitted changes)" if result.dirty else "")
-    cpu = env["cpu"]
-    machine = f"`{env['python'].get('implementation', 'Python')} {env['python']['version']}` on `{env['os']['system']}`"
-    machine += f" (`{cpu['model']}`" + (f", {plural(int(cpu['cores']), 'core')})" if cpu.get("cores") else ")")
-    status = ""
-    if doc.get("status") != "complete":
-        done, total = doc["progress"]["done"], doc["progress"]["total"]
-        if doc.get("status") == "failed":  # issue 14 case 9: say so, and why, never "interrupted"
-            why = f" ({doc['error']})" if doc.get("error") else ""
-            status = f" The run FAILED{why}: only {done} of {total} planned entries were measured."
-        else:
-            status = f" The run is {doc.get('status')}: {done} of {total} planned entries were measured."
-    return (
-        f"Measured at {commit} with {machine}: {what}, {samples}, {copy}{' ' if where[0] != ',' else ''}{where}, "
-        f"a {fmt_number(r['heartbeat_ms'])} ms heartbeat from just before submission until "
-        f"{fmt_number(r['window_tail_ms'])} ms after acknowledgement, and {gc}; the work directory was on {fs}, "
-        f"{fsync}.{status}"
-    )
-
-
-def _mode_sentence(result: Result, mode: str) -> str:
-    sub, ack, gap = (_values(result, mode, k) for k in ("submission_ms", "ack_ms", "max_gap_ms"))
-    if not sub:
-        return f"Mode {_mode_name(mode)} has no samples."
-    if _inline(result, mode):
-        who = "The synchronous path" if mode == "sync" else f"Mode {_mode_name(mode)}"
-        text = f"{who} held the loop {_range(sub)} ms, acknowledging before it returned (heartbeat {_range(gap)} ms)"
-    else:
-        who = "Asynchronous submission" if mode == "async" else f"Mode {_mode_name(mode)}: submission"
-        text = (
-            f"{who} returned in {_range(sub)} ms and acknowledged after {_range(ack)} ms, "
-            f"with a maximum heartbeat gap of {_range(gap)} ms"
-        )
-    drain = _values(result, mode, "drain_ms")
-    if drain:
-        text += f"; an explicit drain waited {_range(drain)} ms"
-    return text + "."
-
-
-def _details(result: Result, mode: str) -> list[str]:
-    out = []
-    summary = result.data["modes"][mode].get("summary", {})
-    phases = [(key.split(".", 1)[1], stat["median"]) for key, stat in summary.items() if key.startswith("phases_ms.")]
-    if phases:
-        out.append(
-            f"{_mode_name(mode)} phase medians: " + ", ".join(f"{name} {fmt_ms(v)} ms" for name, v in phases) + "."
-        )
-    metrics = [(k.split(".", 1)[1], v) for k, v in result.values(mode).items() if k.startswith("metrics.")]
-    if metrics:
-        parts = [f"`{name}` {_range(values, fmt_bytes if 'bytes' in name else fmt_number)}" for name, values in metrics]
-        out.append(f"{_mode_name(mode)} per sample: " + _join(parts) + ".")
-    return out
-
-
-def _allocation(result: Result) -> str:
-    parts = []
-    tracker, per_mode = None, set()
-    for mode in result.modes:
-        alloc = result.data["modes"][mode].get("allocation")
-        if not alloc or not alloc.get("samples"):
-            continue
-        tracker = alloc.get("tracker")
-        per_mode.add(len(alloc["samples"]))
-        v = result.values(mode)
-        parts.append(
-            f"{_range(v['allocation.total_bytes'], fmt_bytes)} bytes allocated "
-            f"({_range(v['allocation.allocations'], fmt_bytes)} allocations, peak "
-            f"{_range(v['allocation.peak_bytes'], fmt_bytes)} bytes) for {_mode_name(mode)}"
-        )
-    if not parts:
-        return ""
-    n = f"{plural(per_mode.pop(), 'sample')} per mode" if len(per_mode) == 1 else "samples per mode"
-    return f"A separate, untimed allocation pass (`{tracker}`, {n}) measured " + _join(parts) + " per publication."
-
-
-def _gc(result: Result) -> str:
-    policy = result.data["recipe"]["gc"]
-    parts, quiet = [], []
-    for mode in result.modes:
-        samples = result.samples(mode)
-        seen = [s for s in samples if s["gc"]["collections"]]
-        if not seen:
-            quiet.append(_mode_name(mode))
-            continue
-        in_gap = sum(1 for s in seen if s["gc"]["in_max_gap"])
-        parts.append(
-            f"{len(seen)} of {len(samples)} {_mode_name(mode)} samples saw a collection "
-            f"({_range([float(s['gc']['gc_ms']) for s in seen])} ms of GC in the window, "
-            f"inside the largest gap in {in_gap})"
-        )
-    if policy == "collect-before":
-        head = "The recipe collects garbage before each sample"
-    else:
-        head = "GC ran naturally and samples that saw it are kept"
-    if not parts:
-        return f"{head}; no sample window contained a collection."
-    tail = f"; no {' or '.join(quiet)} sample collected garbage" if quiet else ""
-    return f"{head}; " + "; ".join(parts) + tail + "."
-
-
-def _verdict(result: Result) -> str:
-    parts, target = [], None
-    for mode in result.modes:
-        v = result.data["modes"][mode]["verdict"]
-        target = v["target_ms"]
-        if v.get("met") is None:
-            continue
-        worst = f"worst {fmt_ms(v['worst_ms'])} ms" if v.get("worst_ms") is not None else ""
-        if v["met"]:
-            parts.append(f"{_mode_name(mode)} met it in all {v['samples']} samples ({worst})")
-        else:
-            parts.append(
-                f"{_mode_name(mode)} missed it in {v['missed']} of {v['samples']} samples, "
-                f"{v['missed_with_gc']} of them with GC ({worst})"
-            )
-    if not parts or target is None:
-        return ""
-    return (
-        f"Against the {fmt_number(target)} ms target on the maximum heartbeat gap (met only if every sample is "
-        "under it, GC samples included), " + "; ".join(parts) + "."
-    )
-
-
-def _control(result: Result) -> str:
-    gaps = _values(result, "control", "max_gap_ms")
-    if not gaps:
-        return "No idle control was measured in this run."
-    return (
-        "The idle control, the same heartbeat with no workload measured between the samples, had maximum gaps "
-        f"of {_range(gaps)} ms."
-    )
-
-
-def _floor(result: Result, floor: Floor | None) -> str:
-    if floor is None or result.recipe in NO_ACK_RATIO_RECIPES:
-        return ""
-    values = [float(s["ack_ms"]) for s in floor.samples]
-    if floor.result is result and floor.source != "floor section":
-        return (
-            f"This run is the fsync floor itself: write, fsync, `os.replace` and directory fsync acknowledged in "
-            f"{_range(values)} ms (median {fmt_ms(floor.ack_ms.median)} ms)."
-        )
-    size = ""
-    if floor.result is not None and floor.source != "floor section":
-        spec = floor.result.data["recipe"]["modes"].get(floor.mode, {})
-        if isinstance(spec.get("bytes"), int):
-            size = f" of {fmt_bytes(spec['bytes'])} bytes"
-    where = f"`{floor.source}`" if floor.source != "floor section" else "measured beside the modes"
-    acks = [
-        f"{fmt_ms(stat.median)} ms for {_mode_name(mode)}"
-        for mode in result.modes
-        if (stat := result.stat(mode, "ack_ms")) is not None
-    ]
-    return (
-        f"The fsync floor of the same run ({where}: write, fsync, `os.replace` and directory fsync{size}) "
-        f"acknowledged in {_range(values)} ms (median {fmt_ms(floor.ack_ms.median)} ms), against acknowledgement "
-        f"medians of {_join(acks)}."
-    )
-
-
-def _baseline(result: Result, baseline: Result, comparison: Comparison) -> str:
-    status = {(c.mode, c.metric): c.status for c in comparison.changes if c.recipe == result.recipe}
-    gating = {(c.mode, c.metric) for c in comparison.changes if c.recipe == result.recipe and c.gating}
-    clauses = []
-    for mode in result.modes:
-        if mode not in baseline.modes:
-            clauses.append(f"{_mode_name(mode)} has no baseline")
-            continue
-        before, after = baseline.values(mode), result.values(mode)
-        metrics = [(k, label) for k, label in BASELINE_METRICS if k in before and k in after]
-        metrics += [
-            (metric, f"`{metric}`")
-            for (m, metric), s in status.items()
-            if m == mode and s != "unchanged" and (m, metric) in gating and metric not in dict(BASELINE_METRICS)
-        ]
+    # -- the sentences ----------------------------------------------------------------------------
+    def conditions(self) -> str:
+        """M10, always the first sentence when a condition was in force: simulated storage, heap, freeze
+        (names and settings in code spans: they are not figures)."""
+        c = conditions_of(self.result)
         parts = []
-        for key, label in metrics:
-            fmt = fmt_bytes if "bytes" in key else fmt_ms if key.endswith("_ms") else fmt_number
-            unit = " ms" if key.endswith("_ms") else ""
+        if c.storage is not None:
+            source = f"`{c.storage_source}`" if c.storage_source else "source not recorded"
             parts.append(
-                f"{label} {_range(before[key], fmt)}{unit} before and {_range(after[key], fmt)}{unit} after "
-                f"({status.get((mode, key), 'not compared')})"
-            )
-        clauses.append(f"{_mode_name(mode)} " + "; ".join(parts))
-    regressions = [c for c in comparison.regressions if c.recipe == result.recipe]
-    unsure = [c for c in comparison.inconclusive if c.recipe == result.recipe]
-    if regressions:
-        verdict = "Regressions: " + _join([f"{_mode_name(c.mode)} `{c.metric}`" for c in regressions])
-    elif unsure:  # issue 15: "cannot tell" is not a pass
-        verdict = "Inconclusive (beyond the factor, not significant): " + _join(
-            [f"{_mode_name(c.mode)} `{c.metric}`" for c in unsure])
-    else:
-        verdict = "No regression"
-    commit = f"commit `{short_commit(baseline.commit)}`"
-    return (
-        f"Against the baseline `{baseline.name}` ({_day(baseline)}, {commit}), compared with "
-        f"`perfsuite compare --alpha {comparison.alpha:g} --factor {comparison.factor:g}` (timings: Mann-Whitney U "
-        f"and the ratio must both agree; costs: a tolerance): " + ". ".join(clauses) + f". {verdict}."
-    )
+                f"Simulated storage latency: `{c.storage}` ({source}): every fsync, directory fsync, rename and "
+                "exclusive create paid a delay drawn from that profile on the thread that issued it, so these are "
+                "not device measurements")
+        if c.heap:
+            parts.append(f"each sample held `{c.heap}` live objects shaped like loaded session state, with natural GC")
+        if c.freeze:
+            parts.append("sessions opened with `freeze_loaded` (`gc.freeze()` after open)")
+        if not parts:
+            return ""
+        text = "; ".join(parts)
+        return text[0].upper() + text[1:] + "."
 
+    def heap(self) -> str:
+        """M10: what one full collection cost just after each window, with the live heap still held."""
+        parts = [f"{self.rng(mode, 'heap', 'full_gc_ms')} ms for {_mode_name(mode)}"
+                 for mode in self.result.modes if self.has(mode, "heap", "full_gc_ms")]
+        if not parts:
+            return ""
+        return ("A full collection timed just after each window, with the live heap still held, took "
+                + _join(parts) + ".")
 
-def _limitations(result: Result, floor: Floor | None) -> list[str]:
-    doc, r = result.data, result.data["recipe"]
-    out = []
-    n = min((len(result.samples(m)) for m in result.modes), default=0)
-    size = f"small samples ({n} per mode)" if n < FEW_SAMPLES else f"{n} samples per mode"
-    scope = "on one fixture" if doc["fixture"].get("name") else "without a fixture"
-    out.append(
-        f"These are in-process measurements of an asyncio heartbeat with {size} {scope}, "
-        "not graphical input latency or live-session measurements"
-    )
-    gc_seen = any(s["gc"]["collections"] for m in result.modes for s in result.samples(m))
-    if r["gc"] == "collect-before":
-        out.append("garbage was collected before each sample, so they do not bound GC pauses in a live session")
-    elif gc_seen:
-        out.append("samples that saw GC are kept, and where a collection falls varies from run to run")
-    else:
-        out.append("no collection fell inside a window here; a longer run may see one")
-    control = _values(result, "control", "max_gap_ms")
-    if control and max(control) > NOISY_CONTROL_PERIODS * float(r["heartbeat_ms"]):
-        out.append(
-            f"the idle control's worst gap of {fmt_ms(max(control))} ms against a "
-            f"{fmt_number(r['heartbeat_ms'])} ms period shows a noisy machine: differences in gaps below it are noise"
+    def setup(self) -> str:
+        doc, r, f = self.doc, self.doc["recipe"], self.f
+        env, fixture, result = doc["environment"], doc["fixture"], self.result
+        counts = {m: len(result.samples(m)) for m in result.modes}
+        if len(set(counts.values())) == 1:
+            first = result.modes[0]
+            samples = f.count("result", ("modes", first, "samples"), "sample") + " per mode"
+        else:
+            samples = _join([f.one("result", ("modes", m, "samples"), "len", "count") + f" {_mode_name(m)}"
+                              for m in result.modes]) + " samples"
+        if len(result.modes) > 1:
+            names = "/".join(_mode_name(m) for m in result.modes)
+            if r.get("order") == "random":
+                samples += f" ({names}) in a seeded random order per round (seed `{r.get('seed')}`)"
+            else:
+                samples += f" alternated ({names})"
+        if max((int(b.get("warmups", 0)) for b in doc["modes"].values()), default=0) > 0:
+            samples += " after " + f.count("result", ("modes", "{}", "warmups"), "warm-up", how="max") + " per mode"
+        if fixture.get("name"):
+            size = f.count("result", ("fixture", "files"), "file", how="value") + ", "
+            size += f.one("result", ("fixture", "bytes"), fmt="bytes") + " bytes"
+            what = f"fixture `{fixture['name']}` ({size}"
+            what += f", `{str(fixture['digest'])[:15]}`)" if fixture.get("digest") else ")"
+            copy = "each on a fresh private copy"
+        else:
+            what, copy = "no fixture (raw calls in a scratch directory)", "each in a fresh scratch directory"
+        where = "in its own worker process" if r["isolation"] == "process" else "all in one process (inline isolation)"
+        where = where if r["isolation"] == "process" else ", " + where
+        if r["gc"] == "collect-before":
+            gc = "a full garbage collection before each sample (`collect-before`)"
+        else:
+            gc = "garbage collection left to run naturally (`natural`)"
+        work = env["work_dir"]
+        fs = f"`{work['filesystem']}`" if work.get("filesystem") else "an unknown filesystem"
+        dir_fsync = work.get("dir_fsync")
+        fsync = "where directory fsync works" if dir_fsync == "ok" else f"where directory fsync fails (`{dir_fsync}`)"
+        commit = f"commit `{short_commit(result.commit)}`" + (" (uncommitted changes)" if result.dirty else "")
+        cpu = env["cpu"]
+        python = f"{env['python'].get('implementation', 'Python')} {env['python']['version']}"
+        machine = f"`{python}` on `{env['os']['system']}`"
+        machine += f" (`{cpu['model']}`" + (", " + f.count("result", ("environment", "cpu", "cores"), "core",
+                                                              how="value") + ")" if cpu.get("cores") else ")")
+        status = ""
+        if doc.get("status") != "complete":
+            done = f.one("result", ("progress", "done"))
+            total = f.one("result", ("progress", "total"))
+            if doc.get("status") == "failed":  # issue 14 case 9: say so, and why, never "interrupted"
+                # the error is the document's own text (its digits are not figures): quoted as code
+                why = " (`" + str(doc["error"]).replace("`", "'") + "`)" if doc.get("error") else ""
+                status = f" The run FAILED{why}: only {done} of {total} planned entries were measured."
+            else:
+                status = f" The run is {doc.get('status')}: {done} of {total} planned entries were measured."
+        heartbeat = f.one("result", ("recipe", "heartbeat_ms"))
+        tail = f.one("result", ("recipe", "window_tail_ms"))
+        timed = ", with every loop callback timed" if self.measured_stalls() else ""
+        return (
+            f"Measured at {commit} with {machine}: {what}, {samples}, {copy}{' ' if where[0] != ',' else ''}{where}, "
+            f"a {heartbeat} ms heartbeat from just before submission until {tail} ms after acknowledgement{timed}, "
+            f"and {gc}; the work directory was on {fs}, {fsync}.{status}"
         )
-    if r["isolation"] == "inline":
-        out.append("inline isolation ran every sample in one process (shared heap, warm caches)")
-    if floor is None and r["name"] not in NO_ACK_RATIO_RECIPES:
-        out.append("no fsync floor from the same run was found, so acknowledgement is not set against the device")
-    dir_fsync = doc["environment"]["work_dir"].get("dir_fsync")
-    if dir_fsync != "ok":
-        out.append("directory fsync does not work on this filesystem, so renames were not made durable there")
-    if result.dirty:
-        out.append("the measured tree had uncommitted changes")
-    return out
+
+    def mode_sentence(self, mode: str) -> str:
+        if not self.result.samples(mode):
+            return f"Mode {_mode_name(mode)} has no samples."
+        reference = self.result.reference(mode)
+        lead = f"Mode {_mode_name(mode)} is a by-design reference ({reference}): " if reference else ""
+        if self.inline(mode):
+            who = "the synchronous path" if lead else ("The synchronous path" if mode == "sync" else
+                                                        f"Mode {_mode_name(mode)}")
+            if lead and mode != "sync":
+                who = "it"
+            text = (f"{lead}{who} held the loop {self.rng(mode, 'submission_ms')} ms, acknowledging before it "
+                    f"returned (heartbeat {self.rng(mode, 'max_gap_ms')} ms")
+            text += self.stalls(mode, ", ") + ")"
+        else:
+            if lead:
+                who = "submission"
+            else:
+                who = "Asynchronous submission" if mode == "async" else f"Mode {_mode_name(mode)}: submission"
+            text = (f"{lead}{who} returned in {self.rng(mode, 'submission_ms')} ms and acknowledged after "
+                    f"{self.rng(mode, 'ack_ms')} ms, with a maximum heartbeat gap of {self.rng(mode, 'max_gap_ms')} ms")
+            text += self.stalls(mode, " and ")
+        if self.has(mode, "drain_ms"):
+            text += f"; an explicit drain waited {self.rng(mode, 'drain_ms')} ms"
+        return text + "."
+
+    def stalls(self, mode: str, glue: str) -> str:
+        """M9 beside the heartbeat: the longest loop callback (named) and the loop-busy time."""
+        if not self.has(mode, "stalls", "longest_ms"):
+            return ""
+        samples = [s for s in self.result.samples(mode) if s.get("stalls")]
+        worst = max(samples, key=lambda s: float(s["stalls"]["longest_ms"]))
+        top = (worst["stalls"].get("top") or [{}])[0].get("name")
+        named = f" (`{top}`)" if top else ""
+        return (f"{glue}a longest loop callback of {self.rng(mode, 'stalls', 'longest_ms')} ms{named}, the loop "
+                f"busy {self.rng(mode, 'stalls', 'busy_ms')} ms in all")
+
+    def details(self, mode: str) -> list[str]:
+        out = []
+        phases = list(dict.fromkeys(k for s in self.result.samples(mode) for k in (s.get("phases_ms") or {})))
+        if phases:
+            parts = [f"{name} {self.f.one('result', sample_field(mode, 'phases_ms', name), 'median', 'ms')} ms"
+                     for name in phases]
+            out.append(f"{_mode_name(mode)} phase medians: " + ", ".join(parts) + ".")
+        names = list(dict.fromkeys(k for s in self.result.samples(mode) for k in (s.get("metrics") or {})))
+        parts = []
+        for name in names:
+            values = self.f.values("result", sample_field(mode, "metrics", name))
+            if not values:
+                parts.append(f"`{name}` not measured")
+            elif all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+                fmt = "bytes" if "bytes" in name else "number"
+                parts.append(f"`{name}` {self.rng(mode, 'metrics', name, fmt=fmt)}")
+        if parts:
+            out.append(f"{_mode_name(mode)} per sample: " + _join(parts) + ".")
+        return out
+
+    def per_what(self, mode: str) -> str:
+        """What an allocation figure is per, from the data: one publication, or an operation of several."""
+        path = ("modes", mode, "allocation", "samples", "[]", "metrics", "publications")
+        counts = {int(v) for v in self.f.values("result", path) if isinstance(v, int | float)}
+        if counts == {1}:
+            return "per publication"
+        if len(counts) == 1 and counts != {0}:
+            return "per operation of " + self.f.count("result", path, "publication", how="value")
+        if counts:
+            return "per operation of " + self.f.range("result", path, "number") + " publications"
+        return "per operation"
+
+    def allocation(self) -> str:
+        parts, trackers, sizes = [], set(), set()
+        for mode in self.result.modes:
+            alloc = self.doc["modes"][mode].get("allocation")
+            if not alloc or not alloc.get("samples"):
+                continue
+            trackers.add(alloc.get("tracker"))
+            sizes.add(len(alloc["samples"]))
+            path = ("modes", mode, "allocation", "samples", "[]")
+            parts.append(
+                f"{self.f.range('result', (*path, 'total_bytes'), 'bytes')} bytes allocated "
+                f"({self.f.range('result', (*path, 'allocations'), 'bytes')} allocations, peak "
+                f"{self.f.range('result', (*path, 'peak_bytes'), 'bytes')} bytes) {self.per_what(mode)} for "
+                f"{_mode_name(mode)}"
+            )
+        if not parts:
+            return ""
+        first = next(m for m in self.result.modes if (self.doc["modes"][m].get("allocation") or {}).get("samples"))
+        n = (self.f.count("result", ("modes", first, "allocation", "samples"), "sample") + " per mode"
+             if len(sizes) == 1 else "samples per mode")
+        return f"A separate, untimed allocation pass (`{trackers.pop()}`, {n}) measured " + _join(parts) + "."
+
+    def gc(self) -> str:
+        policy = self.doc["recipe"]["gc"]
+        parts, quiet = [], []
+        for mode in self.result.modes:
+            samples = self.result.samples(mode)
+            if not any(s["gc"]["collections"] for s in samples):
+                quiet.append(_mode_name(mode))
+                continue
+            f = self.f
+            seen = f.one("result", sample_field(mode, "gc", "collections"), "count_nonzero", "count")
+            total = f.one("result", ("modes", mode, "samples"), "len", "count")
+            gc_ms = f.range("result", ("modes", mode, "samples", "[gc.collections>0]", "gc", "gc_ms"))
+            in_gap = f.one("result", ("modes", mode, "samples", "[gc.in_max_gap]", "gc", "in_max_gap"), "count",
+                           "count")
+            parts.append(f"{seen} of {total} {_mode_name(mode)} samples saw a collection ({gc_ms} ms of GC in the "
+                         f"window, inside the largest gap in {in_gap})")
+        head = ("The recipe collects garbage before each sample" if policy == "collect-before"
+                else "GC ran naturally and samples that saw it are kept")
+        if not parts:
+            return f"{head}; no sample window contained a collection."
+        tail = f"; no {' or '.join(quiet)} sample collected garbage" if quiet else ""
+        return f"{head}; " + "; ".join(parts) + tail + "."
+
+    def verdict(self) -> str:
+        parts, target_mode = [], None
+        for mode in self.result.modes:
+            v = self.doc["modes"][mode]["verdict"]
+            if v.get("met") is None or self.result.reference(mode):
+                continue
+            target_mode = target_mode or mode
+            path = ("modes", mode, "verdict")
+            worst = ""
+            if v.get("worst_ms") is not None:
+                worst = f"worst {self.f.one('result', (*path, 'worst_ms'), fmt='ms')} ms"
+            if v["met"]:
+                parts.append(f"{_mode_name(mode)} met it in all {self.f.one('result', (*path, 'samples'))} samples "
+                             f"({worst})")
+            else:
+                parts.append(
+                    f"{_mode_name(mode)} missed it in {self.f.one('result', (*path, 'missed'))} of "
+                    f"{self.f.one('result', (*path, 'samples'))} samples, "
+                    f"{self.f.one('result', (*path, 'missed_with_gc'))} of them with GC ({worst})"
+                )
+        references = [_mode_name(m) for m in self.result.modes if self.result.reference(m)]
+        one = len(references) == 1
+        ref = (f"{_join(references)} {'is a reference' if one else 'are references'} by design and "
+               f"{'gets' if one else 'get'} no verdict") if references else ""
+        if not parts or target_mode is None:
+            return ref[0].upper() + ref[1:] + "." if ref else ""
+        target = self.f.one("result", ("modes", target_mode, "verdict", "target_ms"))
+        return (f"Against the {target} ms target on the maximum heartbeat gap (met only if every sample is under "
+                "it, GC samples included), " + "; ".join(parts) + (f"; {ref}" if ref else "") + ".")
+
+    def control(self) -> str:
+        if not self.result.samples("control"):
+            return "No idle control was measured in this run."
+        text = ("The idle control, the same heartbeat with no workload measured between the samples, had maximum "
+                f"gaps of {self.rng('control', 'max_gap_ms')} ms")
+        if self.has("control", "stalls", "longest_ms"):
+            text += f" and longest loop callbacks of {self.rng('control', 'stalls', 'longest_ms')} ms"
+        return text + "."
+
+    def acks(self, skip: str | None = None) -> str:
+        return _join([f"{self.f.one('result', sample_field(m, 'ack_ms'), 'median', 'ms')} ms for {_mode_name(m)}"
+                      for m in self.result.modes if m != skip and self.has(m, "ack_ms")])
+
+    def fsync_floor(self) -> str:
+        floor = self.floor
+        if floor is None or self.result.recipe in NO_ACK_RATIO_RECIPES:
+            return ""
+        own = floor.source == "floor section"
+        source = "result" if own or floor.result is self.result else "floor"
+        path = ("floor", "samples", "[]") if own else ("modes", floor.mode, "samples", "[]")
+        phases = list(dict.fromkeys(k for s in floor.samples for k in (s.get("phases_ms") or {})))
+        did = _join([FLOOR_PHASES.get(p, f"`{p}`") for p in phases]) or "its raw os calls"
+        acked = (f"acknowledged in {self.f.range(source, (*path, 'ack_ms'))} ms "
+                 f"(median {self.f.one(source, (*path, 'ack_ms'), 'median', 'ms')} ms)")
+        if floor.result is self.result and not own:
+            return f"This run is the fsync floor itself: {did} {acked}."
+        size = ""
+        if not own and isinstance((floor.result.data["recipe"]["modes"].get(floor.mode) or {}).get("bytes"), int):
+            size = " of " + self.f.one(source, ("recipe", "modes", floor.mode, "bytes"), fmt="bytes") + " bytes"
+        where = f"`{floor.source}`" if not own else "measured beside the modes"
+        return (f"The fsync floor of the same run ({where}: {did}{size}) {acked}, against acknowledgement medians "
+                f"of {self.acks()}.")
+
+    def publication_floor(self) -> str:
+        floor = self.publication
+        if floor is None:
+            return ""
+        mode = floor.mode
+        did = []
+        for key, one, many in FLOOR_COUNTS:
+            values = self.f.values("result", sample_field(mode, "metrics", key))
+            if values and min(values) == max(values):
+                did.append(self.f.count("result", sample_field(mode, "metrics", key), one, many, how="min"))
+            elif values:
+                did.append(f"{self.rng(mode, 'metrics', key, fmt='number')} {many}")
+        if self.has(mode, "metrics", "bytes_written"):
+            did.append(self.rng(mode, "metrics", "bytes_written", fmt="bytes") + " bytes")
+        models = {str((s.get("labels") or {}).get("models", "")) for s in self.result.samples(mode)} - {""}
+        of = f" of one `{models.pop()}` generation" if len(models) == 1 else " of one generation"
+        acked = self.rng(mode, "ack_ms")
+        median = self.f.one("result", sample_field(mode, "ack_ms"), "median", "ms")
+        return (f"The publication floor measured beside the modes ({_mode_name(mode)}: the engine's durable "
+                f"operations{of} replayed as raw os calls: {_join(did) or 'none recorded'}) acknowledged in "
+                f"{acked} ms (median {median} ms), against acknowledgement medians of {self.acks(skip=mode)}.")
+
+    def against_baseline(self, comparison: Comparison) -> str:
+        result, baseline = self.result, self.baseline
+        assert baseline is not None
+        status = {(c.mode, c.metric): c.status for c in comparison.changes if c.recipe == result.recipe}
+        gating = {(c.mode, c.metric) for c in comparison.changes if c.recipe == result.recipe and c.gating}
+        clauses = []
+        for mode in result.modes:
+            if mode not in baseline.modes:
+                clauses.append(f"{_mode_name(mode)} has no baseline")
+                continue
+            before, after = baseline.values(mode), result.values(mode)
+            metrics = [(k, label) for k, label in BASELINE_METRICS if k in before and k in after]
+            metrics += [(metric, f"`{metric}`") for (m, metric), s in status.items()
+                        if m == mode and s != "unchanged" and (m, metric) in gating
+                        and metric not in dict(BASELINE_METRICS)]
+            parts = []
+            for key, label in metrics:
+                fmt = "bytes" if "bytes" in key else "ms" if key.endswith("_ms") else "number"
+                unit = " ms" if key.endswith("_ms") else ""
+                field = metric_field(mode, key)
+                before_text = self.f.range("baseline", field, fmt)
+                after_text = self.f.range("result", field, fmt)
+                parts.append(f"{label} {before_text}{unit} before and {after_text}{unit} after "
+                             f"({status.get((mode, key), 'not compared')})")
+            clauses.append(f"{_mode_name(mode)} " + "; ".join(parts))
+        regressions = [c for c in comparison.regressions if c.recipe == result.recipe]
+        unsure = [c for c in comparison.inconclusive if c.recipe == result.recipe]
+        if regressions:
+            verdict = "Regressions: " + _join([f"{_mode_name(c.mode)} `{c.metric}`" for c in regressions])
+        elif unsure:  # issue 15: "cannot tell" is not a pass
+            verdict = "Inconclusive (beyond the factor, not significant): " + _join(
+                [f"{_mode_name(c.mode)} `{c.metric}`" for c in unsure])
+        else:
+            verdict = "No regression"
+        return (f"Against the baseline `{baseline.name}` ({self.day('baseline')}, commit "
+                f"`{short_commit(baseline.commit)}`), compared with `perfsuite compare --alpha {comparison.alpha:g} "
+                f"--factor {comparison.factor:g}` (timings: Mann-Whitney U and the ratio must both agree; costs: a "
+                "tolerance): " + ". ".join(clauses) + f". {verdict}.")
+
+    def limitations(self) -> list[str]:
+        doc, r, result = self.doc, self.doc["recipe"], self.result
+        out = []
+        n = min((len(result.samples(m)) for m in result.modes), default=0)
+        if n:
+            count = self.f.one("result", ("modes", "{}", "samples"), "min_len", "count")
+            size = f"small samples ({count} per mode)" if n < FEW_SAMPLES else f"{count} samples per mode"
+        else:
+            size = "no samples"
+        scope = "on one fixture" if doc["fixture"].get("name") else "without a fixture"
+        out.append(f"These are in-process measurements of an asyncio heartbeat with {size} {scope}, "
+                   "not graphical input latency or live-session measurements")
+        gc_seen = any(s["gc"]["collections"] for m in result.modes for s in result.samples(m))
+        if r["gc"] == "collect-before":
+            out.append("garbage was collected before each sample, so they do not bound GC pauses in a live session")
+        elif gc_seen:
+            out.append("samples that saw GC are kept, and where a collection falls varies from run to run")
+        else:
+            out.append("no collection fell inside a window here; a longer run may see one")
+        control = [float(s["max_gap_ms"]) for s in result.samples("control")]
+        if control and max(control) > NOISY_CONTROL_PERIODS * float(r["heartbeat_ms"]):
+            worst = self.f.one("result", sample_field("control", "max_gap_ms"), "max", "ms")
+            out.append(
+                f"the idle control's worst gap of {worst} ms against a "
+                f"{self.f.one('result', ('recipe', 'heartbeat_ms'))} ms period shows a noisy machine: "
+                "differences in gaps below it are noise")
+        if not self.measured_stalls() and result.modes:
+            out.append("loop stalls (every loop callback timed, M9) were not measured in this document")
+        if r["isolation"] == "inline":
+            out.append("inline isolation ran every sample in one process (shared heap, warm caches)")
+        if self.floor is None and r["name"] not in NO_ACK_RATIO_RECIPES:
+            out.append("no fsync floor from the same run was found, so acknowledgement is not set against the device")
+        if doc["environment"]["work_dir"].get("dir_fsync") != "ok":
+            out.append("directory fsync does not work on this filesystem, so renames were not made durable there")
+        if conditions_of(result).storage is not None:
+            out.append("storage latency was simulated from a published profile on top of this machine's own "
+                       "device, which adds its latency wherever it is slower than the profile's draw")
+        if result.dirty:
+            out.append("the measured tree had uncommitted changes")
+        return out
 
 
 def evidence(
@@ -368,29 +514,31 @@ def evidence(
     factor: float = DEFAULT_FACTOR,
 ) -> Evidence:
     """The evidence paragraph of ``result`` (``floor``: from :func:`find_floor`; ``baseline``: before/after)."""
-    sentences = [_setup(result)]
+    if baseline is not None and baseline.recipe != result.recipe:
+        raise PerfsuiteError(
+            f"--baseline {baseline.name} holds recipe {baseline.recipe!r}, the result holds {result.recipe!r}"
+        )
+    publication = find_publication_floor(result)
+    w = _Writer(result, floor, baseline, publication)
+    description = result.data["recipe"].get("description")
+    lead = f"- **{w.day()} `{result.recipe}`**" + (f" ({description})" if description else "") + ": "
+    sentences = [w.conditions(), w.setup()]
+    sentences += [w.mode_sentence(m) for m in result.modes]
     for mode in result.modes:
-        sentences.append(_mode_sentence(result, mode))
-    for mode in result.modes:
-        sentences += _details(result, mode)
-    sentences += [_allocation(result), _gc(result), _verdict(result), _control(result), _floor(result, floor)]
+        sentences += w.details(mode)
+    sentences += [w.allocation(), w.gc(), w.heap(), w.verdict(), w.control(), w.fsync_floor(),
+                  w.publication_floor()]
     comparison = None
     if baseline is not None:
-        if baseline.recipe != result.recipe:
-            raise PerfsuiteError(
-                f"--baseline {baseline.name} holds recipe {baseline.recipe!r}, the result holds {result.recipe!r}"
-            )
         comparison = compare_results(  # a paragraph describes what it is given; the gate is `compare`
             [baseline], [result], alpha=alpha, factor=factor, base_name=baseline.name, new_name=result.name,
             cross_machine=True, allow_incomplete=True,
         )
-        sentences.append(_baseline(result, baseline, comparison))
-    limitations = _limitations(result, floor)
-    body = " ".join(s for s in sentences if s)
-    description = result.data["recipe"].get("description")
-    lead = f"- **{_day(result)} `{result.recipe}`**" + (f" ({description})" if description else "") + ": "
-    text = lead + body + " " + "; ".join(limitations) + "."
-    return Evidence(text + "\n", result, floor, baseline, comparison, tuple(limitations))
+        sentences.append(w.against_baseline(comparison))
+    limitations = w.limitations()
+    text = lead + " ".join(s for s in sentences if s) + " " + "; ".join(limitations) + "."
+    return Evidence(text + "\n", result, floor, baseline, comparison, tuple(limitations), tuple(w.f.figures),
+                    publication)
 
 
 def evidence_for(

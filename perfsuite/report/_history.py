@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfsuite._extras import require
 from perfsuite.errors import PerfsuiteError
 from perfsuite.report._compare import compare_results
 from perfsuite.report._load import Result
@@ -79,7 +80,7 @@ MIN_PELT_RUNS = 6
 #: comparison statuses that make a step in a short history
 _CHANGED = frozenset({"regressed", "improved", "changed"})
 #: metrics followed by default (plus every ``metrics.*`` and ``allocation.*`` the runs report)
-HISTORY_METRICS = ("max_gap_ms", "submission_ms", "ack_ms", "drain_ms", "lag_us.p99")
+HISTORY_METRICS = ("max_gap_ms", "stalls.longest_ms", "submission_ms", "ack_ms", "drain_ms", "lag_us.p99")
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +186,8 @@ def detect_steps(
 ) -> list[int]:
     """Indices where a new level starts in ``values``: PELT (see the module docstring for the method)."""
     import numpy as np
+
+    require("report", "ruptures", "scipy")
     import ruptures as rpt
     from scipy.stats import median_abs_deviation
 

@@ -30,12 +30,15 @@ from perfsuite.harness import load_results, sample_metrics, validate_results
 
 __all__ = [
     "FLOOR_OPERATION_SUFFIX",
+    "PUBLICATION_FLOOR_SUFFIX",
     "RUN_WINDOW_S",
     "Floor",
     "Result",
     "Stat",
     "find_floor",
+    "find_publication_floor",
     "latest_by_recipe",
+    "mode_reference",
     "read_result",
     "read_results",
     "read_siblings",
@@ -44,6 +47,8 @@ __all__ = [
 
 #: a mode with this operation suffix measures the fsync floor (``perfsuite.workloads.basic:fsync_floor``)
 FLOOR_OPERATION_SUFFIX = ":fsync_floor"
+#: a mode with this operation suffix is a publication floor (``perfsuite.workloads.floors:publication_floor``)
+PUBLICATION_FLOOR_SUFFIX = ":publication_floor"
 #: two documents without a ``run_id`` belong to one run when created this close (the full catalogue's budget)
 RUN_WINDOW_S = 15 * 60.0
 
@@ -78,6 +83,18 @@ class Stat:
 
         arr = np.asarray(values, dtype=float)
         return cls(int(arr.size), float(arr.min()), float(np.median(arr)), float(arr.max()))
+
+
+def mode_reference(document: Mapping[str, Any], mode: str) -> str | None:
+    """Why ``mode`` is a by-design reference (no verdict; shown as "reference: why"), or ``None``.
+
+    Read from the mode's section, its verdict or the recorded recipe; older documents have none."""
+    body = (document.get("modes") or {}).get(mode) or {}
+    table = ((document.get("recipe") or {}).get("modes") or {}).get(mode) or {}
+    for value in (body.get("reference"), (body.get("verdict") or {}).get("reference"), table.get("reference")):
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +168,10 @@ class Result:
         """Whether this is an fsync-floor run."""
         return any(str(m.get("operation", "")).endswith(FLOOR_OPERATION_SUFFIX) for m in self.data["modes"].values())
 
+    def reference(self, mode: str) -> str | None:
+        """Why ``mode`` is a by-design reference (see :func:`mode_reference`), or ``None``."""
+        return None if mode == "control" else mode_reference(self.data, mode)
+
     def samples(self, mode: str) -> list[Mapping[str, Any]]:
         """The latency samples of ``mode`` (``"control"`` for the idle control)."""
         if mode == "control":
@@ -183,18 +204,26 @@ class Result:
 
 @dataclass(frozen=True, slots=True)
 class Floor:
-    """The fsync floor of a run: the acknowledgement of raw write, fsync, replace and directory fsync."""
+    """A floor acknowledgements are read against: ``kind`` ``"fsync"`` (raw write, fsync, replace and
+    directory fsync of one small file, SPEC section 4) or ``"publication"`` (one generation's durable
+    operations as raw os calls, a mode of the same document, SPEC section 8)."""
 
     source: str
     mode: str
     ack_ms: Stat
     result: Result | None
     section: Mapping[str, Any]
+    kind: str = "fsync"
 
     @property
     def samples(self) -> list[Mapping[str, Any]]:
         """The floor's samples."""
         return list(self.section.get("samples", []))
+
+    @property
+    def name(self) -> str:
+        """``fsync floor`` or ``publication floor``: how every report names it."""
+        return f"{self.kind} floor"
 
 
 def read_result(path: Path | str) -> Result:
@@ -345,4 +374,16 @@ def find_floor(result: Result, candidates: Iterable[Result] = (), *, same_run: b
         floor = _floor_from_result(candidate, candidate.name)
         if floor is not None:
             return floor
+    return None
+
+
+def find_publication_floor(document: Mapping[str, Any] | Result) -> Floor | None:
+    """The publication floor measured beside the modes of ``document`` (a mode whose operation is
+    ``...:publication_floor`` and that has acknowledgements), or ``None`` (older documents have none)."""
+    result = document if isinstance(document, Result) else Result(None, document)
+    for mode, body in result.data["modes"].items():
+        if str(body.get("operation", "")).endswith(PUBLICATION_FLOOR_SUFFIX):
+            stat = result.stat(mode, "ack_ms")
+            if stat is not None:
+                return Floor(f"mode {mode}", mode, stat, result, body, kind="publication")
     return None

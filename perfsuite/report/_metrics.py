@@ -105,7 +105,7 @@ COST_METRICS: dict[str, CostMetric] = {
         CostMetric("allocation.peak_bytes", "bytes", _KIB),
         CostMetric("allocation.allocations", "count", 1.0),
         CostMetric("metrics.bytes_written", "bytes", _KIB),
-        CostMetric("metrics.file_fsyncs", "count", 1.0),
+        CostMetric("metrics.fsyncs", "count", 1.0),
         CostMetric("metrics.dir_fsyncs", "count", 1.0),
         CostMetric("metrics.renames", "count", 1.0),
         CostMetric("metrics.files_created", "count", 1.0),
@@ -117,6 +117,7 @@ TIMING_HEADLINES: dict[str, TimingHeadline] = {
     m.name: m
     for m in (
         TimingHeadline("max_gap_ms"),
+        TimingHeadline("stalls.longest_ms"),  # M9: loop stalls, the heartbeat's companion, gated like the max gap
         TimingHeadline("submission_ms"),
         TimingHeadline("ack_ms"),
         TimingHeadline("drain_ms"),
@@ -127,7 +128,7 @@ TIMING_HEADLINES: dict[str, TimingHeadline] = {
 SHOWN_METRICS: tuple[str, ...] = (
     "lag_us.p99",
     "metrics.bytes_written",
-    "metrics.file_fsyncs",
+    "metrics.fsyncs",
     "allocation.total_bytes",
     "allocation.peak_bytes",
 )

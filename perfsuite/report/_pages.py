@@ -26,7 +26,7 @@ from perfsuite.report._plots import (
     timeline_svg,
 )
 from perfsuite.report._site import commit_href, commit_link, e, page, references, verdict_html
-from perfsuite.report._table import floor_caption, shows_floor_ratio, summary_rows, table_title
+from perfsuite.report._table import floors_caption, row_cells, summary_columns, summary_rows, table_title
 
 __all__ = ["HISTORY_CHART_METRICS", "MIN_HISTORY_RUNS", "comparison_rows", "recipe_page", "step_rows"]
 
@@ -35,6 +35,7 @@ MIN_HISTORY_RUNS = 3
 #: the headline metrics that get a history chart (when the recipe reports them)
 HISTORY_CHART_METRICS = (
     "max_gap_ms",
+    "stalls.longest_ms",  # M9: the longest loop callback, beside the max gap
     "submission_ms",
     "ack_ms",
     "drain_ms",
@@ -49,22 +50,22 @@ def mode_colors(modes: Sequence[str]) -> dict[str, str]:
 
 
 def _summary_html(result: Result, candidates: Sequence[Result]) -> str:
+    """The run's summary table as ``report`` prints it: the longest loop callback (M9) beside the max gap and
+    the acknowledgement against the fsync floor and the publication floor, each named in the caption."""
     floor = find_floor(result, candidates)
-    ratio = shows_floor_ratio(result, floor)
-    head = ["mode", "n", "max gap", "gap range", "submit", "ack", *(["ack/floor"] if ratio else []), "GC", "verdict"]
+    head = summary_columns(result, floor)
     out = [f"<table><caption class='note'>{e(table_title(result))}</caption><tr>"]
     out += [f"<th class='{'text' if h in ('mode', 'verdict') else ''}'>{e(h)}</th>" for h in head]
     out.append("</tr>")
     for row in summary_rows(result, floor):
-        cells = [row.mode, row.n, row.max_gap, row.gap_range, row.submit, row.ack, *([row.ack_floor] if ratio else [])]
-        cells.append(row.gc)
+        cells = row_cells(row, head)[:-1]
         verdict = "<span class='dim'>noise floor</span>" if row.control else verdict_html(result, row.mode)
         cls = " class='dim'" if row.control else ""
         out.append(f"<tr{cls}>" + "".join(f"<td>{e(c)}</td>" for c in cells) + f"<td class='text'>{verdict}</td></tr>")
     out.append("</table>")
-    caption = floor_caption(floor)
-    if caption and ratio:
-        out.append(f"<p class='note'>{e(caption)}</p>")
+    caption = floors_caption(result, floor)
+    if caption:
+        out += [f"<p class='note'>{e(line)}</p>" for line in caption.splitlines()]
     return "".join(out)
 
 
@@ -133,7 +134,8 @@ def _against_previous(comparison: Comparison | None) -> str:
     if comparison is None:
         return "<p class='story'>Fewer than two finished runs of this recipe on this machine: nothing to compare.</p>"
     counts = {k: sum(1 for c in comparison.changes if c.gating and c.status == k)
-              for k in ("regressed", "improved", "unchanged", "inconclusive")}
+              for k in ("regressed", "improved", "unchanged")}
+    counts["inconclusive"] = len(comparison.inconclusive)  # the worse way: `compare` exits 3 (issue 15)
     extra = f", {counts['inconclusive']} inconclusive" if counts["inconclusive"] else ""
     named = [f"{c.mode} {c.metric} {c.ratio:.2f}x" for c in comparison.changes
              if c.gating and c.status in ("regressed", "improved")]
@@ -142,7 +144,8 @@ def _against_previous(comparison: Comparison | None) -> str:
             f"{counts['improved']} improved</span>, {counts['unchanged']} unchanged gating metrics"
             f"{extra}"
             f"{': ' + e(', '.join(named)) if named else ''} (table below the history).")
-    return f"<p class='story {'bad' if counts['regressed'] else 'good'}'>{text}</p>"
+    cls = {1: "bad", 3: "unsure"}.get(comparison.exit_status, "good")  # the gate's verdict: unsure is no pass
+    return f"<p class='story {cls}'>{text}</p>"
 
 
 def recipe_page(

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfsuite._extras import require
+
 __all__ = [
     "PHASES",
     "PhaseBreakdown",
@@ -239,13 +241,15 @@ def breakdown_from_samples(
 
 
 def phase_breakdown(result: Any, modes: Sequence[str] | None = None) -> PhaseBreakdown:
-    """The breakdown of a results file: a path, a :class:`~perfsuite.report.Result` or a document."""
+    """The breakdown of a results file: a path, a :class:`~perfsuite.report.Result` or a document. By default
+    the modes with per-phase times (a publication floor's raw calls have none), else every mode."""
     from perfsuite.report._load import Result, read_result
 
     if isinstance(result, str | Path):
         result = read_result(result)
     doc = result.data if isinstance(result, Result) else result
-    chosen = list(modes) if modes else list(doc["modes"])
+    phased = [m for m, body in doc["modes"].items() if any(s.get("phases_ms") for s in body["samples"])]
+    chosen = list(modes) if modes else (phased or list(doc["modes"]))
     unknown = [m for m in chosen if m not in doc["modes"]]
     if unknown:
         from perfsuite.errors import PerfsuiteError
@@ -266,6 +270,7 @@ def _color(name: str, extra: list[str]) -> str:
 
 def phase_figure(breakdown: PhaseBreakdown) -> Any:
     """One panel per mode: a stacked bar of phases per sample, GC beside it, the max gap marked."""
+    require("report", "matplotlib")
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 

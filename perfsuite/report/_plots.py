@@ -36,6 +36,7 @@ GREY = "#9a9a9a"
 RED = "#cf222e"
 LABELS = {
     "max_gap_ms": "max heartbeat gap (ms)",
+    "stalls.longest_ms": "longest loop callback (ms)",
     "submission_ms": "submission (ms)",
     "ack_ms": "acknowledgement (ms)",
     "drain_ms": "drain (ms)",

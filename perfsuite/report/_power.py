@@ -43,6 +43,10 @@ def smallest_detectable_ratio(
 ) -> float | None:
     """The smallest ratio (> 1) of a shift towards "worse" that reaches ``p < alpha``; see the module docstring."""
     import numpy as np
+
+    from perfsuite._extras import require
+
+    require("report", "scipy")
     from scipy.stats import mannwhitneyu
 
     b = np.asarray(base, dtype=float)

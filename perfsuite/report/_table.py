@@ -1,9 +1,12 @@
 """The summary table of one results document (what ``perfsuite run`` and ``perfsuite report`` print).
 
-Per mode: samples, median and range of the max heartbeat gap, median submission and acknowledgement,
-the acknowledgement as a multiple of the run's fsync floor (when one is known, SPEC section 4), samples
-that saw GC, and the M7 verdict; then the idle control (M1) as the noise floor. :func:`summary_rows`
-gives the plain cells (the dashboard renders them as HTML), :func:`summary_table` the rich table.
+Per mode: samples, median and range of the max heartbeat gap, the median longest loop callback (M9
+loop stalls; ``n/m`` when not measured), median submission and acknowledgement, the acknowledgement as a
+multiple of the run's two floors when known (the **fsync floor**, SPEC section 4, and the **publication
+floor**, SPEC section 8: one generation's durable operations as raw os calls), samples that saw GC, and
+the M7 verdict (``reference: why`` for a by-design reference mode, never "missed"); then the idle control
+(M1) as the noise floor. :func:`summary_rows` gives the plain cells (the dashboard renders them as HTML),
+:func:`summary_table` the rich table.
 """
 
 from __future__ import annotations
@@ -12,13 +15,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from perfsuite.report._load import Floor, Result
+from perfsuite.report._conditions import conditions_of
+from perfsuite.report._load import Floor, Result, find_publication_floor, mode_reference
 
 __all__ = [
+    "NOT_MEASURED",
     "NO_ACK_RATIO_RECIPES",
     "SummaryRow",
     "floor_caption",
+    "floors_caption",
+    "row_cells",
     "shows_floor_ratio",
+    "summary_columns",
     "summary_rows",
     "summary_table",
     "table_title",
@@ -26,6 +34,8 @@ __all__ = [
 
 #: recipes whose "acknowledgement" is not a durability acknowledgement (a timer)
 NO_ACK_RATIO_RECIPES = frozenset({"idle-control"})
+#: a cell whose metric the document does not hold (an older document, or a loop the harness did not own)
+NOT_MEASURED = "n/m"
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +53,9 @@ class SummaryRow:
     verdict: str
     met: bool | None
     control: bool
+    stall: str = ""
+    ack_publication_floor: str = ""
+    reference: str | None = None
 
 
 def _stat(summary: Mapping[str, Any], key: str, part: str = "median") -> str:
@@ -54,7 +67,9 @@ def _stat(summary: Mapping[str, Any], key: str, part: str = "median") -> str:
     return f"{stat[part]:.2f}"
 
 
-def _verdict(v: Mapping[str, Any]) -> str:
+def _verdict(v: Mapping[str, Any], reference: str | None = None) -> str:
+    if reference:
+        return f"reference: {reference}"
     if v.get("met") is None:
         return ""
     if v["met"]:
@@ -74,7 +89,7 @@ def _doc(document: Mapping[str, Any] | Result) -> Mapping[str, Any]:
 
 
 def shows_floor_ratio(document: Mapping[str, Any] | Result, floor: Floor | None) -> bool:
-    """Whether the ``ack/floor`` column applies: a floor is known, and it is not this run's own mode."""
+    """Whether the ``ack/fsync floor`` column applies: a floor is known, and it is not this run's own mode."""
     doc = _doc(document)
     if floor is None or doc["recipe"]["name"] in NO_ACK_RATIO_RECIPES:
         return False
@@ -83,22 +98,35 @@ def shows_floor_ratio(document: Mapping[str, Any] | Result, floor: Floor | None)
 
 def table_title(document: Mapping[str, Any] | Result) -> str:
     """``recipe: isolation, gc policy, heartbeat (medians; times in ms)``, then ``[FAILED]`` (or the
-    status) when the run did not complete: a failed run's empty table must not read as a quiet one."""
+    status) when the run did not complete: a failed run's empty table must not read as a quiet one; then one
+    line per M10 condition (``simulated storage latency: PROFILE (source); not a device measurement``,
+    heap, gc.freeze())."""
     doc = _doc(document)
     r = doc["recipe"]
     title = f"{r['name']}: {r['isolation']}, gc {r['gc']}, heartbeat {r['heartbeat_ms']:g} ms (medians; times in ms)"
     status = doc.get("status", "complete")
-    return title if status == "complete" else f"{title} [{str(status).upper()}]"
+    title = title if status == "complete" else f"{title} [{str(status).upper()}]"
+    return "\n".join([title, *conditions_of(doc).lines])
+
+
+def _stall(samples: list[Mapping[str, Any]], summary: Mapping[str, Any]) -> str:
+    if not samples:
+        return ""
+    return _stat(summary, "stalls.longest_ms") or NOT_MEASURED
 
 
 def summary_rows(document: Mapping[str, Any] | Result, floor: Floor | None = None) -> list[SummaryRow]:
-    """One row per mode, then the idle control."""
+    """One row per mode, then the idle control. ``floor`` is the fsync floor (see
+    :func:`~perfsuite.report.find_floor`); the publication floor is read from the document itself."""
     doc = _doc(document)
     ratio = shows_floor_ratio(doc, floor)
+    publication = find_publication_floor(doc)
     rows = []
     entries = [(mode, body["samples"], body["summary"], body["verdict"], False) for mode, body in doc["modes"].items()]
     entries.append(("idle control", doc["control"]["samples"], doc["control"]["summary"], None, True))
     for mode, samples, summary, verdict, control in entries:
+        reference = None if control else mode_reference(doc, mode)
+        own_floor = publication is not None and publication.mode == mode
         rows.append(
             SummaryRow(
                 mode=mode,
@@ -109,53 +137,81 @@ def summary_rows(document: Mapping[str, Any] | Result, floor: Floor | None = Non
                 ack="" if control else _stat(summary, "ack_ms"),
                 ack_floor=_ratio(summary, floor) if ratio and not control else "",
                 gc=sum(1 for s in samples if s["gc"]["collections"]),
-                verdict="noise floor" if control else _verdict(verdict),
-                met=None if control else verdict.get("met"),
+                verdict="noise floor" if control else _verdict(verdict, reference),
+                met=None if control or reference else verdict.get("met"),
                 control=control,
+                stall=_stall(samples, summary),
+                ack_publication_floor="" if control or own_floor else _ratio(summary, publication),
+                reference=reference,
             )
         )
     return rows
 
 
 def floor_caption(floor: Floor | None) -> str | None:
-    """``fsync floor 1.44 ms (median ack of FILE, MODE)``."""
+    """``fsync floor 1.44 ms (median ack of FILE, MODE)`` (or the publication floor's, named so; its column
+    is ``ack/pub floor``)."""
     if floor is None:
         return None
-    return f"fsync floor {floor.ack_ms.median:.2f} ms (median ack of {floor.source}, {floor.mode})"
+    column = "ack/fsync floor" if floor.kind == "fsync" else "ack/pub floor"
+    return f"{floor.name} {floor.ack_ms.median:.2f} ms (median ack of {floor.source}, {floor.mode}; column {column})"
+
+
+def floors_caption(document: Mapping[str, Any] | Result, floor: Floor | None) -> str | None:
+    """The caption naming every floor the table's ratio columns use, one per line; ``None`` without any."""
+    lines = [floor_caption(floor) if shows_floor_ratio(document, floor) else None,
+             floor_caption(find_publication_floor(_doc(document)))]
+    lines = [line for line in lines if line]
+    if any(r.stall == NOT_MEASURED for r in summary_rows(document, floor)):
+        lines.append(f"{NOT_MEASURED}: not measured (no loop-stall record, M9, for those samples)")
+    return "\n".join(lines) if lines else None
+
+
+def summary_columns(document: Mapping[str, Any] | Result, floor: Floor | None) -> list[str]:
+    """The column headers of the summary table for this document (ratio columns only where a floor is known)."""
+    columns = ["mode", "n", "max gap", "gap range", "stall", "submit", "ack"]
+    if shows_floor_ratio(document, floor):
+        columns.append("ack/fsync floor")
+    if find_publication_floor(_doc(document)) is not None:
+        columns.append("ack/pub floor")
+    return [*columns, "GC", "verdict"]
+
+
+def row_cells(row: SummaryRow, columns: list[str]) -> list[str]:
+    """The cells of ``row`` under ``columns`` (as :func:`summary_columns` gives them)."""
+    by_column = {"mode": row.mode, "n": str(row.n), "max gap": row.max_gap, "gap range": row.gap_range,
+                 "stall": row.stall, "submit": row.submit, "ack": row.ack, "ack/fsync floor": row.ack_floor,
+                 "ack/pub floor": row.ack_publication_floor, "GC": str(row.gc), "verdict": row.verdict}
+    return [by_column[c] for c in columns]
 
 
 def summary_table(document: Mapping[str, Any] | Result, floor: Floor | None = None) -> Any:
-    """A rich ``Table``: medians, max-gap range, ack/floor, GC samples and the M7 verdict per mode.
-
-    ``floor`` (see :func:`~perfsuite.report.find_floor`) adds the ``ack/floor`` column: the median
-    acknowledgement over the floor's median acknowledgement.
-    """
+    """A rich ``Table``: medians, max-gap range, longest loop callback, ack against the floors, GC samples and
+    the M7 verdict per mode. ``floor`` (see :func:`~perfsuite.report.find_floor`) adds the
+    ``ack/fsync floor`` column; a publication-floor mode in the document adds ``ack/pub floor``."""
     from rich import box
+    from rich.markup import escape
     from rich.table import Table
 
-    show_ratio = shows_floor_ratio(document, floor)
+    columns = summary_columns(document, floor)
     table = Table(
         title=table_title(document),
         box=box.SIMPLE_HEAD,
         title_justify="left",
-        caption=floor_caption(floor) if show_ratio else None,
+        caption=floors_caption(document, floor),
         caption_justify="left",
     )
-    columns = ["mode", "n", "max gap", "gap range", "submit", "ack", *(["ack/floor"] if show_ratio else []), "GC"]
-    for column in [*columns, "verdict"]:
+    for column in columns:
         table.add_column(column, justify="left" if column in ("mode", "verdict") else "right")
     for row in summary_rows(document, floor):
-        verdict = row.verdict
+        cells = [escape(c) for c in row_cells(row, columns)]
         if row.control:
-            mode, verdict = f"[dim]{row.mode}[/]", f"[dim]{verdict}[/]"
-        else:
-            mode = row.mode
-            if row.met is True:
-                verdict = verdict.replace("met", "[green]met[/]", 1)
-            elif row.met is False:
-                verdict = verdict.replace("missed", "[red]missed[/]", 1)
-        cells = [mode, str(row.n), row.max_gap, row.gap_range, row.submit, row.ack]
-        if show_ratio:
-            cells.append(row.ack_floor)
-        table.add_row(*cells, str(row.gc), verdict)
+            cells[0], cells[-1] = f"[dim]{cells[0]}[/]", f"[dim]{cells[-1]}[/]"
+        elif row.reference:
+            cells[-1] = f"[cyan]{cells[-1]}[/]"
+        elif row.met is True:
+            cells[-1] = cells[-1].replace("met", "[green]met[/]", 1)
+        elif row.met is False:
+            cells[-1] = cells[-1].replace("missed", "[red]missed[/]", 1)
+        table.add_row(*cells)
     return table

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from perfsuite._extras import require
 from perfsuite.errors import PerfsuiteError
 from perfsuite.whatif._simulate import Setting
 from perfsuite.whatif._sweep import SettingResult, WhatIf
@@ -62,6 +63,7 @@ def setting_labels(settings: Sequence[Setting]) -> list[str]:
 def write_plot(report: WhatIf, path: str | os.PathLike[str]) -> Path:
     """Publications per minute against the crash-loss window, one point per setting; the Pareto-optimal
     settings are marked and joined (the trade-off curve)."""
+    require("report", "matplotlib")
     import matplotlib
 
     matplotlib.use("Agg")

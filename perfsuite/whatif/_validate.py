@@ -25,7 +25,7 @@ import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -281,10 +281,17 @@ async def _real_run(trace: Trace, setting: Setting, directory: Path) -> Observed
     return _reduce(fs, replayer, wall)
 
 
+RealRun = Callable[[Trace, Setting, Path], Awaitable[Observed]]
+
+
 def validate(trace: Trace, setting: Setting, *, speed: float = 10.0, seconds: float | None = 120.0,
-             durations: Mapping[str, float] | None = None, work_root: Path | None = None) -> Validation:
+             durations: Mapping[str, float] | None = None, work_root: Path | None = None,
+             real_run: RealRun | None = None) -> Validation:
     """Simulate and really run the first ``seconds`` of ``trace`` (all of it when None) at ``speed``,
-    and compare publication counts and the crash-loss window. Takes about ``seconds / speed`` seconds."""
+    and compare publication counts and the crash-loss window. Takes about ``seconds / speed`` seconds.
+
+    ``real_run`` replaces the real session run (default: a real Session in real time); tests give the
+    comparison a fixed observation with it, so nothing they assert depends on this machine's speed."""
     if not speed > 0:
         raise PerfsuiteError(f"--speed must be > 0, got {speed:g}")
     window = trace.window(0.0, seconds) if seconds is not None else trace
@@ -293,7 +300,7 @@ def validate(trace: Trace, setting: Setting, *, speed: float = 10.0, seconds: fl
     fast, fast_setting = window.compressed(speed), setting.scaled(speed)
     directory = Path(tempfile.mkdtemp(prefix="perfsuite-whatif-validate-", dir=work_root))
     try:
-        real = asyncio.run(_real_run(fast, fast_setting, directory / "session"))
+        real = asyncio.run((real_run or _real_run)(fast, fast_setting, directory / "session"))
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     # The check is of scheduling: the simulator gets the real run's median publication durations (never

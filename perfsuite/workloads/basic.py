@@ -15,8 +15,10 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from perfsuite.engine import DelayModel
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness import AckCallback, Operation, OperationContext
+from perfsuite.workloads.storage import storage_metrics, storage_model
 
 __all__ = ["allocate", "busy", "fail", "fsync_floor", "gc_collect", "idle", "never_ack", "yielding"]
 
@@ -60,11 +62,18 @@ def idle(ctx: OperationContext) -> Operation:
 
 
 class _FsyncFloor(Operation):
-    """Write a small temp file, fsync it, ``os.replace`` it over the target, fsync the directory."""
+    """Write a small temp file, fsync it, ``os.replace`` it over the target, fsync the directory.
 
-    def __init__(self, directory: Path, size: int, owned: bool) -> None:
+    With a storage profile (M10) each raw call goes through the same delay model the engine's latency
+    layer uses (``DelayModel.settle`` right after the call: create of the new temp name, fsync, replace,
+    directory fsync), so the floor and the engine's acknowledgements pay the same simulated device.
+    """
+
+    def __init__(self, directory: Path, size: int, owned: bool, model: DelayModel | None = None) -> None:
         self.directory = directory
         self.owned = owned
+        self.model = model
+        self.before = model.stats() if model is not None else None
         self.payload = os.urandom(size)
         self.target = directory / "floor.dat"
         self.phases: dict[str, float] = {}
@@ -72,21 +81,30 @@ class _FsyncFloor(Operation):
 
     def submit(self, ack: AckCallback) -> None:
         clock = time.perf_counter_ns
+        settle = self._settle
         tmp = os.path.join(self.directory, "floor.dat.tmp")
         t0 = clock()
+        started = self._start()
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        settle("create", started)  # a new name, like the engine's exclusive create of its temp file
         try:
             os.write(fd, self.payload)
             t1 = clock()
+            started = self._start()
             os.fsync(fd)
+            settle("fsync", started)
             t2 = clock()
         finally:
             os.close(fd)
+        started = self._start()
         os.replace(tmp, self.target)
+        settle("replace", started)
         t3 = clock()
         dfd = os.open(self.directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         try:
+            started = self._start()
             os.fsync(dfd)
+            settle("fsync_dir", started)
         except OSError as exc:  # a filesystem that rejects directory fsync: report, do not fail
             self.dir_fsync = os.strerror(exc.errno or 0)
         finally:
@@ -100,8 +118,19 @@ class _FsyncFloor(Operation):
             "dir_fsync": (t4 - t3) / 1e6,
         }
 
+    def _start(self) -> float:
+        return self.model.start() if self.model is not None else 0.0
+
+    def _settle(self, kind: str, started: float) -> None:
+        if self.model is not None:
+            self.model.settle(kind, started)
+
     def metrics(self) -> Mapping[str, object]:
-        return {"phases_ms": self.phases, "bytes_written": len(self.payload), "dir_fsync": self.dir_fsync}
+        out: dict[str, object] = {"phases_ms": self.phases, "bytes_written": len(self.payload),
+                                  "dir_fsync": self.dir_fsync}
+        if self.model is not None:
+            out.update(storage_metrics(self.model, self.before))
+        return out
 
     def close(self) -> None:
         if self.owned:
@@ -112,11 +141,13 @@ def fsync_floor(ctx: OperationContext) -> Operation:
     """The physical floor for any acknowledgement: raw ``os`` write, fsync, replace, directory fsync.
 
     ``params["bytes"]`` (default 4096) is the file size. Works in the sample's scratch directory.
+    ``params["storage"]``: a storage profile (M10) whose delays the raw calls pay, as the engine's would.
     """
     size = int(_number(ctx, "bytes", 4096))
+    model = storage_model(ctx.params, seed=ctx.sample)
     if ctx.scratch is not None:
-        return _FsyncFloor(ctx.scratch, size, owned=False)
-    return _FsyncFloor(Path(tempfile.mkdtemp(prefix="perfsuite-fsync-floor-")), size, owned=True)
+        return _FsyncFloor(ctx.scratch, size, owned=False, model=model)
+    return _FsyncFloor(Path(tempfile.mkdtemp(prefix="perfsuite-fsync-floor-")), size, owned=True, model=model)
 
 
 # -- probes for the harness's own tests -----------------------------------------------------------
@@ -144,15 +175,16 @@ def busy(ctx: OperationContext) -> Operation:
 
 
 class _Yielding(Operation):
-    def __init__(self, ms: float, slice_ms: float) -> None:
+    def __init__(self, ms: float, slice_ms: float, count: int | None = None) -> None:
         self.ms = ms
         self.slice_ms = slice_ms
+        self.count = count
         self.task: asyncio.Task[None] | None = None
         self.slices = 0
 
     async def _run(self, ack: AckCallback) -> None:
         end = time.perf_counter_ns() + int(self.ms * 1e6)
-        while time.perf_counter_ns() < end:
+        while (self.slices < self.count) if self.count is not None else (time.perf_counter_ns() < end):
             _spin(self.slice_ms)
             self.slices += 1
             await asyncio.sleep(0)
@@ -166,8 +198,11 @@ class _Yielding(Operation):
 
 
 def yielding(ctx: OperationContext) -> Operation:
-    """Keeps the CPU busy for ``params["ms"]`` but yields to the loop every ``slice_ms`` (default 1 ms)."""
-    return _Yielding(_number(ctx, "ms", 50.0), _number(ctx, "slice_ms", 1.0))
+    """Keeps the CPU busy for ``params["ms"]`` but yields to the loop every ``slice_ms`` (default 1 ms);
+    with ``slices``, exactly that many slices whatever the clock says (deterministic for tests)."""
+    count = ctx.params.get("slices")
+    slices = None if count is None else int(_number(ctx, "slices", 0))
+    return _Yielding(_number(ctx, "ms", 50.0), _number(ctx, "slice_ms", 1.0), slices)
 
 
 class _GcCollect(Operation):
@@ -231,3 +266,13 @@ class _NeverAck(Operation):
 def never_ack(ctx: OperationContext) -> Operation:
     """Never acknowledges, for the acknowledgement-timeout test."""
     return _NeverAck()
+
+
+# run conditions (SPEC M10) applied: the floor pays the storage profile's delays in its raw calls; the
+# idle control does no I/O, so a storage profile holds for it trivially
+fsync_floor.conditions = frozenset({"storage"})  # type: ignore[attr-defined]
+idle.conditions = frozenset({"storage"})  # type: ignore[attr-defined]
+# what they measure is the machine (its scheduler, its storage), not the code under test: `perfsuite ab` leaves
+# them out of its default set, since between two revisions they can only add noise (issue 15)
+fsync_floor.measures = "machine"  # type: ignore[attr-defined]
+idle.measures = "machine"  # type: ignore[attr-defined]

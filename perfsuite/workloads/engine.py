@@ -4,7 +4,11 @@
 Each factory opens the sample's private session copy on the recording I/O layer (bytes written per
 publication, M3) *outside* the measured window, prepares the edit the recipe adds, and returns an
 operation whose ``submit`` is exactly the call the recipe compares (synchronous writer or asynchronous
-job). Mode parameters come from the recipe; every one has a default documented here.
+job). Mode parameters come from the recipe; every one has a default documented here. Two are run conditions
+(SPEC M10) every operation here accepts: ``storage`` (a storage profile: the layer under the recorder
+becomes the engine's latency layer with that profile, seeded by the sample index so every mode of a
+round draws the same delays) and ``freeze_loaded`` (``SessionSettings(freeze_loaded=True)``:
+``gc.freeze()`` once the session is open).
 """
 
 from __future__ import annotations
@@ -20,9 +24,12 @@ from typing import Any
 import numpy as np
 
 from perfsuite.engine import (
+    DelayModel,
     DiagnosticLog,
+    FileSystem,
     FsOp,
     FullRewriteLog,
+    LatencyFileSystem,
     Message,
     OsFileSystem,
     PublicationReport,
@@ -35,6 +42,7 @@ from perfsuite.engine._gate import DrainTimeout
 from perfsuite.engine._job import Admission
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness import AckCallback, Operation, OperationContext
+from perfsuite.workloads.storage import storage_metrics, storage_model
 
 __all__ = [
     "checkpoint",
@@ -63,7 +71,32 @@ def _settings(ctx: OperationContext) -> SessionSettings:
         offload=_param(ctx, "offload", "thread", str),
         asynchronous=_param(ctx, "asynchronous", True, bool),
         drain_limit_s=float(_param(ctx, "drain_limit_s", 30.0, (int, float))),
+        freeze_loaded=_param(ctx, "freeze_loaded", False, bool),
     )
+
+
+class _Layers:
+    """The sample's I/O stack: the recorder (bytes written, M3) over the real layer, or over the latency
+    layer when the recipe simulates a storage profile (M10). Per-sample injected delay from snapshots."""
+
+    def __init__(self, ctx: OperationContext) -> None:
+        self.model: DelayModel | None = storage_model(ctx.params, seed=ctx.sample)
+        base: FileSystem = OsFileSystem() if self.model is None else LatencyFileSystem(OsFileSystem(), self.model)
+        self.fs = RecordingFileSystem(base, keep_data=False)
+        self.before = self.model.stats() if self.model is not None else None
+
+    def mark(self) -> None:
+        if self.model is not None:
+            self.before = self.model.stats()
+
+    def metrics(self, *, measured: bool = True) -> dict[str, Any]:
+        """``storage.*`` since :meth:`mark`; with ``measured=False`` (the delays are paid in another
+        process) only the profile's name: the counters are not measured, never 0."""
+        if self.model is None:
+            return {}
+        if not measured:
+            return {"storage_profile": self.model.name, "storage_counters": "not measured: process offload"}
+        return storage_metrics(self.model, self.before)
 
 
 def _workdir(ctx: OperationContext) -> Path:
@@ -79,10 +112,10 @@ def io_counts(ops: Sequence[FsOp]) -> dict[str, int]:
     """Per-publication costs from the recording I/O layer (E1, issue 15): file fsyncs, directory fsyncs,
     renames (``replace``) and files created (opened with ``O_CREAT`` and ``O_EXCL`` or ``O_TRUNC``: a file
     written from scratch; an append-open of an existing log is not one). Deterministic, so gated exactly."""
-    counts = {"file_fsyncs": 0, "dir_fsyncs": 0, "renames": 0, "files_created": 0}
+    counts = {"fsyncs": 0, "dir_fsyncs": 0, "renames": 0, "files_created": 0}
     for op in ops:
         if op.kind == "fsync":
-            counts["file_fsyncs"] += 1
+            counts["fsyncs"] += 1
         elif op.kind == "fsync_dir":
             counts["dir_fsyncs"] += 1
         elif op.kind == "replace":
@@ -109,7 +142,8 @@ class SessionOperation(Operation):
     def __init__(self, ctx: OperationContext) -> None:
         self.ctx = ctx
         self.rng = random.Random(1000 + ctx.sample)
-        self.fs = RecordingFileSystem(OsFileSystem(), keep_data=False)
+        self.layers = _Layers(ctx)
+        self.fs = self.layers.fs
         try:
             self.session = Session.open(_workdir(ctx), fs=self.fs, settings=_settings(ctx))
         except Exception as exc:  # a bad fixture is bad input, reported in one line
@@ -126,6 +160,7 @@ class SessionOperation(Operation):
     def mark(self) -> None:
         """Called at the start of submit: everything after this is the sample's publication."""
         self.reports_before = len(self.session.reports)
+        self.layers.mark()
         self.bytes_before = self.fs.bytes_written
         self.ops_before = self.fs.mark()
         self.objects_before = set(self.session.store.known_objects)
@@ -157,6 +192,7 @@ class SessionOperation(Operation):
                     main[name] = main.get(name, 0.0) + value
                 main["freeze"] = main.get("freeze", 0.0) + job.publication.batch.freeze_ms
         stored = sum(self._object_size(d) for d in set(self.session.store.known_objects) - self.objects_before)
+        ops = self.fs.since(self.ops_before)  # a process offload's worker relays its operations here (E4)
         out: dict[str, Any] = {
             "phases_ms": phases,
             "bytes_written": self.fs.bytes_written - self.bytes_before,
@@ -166,12 +202,13 @@ class SessionOperation(Operation):
             "bytes_stored": stored,
             "staged_bytes": sum(r.staged_bytes for r in reports),
             "hashed_bytes": sum(r.hashed_bytes for r in reports),
-            **io_counts(self.fs.since(self.ops_before)),
+            **io_counts(ops),  # fsyncs, dir_fsyncs, renames, files_created: costs (issue 15)
         }
         if main:
             out["main_thread_ms"] = main
         if self.session.drain_ms:
             out["drain_ms"] = sum(self.session.drain_ms)
+        out.update(self.layers.metrics(measured=self.session.settings.offload != "process"))
         out.update(self.extra)
         return out
 
@@ -390,7 +427,8 @@ class _DiagnosticAppend(Operation):
         workdir = _workdir(ctx)
         name = _param(ctx, "log", "telemetry.jsonl", str)
         directory = _find_log_dir(workdir, name)
-        self.fs = RecordingFileSystem(OsFileSystem(), keep_data=False)
+        self.layers = _Layers(ctx)
+        self.fs = self.layers.fs
         writer = _param(ctx, "writer", "delta", str)
         if writer not in ("delta", "rewrite"):
             raise PerfsuiteError(f"mode {ctx.mode}: writer: expected delta or rewrite, got {writer!r}")
@@ -409,6 +447,7 @@ class _DiagnosticAppend(Operation):
 
     def submit(self, ack: AckCallback) -> None:
         mark, ops = self.fs.bytes_written, self.fs.mark()
+        self.layers.mark()
         self.written = self.log.flush()
         self.delta = os.path.getsize(self.path) - self.size_before
         self.flush_bytes = self.fs.bytes_written - mark
@@ -417,7 +456,7 @@ class _DiagnosticAppend(Operation):
 
     def metrics(self) -> Mapping[str, Any]:
         return {"bytes_written": self.flush_bytes, "delta_bytes": self.delta, "log_bytes": self.size_before,
-                **self.counts}
+                **self.counts, **self.layers.metrics()}
 
     def close(self) -> None:
         if isinstance(self.log, DiagnosticLog):
@@ -455,21 +494,25 @@ class _TranscriptBarrier(Operation):
         self.messages = _param(ctx, "messages", 6000, int)
         self.rewrite_at = [n for n in (100, 1000, 3000, 6000) if n <= self.messages]
         self.dir = ctx.scratch / "transcript"
-        # record_io: count bytes written, fsyncs, renames and creates (costs, issue 15); off by default, so
-        # the latency-by-length figures are not taxed by the recording layer
-        record = _param(ctx, "record_io", False, bool)
-        self.fs = RecordingFileSystem(OsFileSystem(), keep_data=False) if record else None
+        self.layers = _Layers(ctx)
         self.rng = random.Random(ctx.sample)
         self.latencies: list[int] = []
         self.barriers: list[int] = []
         self.rewrites: dict[int, float] = {}
+        self.sizes: dict[int, int] = {}
+        self.final_bytes: int | None = None
+
+    @staticmethod
+    def _size(log: TranscriptLog) -> int:
+        """Bytes of the transcript's files (the log's directory holds only its own files here)."""
+        return sum(entry.stat().st_size for entry in os.scandir(log.logdir) if entry.is_file())
 
     def submit(self, ack: AckCallback) -> None:
         asyncio.get_running_loop().create_task(self._run(ack))
 
     async def _run(self, ack: AckCallback) -> None:
         try:
-            log = TranscriptLog.open(self.dir, fs=self.fs)
+            log = TranscriptLog.open(self.dir, fs=self.layers.fs)
             barrier = self.kind == "append+barrier"
             for i in range(self.messages):
                 message = Message("user" if i % 2 else "assistant", "m" * self.rng.randint(1024, 4096), float(i))
@@ -483,10 +526,12 @@ class _TranscriptBarrier(Operation):
                     log.write(sync=True)
                     self.barriers.append(time.perf_counter_ns() - start)
                 if self.kind == "rewrite" and i + 1 in self.rewrite_at:
+                    self.sizes[i + 1] = self._size(log)  # what the atomic rewrite rewrites
                     start = time.perf_counter_ns()
                     log.edit(i // 2, Message("user", "edited", 0.0))
                     self.rewrites[i + 1] = (time.perf_counter_ns() - start) / 1e6
                 await asyncio.sleep(0)
+            self.final_bytes = self._size(log)
             log.close()
         except Exception as exc:
             ack(exc)
@@ -508,13 +553,24 @@ class _TranscriptBarrier(Operation):
             out["barrier_p50_us"] = float(np.percentile(np.array(self.barriers) / 1e3, 50))
         for n, ms in self.rewrites.items():
             out[f"rewrite_ms_at_{n}"] = ms
-        if self.fs is not None:
-            out["bytes_written"] = self.fs.bytes_written
-            out.update(io_counts(self.fs.ops))
+        for n, size in self.sizes.items():
+            out[f"rewrite_bytes_at_{n}"] = size  # results/README.md quotes these sizes (issue 17 item 8)
+        out["transcript_bytes"] = self.final_bytes
+        out["bytes_written"] = self.layers.fs.bytes_written  # the recording layer: costs
+        out.update(io_counts(self.layers.fs.ops))
+        out.update(self.layers.metrics())
         return out
 
 
 def transcript_barrier(ctx: OperationContext) -> Operation:
     """E2 latency by transcript length. Params: ``operation_kind`` = "append", "append+barrier" or "rewrite";
-    ``messages`` (6000); ``record_io`` (false: true adds bytes written and the I/O counts as costs)."""
+    ``messages`` (6000). Bytes written and the I/O counts of the whole run are reported as costs."""
     return _TranscriptBarrier(ctx)
+
+
+#: run conditions (SPEC M10) these operations apply; the harness refuses a recipe that sets a condition
+#: one of its modes' operations would silently ignore
+_CONDITIONS = frozenset({"storage"})
+for _factory in (checkpoint, diagnostic_append, drain_after_submit, mailbox_delivery, registry_save,
+                 stalled_admission, transcript_barrier):
+    _factory.conditions = _CONDITIONS  # type: ignore[attr-defined]

@@ -1,7 +1,7 @@
 """M6: fixtures: committed specs, seeded generators, a cache outside git, and ``resolve_fixture``.
 
-A fixture **spec** is a small TOML file in the repository's ``fixtures/`` directory
-(``$PERFSUITE_FIXTURES`` overrides it)::
+A fixture **spec** is a small TOML file in the repository's ``fixtures/`` directory (a wheel ships a
+copy, see :mod:`perfsuite._paths`; ``$PERFSUITE_FIXTURES`` overrides it)::
 
     name = "copied-27mb"
     generator = "copied-session"      # see perfsuite.workloads._fixture_gen.GENERATORS
@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfsuite._paths import builtin_dir
 from perfsuite.engine import SessionSettings
 from perfsuite.engine._generations import FORMAT as ENGINE_FORMAT
 from perfsuite.errors import PerfsuiteError
@@ -139,13 +140,11 @@ OnProgress = Callable[[FixtureProgress], None]
 
 
 def fixtures_dir() -> Path:
-    """The spec directory: ``$PERFSUITE_FIXTURES`` or the repository's ``fixtures/`` beside the package."""
+    """The spec directory: ``$PERFSUITE_FIXTURES``, else the built-in specs (checkout or wheel copy)."""
     env = os.environ.get("PERFSUITE_FIXTURES")
     if env:
         return Path(env)
-    import perfsuite
-
-    return Path(perfsuite.__file__).resolve().parent.parent / "fixtures"
+    return builtin_dir("fixtures")
 
 
 def list_fixtures() -> list[str]:

@@ -47,7 +47,6 @@ TINY_RECIPE = textwrap.dedent("""
     operation = "perfsuite.workloads.engine:transcript_barrier"
     operation_kind = "append+barrier"
     messages = 5
-    record_io = true
 """)
 #: the planted regression: every barrier fsyncs each transcript twice (deterministic: +5 fsyncs per sample)
 FSYNC_FILE = "perfsuite/engine/_transcript.py"

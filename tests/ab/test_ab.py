@@ -10,6 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import jsonschema
+
+from perfsuite.cli._formats import output_schema
+
 from .conftest import FSYNC_FILE, FSYNC_OLD, commit, edit, env_for, git, plant_fsync
 
 TINY = ["-r", "ci-tiny", "--samples", "2", "--warmup", "0", "--allocation-samples", "1", "--gate", "costs"]
@@ -30,7 +34,7 @@ def test_a_planted_fsync_fails_the_gate_and_every_reader_reads_the_pair(scratch_
     assert proc.returncode == 1, proc.stdout + proc.stderr
     first = proc.stdout.splitlines()[0]
     assert first.startswith("perfsuite ab: ") and " regression" in first, first
-    assert "ci-tiny/barrier metrics.file_fsyncs +5 (2.00x)" in first, first
+    assert "ci-tiny/barrier metrics.fsyncs +5 (2.00x)" in first, first
     assert "costs-only gate" in first and "Traceback" not in proc.stderr
     docs = _docs(out)
     assert docs["base"]["environment"]["git"] == {"commit": base_commit, "dirty": False}
@@ -40,7 +44,7 @@ def test_a_planted_fsync_fails_the_gate_and_every_reader_reads_the_pair(scratch_
     assert head_engine == str(scratch_repo / "perfsuite" / "engine" / "__init__.py")
     assert "perfsuite-ab-" in base_engine and not base_engine.startswith(str(scratch_repo))  # a worktree
     assert docs["base"]["variant"]["seed"] == docs["head"]["variant"]["seed"] == 7
-    fsyncs = {side: [s["metrics"]["file_fsyncs"] for s in doc["modes"]["barrier"]["samples"]]
+    fsyncs = {side: [s["metrics"]["fsyncs"] for s in doc["modes"]["barrier"]["samples"]]
               for side, doc in docs.items()}
     assert fsyncs == {"base": [5, 5], "head": [10, 10]}
     assert git(scratch_repo, "worktree", "list").count("\n") == 0  # the temporary worktree is gone
@@ -48,7 +52,7 @@ def test_a_planted_fsync_fails_the_gate_and_every_reader_reads_the_pair(scratch_
     same = run_perfsuite(scratch_repo, "compare", str(out))  # the pairing's own thresholds and gate
     assert same.returncode == 1 and same.stdout.splitlines()[0].replace("perfsuite compare:", "perfsuite ab:") == first
     again = run_perfsuite(scratch_repo, "compare", str(out / "base"), str(out / "head"), "--gate", "costs")
-    assert again.returncode == 1 and "metrics.file_fsyncs" in again.stdout.splitlines()[0]
+    assert again.returncode == 1 and "metrics.fsyncs" in again.stdout.splitlines()[0]
     assert run_perfsuite(scratch_repo, "report", str(out)).returncode == 0
     pair = json.loads((out / "ab.json").read_text())["recipes"][0]
     evidence = run_perfsuite(scratch_repo, "evidence", str(out / pair["head"]), "--baseline", str(out / pair["base"]))
@@ -62,13 +66,19 @@ def test_head_defaults_to_the_working_tree_with_its_uncommitted_changes(scratch_
     planted = plant_fsync(scratch_repo)
     edit(scratch_repo, FSYNC_FILE, FSYNC_OLD + FSYNC_OLD, FSYNC_OLD)  # the fix, not committed yet
     out = tmp_path / "ab"
-    proc = run_perfsuite(scratch_repo, "ab", "HEAD", *TINY, "--output-dir", str(out))
+    proc = run_perfsuite(scratch_repo, "ab", "HEAD", *TINY, "--output-dir", str(out), "--format", "json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.startswith("perfsuite ab: no regression")
+    # --format json (main's output convention): one document on stdout, valid against the packaged schema
+    document = json.loads(proc.stdout)
+    jsonschema.Draft202012Validator(output_schema()).validate(document)
+    assert document["command"] == "ab" and document["exit_status"] == 0
+    assert document["verdict"].startswith("no regression")
+    (fsync,) = [c for c in document["changes"] if c["metric"] == "metrics.fsyncs"]
+    assert fsync["kind"] == "cost" and fsync["status"] == "improved" and fsync["new"]["median"] == 5
+    assert "the working tree" in proc.stderr and "Traceback" not in proc.stderr  # the closing line: stderr
     docs = _docs(out)
     assert docs["head"]["environment"]["git"] == {"commit": planted, "dirty": True}
-    assert [s["metrics"]["file_fsyncs"] for s in docs["head"]["modes"]["barrier"]["samples"]] == [5, 5]
-    assert "improved" in proc.stdout and "the working tree" in proc.stdout
+    assert [s["metrics"]["fsyncs"] for s in docs["head"]["modes"]["barrier"]["samples"]] == [5, 5]
 
 
 def test_a_base_whose_engine_lacks_a_new_name_runs_with_its_own_operations(scratch_repo: Path, run_perfsuite: Any,
@@ -116,3 +126,7 @@ def test_the_default_set_leaves_out_recipes_that_measure_only_the_machine() -> N
 
     kept, skipped = _code_recipes([load_recipe(n) for n in ("idle-control", "fsync-floor", "diagnostic-append")])
     assert [r.name for r in kept] == ["diagnostic-append"] and skipped == ["idle-control", "fsync-floor"]
+    # they import the engine (its storage delay model, M10) but declare they measure the machine
+    from perfsuite.workloads import basic
+
+    assert basic.idle.measures == basic.fsync_floor.measures == "machine"

@@ -73,7 +73,7 @@ def test_the_workflow_gates_a_pull_request_and_keeps_one_comment(
     job = run_job(scratch_repo, "pull_request", context, bin_dir, tmp_path, gh)
     assert job.steps["ab"]["status"] == 0 and job.steps["ab"]["outputs"]["status"] == "1", job.steps["ab"]["log"]
     assert f"BASE: merge base {base_sha}" in job.steps["ab"]["log"]
-    assert "### perfsuite compare: " in job.summary and "metrics.file_fsyncs" in job.summary
+    assert "### perfsuite compare: " in job.summary and "metrics.fsyncs" in job.summary
     assert "<details><summary>All " in job.summary  # the full Markdown in the job summary
     assert "### Evidence" in job.summary and "Against the baseline" in job.summary
     assert (scratch_repo / "site" / "index.html").is_file()
@@ -83,7 +83,7 @@ def test_the_workflow_gates_a_pull_request_and_keeps_one_comment(
     comments = json.loads(state.read_text())["comments"]
     assert len(comments) == 1
     body = comments[0]["body"]
-    assert body.startswith(MARKER + "\n### perfsuite compare: ") and "metrics.file_fsyncs" in body
+    assert body.startswith(MARKER + "\n### perfsuite compare: ") and "metrics.fsyncs" in body
     assert ARTIFACT_URL in body and "<details>" not in body  # the headline table, not every metric
     assert len(body) < 10_000
 

@@ -57,6 +57,10 @@ def test_good_recipe_resolves_defaults(tmp_path: Path) -> None:
         ('[modes.a]\noperation = "nocolon"\n', 'r.toml: modes.a.operation: expected "module:function", got "nocolon"'),
         ('[modes.control]\noperation = "m:f"\n', "r.toml: modes.control: invalid mode name"),
         ("samples = = 3\n", "r.toml: invalid TOML:"),
+        ('order = "sorted"\n[modes.a]\noperation = "m:f"\n', 'r.toml: order: expected one of "random", "fixed"'),
+        ('seed = -1\n[modes.a]\noperation = "m:f"\n', "r.toml: seed: expected a non-negative integer, got -1"),
+        ('[modes.a]\noperation = "m:f"\nreference = ""\n', "r.toml: modes.a.reference: expected a non-empty string"),
+        ('[modes.a]\noperation = "m:f"\nreference = 1\n', "r.toml: modes.a.reference: expected a non-empty string"),
     ],
 )
 def test_bad_recipes_give_one_line_errors(tmp_path: Path, text: str, expected: str) -> None:
@@ -85,3 +89,25 @@ def test_overrides_are_validated(tmp_path: Path) -> None:
     assert (r.samples, r.control_windows, r.isolation, r.gc) == (2, 2, "inline", "natural")
     with pytest.raises(PerfsuiteError, match="--samples: expected a positive integer, got 0"):
         r.with_overrides(samples=0)
+
+
+def test_order_seed_and_reference_modes(tmp_path: Path) -> None:
+    """M4 and issue 17 items 4 and 6: the order defaults to random with no seed until a run draws one; a mode
+    can be a by-design reference, with its reason, and that is not one of the operation's params."""
+    r = load_recipe(_write(tmp_path, GOOD + 'reference = "the rejected design"\n'))
+    assert r.order == "random" and r.seed is None
+    assert r.mode("b").reference == "the rejected design" and "reference" not in r.mode("b").params
+    assert r.mode("a").reference is None
+    assert r.to_dict()["modes"]["b"]["reference"] == "the rejected design"
+    assert Recipe.from_dict(r.to_dict()) == r
+    fixed = r.with_overrides(order="fixed", seed=5)
+    assert (fixed.order, fixed.seed) == ("fixed", 5)
+    with pytest.raises(PerfsuiteError, match='--order: expected one of "random", "fixed", got "up"'):
+        r.with_overrides(order="up")
+
+
+@pytest.mark.parametrize(("recipe", "mode"), [("registry-save", "full"), ("transcript-barrier", "rewrite"),
+                                              ("diagnostic-append", "rewrite"), ("chunking", "whole-artifact"),
+                                              ("stalled-admission", "async-stalled")])
+def test_the_by_design_baselines_are_references(recipe: str, mode: str) -> None:
+    assert load_recipe(recipe).mode(mode).reference

@@ -63,6 +63,7 @@ def test_interrupted_run_keeps_samples_and_resumes(tmp_path: Path) -> None:
         isolation="inline",
         control_windows=1,
         settle_ms=5.0,
+        order="fixed",  # the interruption is planted after the first round's b sample, so a ran before it
     )
     path = tmp_path / "run.json"
 

@@ -157,8 +157,13 @@ def test_variants_need_process_isolation(tmp_path: Path, variants: tuple[CodeVar
         run_variants(_recipe(isolation="inline"), variants, outputs={"base": tmp_path / "b", "head": tmp_path / "h"})
 
 
-def test_imports_packages_tells_machine_only_operations_apart() -> None:
+def test_imports_packages_tells_machine_only_operations_apart(tmp_path, monkeypatch) -> None:
     from perfsuite.harness import imports_packages
 
-    assert imports_packages("perfsuite.workloads.basic:idle", ["perfsuite.engine"]) is False
+    (tmp_path / "machine_only_op.py").write_text("def op(ctx):\n    return None\n")  # imports nothing
+    monkeypatch.syspath_prepend(str(tmp_path))  # the probe's worker gets this process's sys.path
+    assert imports_packages("machine_only_op:op", ["perfsuite.engine"]) is False
     assert imports_packages("perfsuite.workloads.engine:mailbox_delivery", ["perfsuite.engine"]) is True
+    # the idle control imports the engine's storage delay model (M10): importing alone cannot tell, hence
+    # the declaration `perfsuite ab` reads (tests/ab/test_ab.py)
+    assert imports_packages("perfsuite.workloads.basic:idle", ["perfsuite.engine"]) is True

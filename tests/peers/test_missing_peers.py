@@ -23,7 +23,7 @@ def test_missing_reason_names_the_package_and_the_install_command() -> None:
     assert reason == f"gptme is not installed (optional peers extra): {INSTALL_HINT}"
     assert "\n" not in reason
     assert missing_reason(("json", "json")) is None
-    with pytest.raises(PerfsuiteError, match=r"no-such-dist is not installed .*pip install -e '\.\[peers\]'"):
+    with pytest.raises(PerfsuiteError, match=r"no-such-dist is not installed .*pip install .*\[peers\]'"):
         require(("no-such-dist", "perfsuite_no_such_module.sub"))
 
 
@@ -100,9 +100,7 @@ def test_without_the_peers_perfsuite_run_says_why_in_one_line(tmp_path: Path) ->
     text = proc.stdout + proc.stderr
     assert "Traceback" not in text
     reason = f"gptme is not installed (optional peers extra): {INSTALL_HINT}"
-    if proc.returncode == 0:  # perfsuite run skips recipes whose operations are unavailable
-        assert f"skipped: peer: modes.gptme-append: {reason}" in proc.stdout.splitlines()
-    else:  # a runner without the skip reports the factory's one-line error
-        assert proc.returncode == 2
-        errors = [line for line in proc.stderr.splitlines() if line.startswith("perfsuite: error:")]
-        assert len(errors) == 1 and reason in errors[0]
+    # perfsuite run skips a recipe whose operations are unavailable, says why in one line, measures nothing
+    assert proc.returncode == 0, proc.stderr
+    assert f"skipped: peer: modes.gptme-append: {reason}" in proc.stdout.splitlines()
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").glob("peer-*.json"))

@@ -53,8 +53,13 @@ def test_scalene_profile_of_root_checkpoint_has_samples(tmp_path: Path, cli) -> 
     scalene_json = Path(body["artifacts"]["scalene"])
     assert scalene_json in files and scalene_json.parent == tmp_path
     cpu, _ = scalene_samples(json.loads(scalene_json.read_text()))
-    assert cpu >= MIN_SAMPLES["scalene"] or body["attempts"] == MAX_ATTEMPTS
     assert cpu > 0 and body["samples"] == cpu
+    # the retry rule, whatever this machine's speed: each attempt multiplies the iterations by GROWTH (up to
+    # a cap), and a run stops before MAX_ATTEMPTS only when it has enough samples or hit the cap
+    attempts, repeat = body["attempts"], body["repeat"]
+    assert 1 <= attempts <= MAX_ATTEMPTS and repeat <= 4 * GROWTH ** (attempts - 1)
+    if attempts < MAX_ATTEMPTS and repeat == 4 * GROWTH ** (attempts - 1):
+        assert cpu >= MIN_SAMPLES["scalene"]
     summary = Path(body["artifacts"]["summary"]).read_text()
     assert "Top 12 lines by CPU" in summary and "Top 12 lines by allocation" in summary
     assert "perfsuite/engine/" in summary  # the engine's lines are profiled, not only the driver's
@@ -187,6 +192,37 @@ open(out, "w").write("{{}}")
     )
     assert "has no samples after 3 runs" in line and "too short to profile" in line
     assert [int(n) for n in log.read_text().split()] == [2 * GROWTH**k for k in range(MAX_ATTEMPTS)]
+
+
+def test_scalene_stops_repeating_once_it_has_enough_samples(tmp_path: Path, cli) -> None:
+    """The other half of the retry rule, deterministic: a (fake) scalene with too few samples on the first
+    run and enough on the second is run exactly twice, with GROWTH times more iterations the second time."""
+    log = tmp_path / "calls.log"
+    scalene = _fake(
+        tmp_path,
+        "scalene",
+        f"""import json, sys
+args = sys.argv[1:]
+out = args[args.index("-o") + 1]
+request = json.load(open(args[args.index("---") + 1]))
+with open({str(log)!r}, "a") as fh:
+    fh.write(str(request["iterations"]) + "\\n")
+runs = len(open({str(log)!r}).read().split())
+records = [{{"ack_ms": 1.0, "submission_ms": 1.0, "max_gap_ms": 5.0, "phases_ms": {{}}}}
+           for _ in range(request["iterations"])]
+json.dump({{"iterations": records}}, open(request["result"], "w"))
+samples = 3 if runs == 1 else {MIN_SAMPLES["scalene"]}
+line = {{"lineno": 1, "line": "x = 1", "cpu_samples_list": [0.1] * samples, "n_cpu_percent_python": 50.0}}
+json.dump({{"files": {{"x.py": {{"lines": [line]}}}}, "alloc_samples": 0}}, open(out, "w"))
+""",
+    )
+    proc = cli("profile", "fsync-floor", "--profiler", "scalene", "--profiler-path", str(scalene), "--repeat", "2",
+               "--output-dir", str(tmp_path / "out"))
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(_artifacts(proc.stdout)[0].read_text())
+    body = record["modes"]["raw-os"]
+    assert (body["attempts"], body["repeat"], body["samples"]) == (2, 2 * GROWTH, MIN_SAMPLES["scalene"])
+    assert [int(n) for n in log.read_text().split()] == [2, 2 * GROWTH]
 
 
 def test_bad_options_are_one_line(cli) -> None:

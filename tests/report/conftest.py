@@ -102,7 +102,8 @@ def _sample(
     window = ack + TAIL_MS
     lag, lag_raw, hdr = _lag(rng, window, gap)
     phases = {k: round(v * float(rng.lognormal(0.0, noise)), 6) for k, v in shape.get("phases", {}).items()}
-    metrics = {"bytes_written": int(shape["bytes_written"])} if "bytes_written" in shape else {}
+    metrics: dict[str, Any] = {"bytes_written": int(shape["bytes_written"])} if "bytes_written" in shape else {}
+    metrics.update(shape.get("metrics", {}))  # extra metrics as given (None: not measured)
     return {
         "index": index,
         "kind": "sample",
@@ -120,8 +121,21 @@ def _sample(
         "phases_ms": phases,
         "drain_ms": round(draw("drain_ms"), 6) if "drain_ms" in shape else None,
         "metrics": metrics,
-        "labels": {},
+        "labels": dict(shape.get("labels", {})),
+        **({"stalls": _stalls(draw("stall_ms"), ack)} if "stall_ms" in shape else {}),
         "hdr": hdr,
+    }
+
+
+def _stalls(longest: float, ack: float) -> dict[str, Any]:
+    """An M9 stall record: the longest callback, a busy total above it and two named top callbacks."""
+    longest = round(longest, 3)
+    return {
+        "longest_ms": longest,
+        "busy_ms": round(longest * 1.5, 3),
+        "callbacks": 40,
+        "top": [{"name": "perfsuite.workloads.engine._MailboxDelivery.submit", "ms": longest, "at_ms": 0.0},
+                {"name": "perfsuite.harness._heartbeat.Heartbeat._tick", "ms": 0.02, "at_ms": round(ack / 2, 3)}],
     }
 
 
@@ -144,8 +158,13 @@ def make_doc(
     bootstrap: bool = False,
     hostname: str = "ci-runner",
     dir_fsync: str = "ok",
+    mode_order: str | None = None,
 ) -> dict[str, Any]:
-    """A complete, schema-valid results document with seeded samples."""
+    """A complete, schema-valid results document with seeded samples.
+
+    A mode's shape may also give ``operation``, ``reference`` (a by-design reference), ``stall_ms`` (M9
+    stall records), ``metrics`` and ``labels`` (extra entries as given; ``None`` = not measured); ``mode_order``
+    records a random (seeded) or fixed mode order as newer documents do."""
     rng = np.random.default_rng(seed)
     modes = modes if modes is not None else {k: {**v, "phases": PHASES} for k, v in SYNC_ASYNC.items()}
     fixture = (
@@ -193,15 +212,16 @@ def make_doc(
             for key in ("total_bytes", "peak_bytes", "allocations"):
                 alloc[key] = _fast_summary([s[key] for s in alloc_samples])
         body[m] = {
-            "operation": f"perfsuite.workloads.engine:{recipe.replace('-', '_')}",
+            "operation": shape.get("operation", f"perfsuite.workloads.engine:{recipe.replace('-', '_')}"),
             "params": {},
             "warmups": 1,
             "samples": samples[m],
             "allocation": alloc,
             "summary": _summaries(samples[m], bootstrap),
-            "verdict": verdict(samples[m], 20.0),
+            "verdict": verdict(samples[m], 20.0, shape.get("reference")),
+            **({"reference": shape["reference"]} if shape.get("reference") else {}),
         }
-    return {
+    doc = {
         "schema": 1,
         "perfsuite": "0.1.0",
         "status": "complete",
@@ -227,7 +247,9 @@ def make_doc(
             "control_windows": n,
             "sync_after_copy": True,
             "path": None,
-            "modes": {m: {"operation": body[m]["operation"]} for m in modes},
+            "modes": {m: {"operation": body[m]["operation"],
+                          **({"reference": body[m]["reference"]} if "reference" in body[m] else {})} for m in modes},
+            **({"order": mode_order, "seed": 1234} if mode_order else {}),
         },
         "environment": {
             "python": {
@@ -262,6 +284,23 @@ def make_doc(
             "summary": _summaries(control, bootstrap),
         },
     }
+    return doc
+
+
+#: a newer mailbox-delivery: loop stalls, a publication floor (a reference mode) and a null metric
+NEW_MODES: dict[str, dict[str, Any]] = {
+    "sync": {**SYNC_ASYNC["sync"], "phases": PHASES, "stall_ms": 65.0, "metrics": {"fsyncs": 5, "dir_fsyncs": 2}},
+    "async": {**SYNC_ASYNC["async"], "phases": PHASES, "stall_ms": 1.2,
+              "metrics": {"fsyncs": 5, "dir_fsyncs": 2, "offload_bytes": None}},
+    "publication-floor": {
+        "submission_ms": 3.1, "ack_ms": 3.0, "max_gap_ms": 8.0, "inline": True, "bytes_written": 9321,
+        "stall_ms": 3.0, "operation": "perfsuite.workloads.floors:publication_floor",
+        "reference": "the publication floor: raw os calls of one generation",
+        "metrics": {"writes": 7, "fsyncs": 5, "replaces": 3, "mkdirs": 1, "dir_fsyncs": 2, "removes": 3},
+        "labels": {"models": "mailbox_delivery(path=async)"},
+        "phases": {"write": 0.05, "fsync": 2.0, "fsync_dir": 0.8, "replace": 0.05},
+    },
+}
 
 
 def make_floor_doc(**kwargs: Any) -> dict[str, Any]:
@@ -297,6 +336,7 @@ def docs() -> Any:
         make: Callable[..., dict[str, Any]] = staticmethod(make_doc)
         floor: Callable[..., dict[str, Any]] = staticmethod(make_floor_doc)
         write: Callable[[Path, Mapping[str, Any]], Path] = staticmethod(write_doc)
+        new_modes = NEW_MODES
 
     return _Docs
 

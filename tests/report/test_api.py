@@ -45,10 +45,35 @@ def test_report_prints_the_run_table_with_the_floor_ratio(
     assert cli.main(["report", str(tmp_path / "mailbox-delivery-1.json")]) == 0
     out = capsys.readouterr().out
     assert "mailbox-delivery: process, gc collect-before, heartbeat 5 ms (medians; times in ms)" in out
-    assert "ack/floor" in out and "fsync floor 1." in out and "(median ack of fsync-floor-1.json, raw-os)" in out
+    assert "ack/fsync floor" in out and "fsync floor 1." in out
+    assert "(median ack of fsync-floor-1.json, raw-os; column ack/fsync floor)" in out
     (sync,) = [ln for ln in out.splitlines() if ln.strip().startswith("sync ")]
-    assert "missed 6/6, 0 GC" in sync and sync.split()[6].endswith("x")  # ack / floor, e.g. 46.8x
+    assert "missed 6/6, 0 GC" in sync and sync.split()[7].endswith("x")  # ack / floor, e.g. 46.8x
+    assert sync.split()[4] == "n/m" and "n/m: not measured" in out  # an older document: no loop stalls
+    assert "ack/pub floor" not in out  # nor a publication floor
     assert "idle control" in out and "noise floor" in out
+
+
+def test_report_names_both_floors_stalls_and_references(
+    tmp_path: Path, docs: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 17 items 1, 3 and 6 in the table: the longest loop callback, the acknowledgement against both
+    floors by name, and a reference mode shown as "reference: why", never as missed."""
+    monkeypatch.setenv("COLUMNS", "200")  # wide enough that no mode name is shortened (issue 18's console)
+    docs.write(tmp_path / "mailbox-delivery-1.json", docs.make(modes=docs.new_modes, mode_order="random"))
+    docs.write(tmp_path / "fsync-floor-1.json", docs.floor(epoch=1_795_000_050.0))
+    assert cli.main(["report", str(tmp_path / "mailbox-delivery-1.json")]) == 0
+    out = capsys.readouterr().out
+    header = next(ln for ln in out.splitlines() if ln.strip().startswith("mode "))
+    assert header.split()[:7] == ["mode", "n", "max", "gap", "gap", "range", "stall"]
+    assert "ack/fsync floor" in header and "ack/pub floor" in header
+    assert "publication floor 2." in out
+    assert "(median ack of mode publication-floor, publication-floor; column ack/pub floor)" in out
+    (sync,) = [ln for ln in out.splitlines() if ln.strip().startswith("sync ")]
+    (floor,) = [ln for ln in out.splitlines() if ln.strip().startswith("publication-floor ")]
+    assert float(sync.split()[4]) > 60 and sync.split()[7].endswith("x") and sync.split()[8].endswith("x")
+    assert "reference: the publication floor" in floor and "missed" not in floor and "met" not in floor
+    assert "n/m" not in sync
 
 
 def test_report_of_a_real_run_matches_what_run_printed(real_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -56,7 +81,7 @@ def test_report_of_a_real_run_matches_what_run_printed(real_run: Path, capsys: p
     out = capsys.readouterr().out
     for recipe in ("idle-control", "fsync-floor"):
         assert f"{recipe}: inline, gc collect-before, heartbeat 5 ms (medians; times in ms)" in out
-    assert "met <= 20 ms" in out and "ack/floor" not in out  # neither recipe is set against the floor
+    assert "met <= 20 ms" in out and "ack/fsync floor" not in out  # neither recipe is set against the floor
 
 
 def test_report_of_a_missing_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -193,3 +193,47 @@ def test_bad_input_from_the_real_command_line(tmp_path: Path, docs: Any) -> None
     line = _one_line_error(proc.returncode, proc.stderr)
     assert line == f"perfsuite: error: {tmp_path / 'nope'}: no such results file or directory"
     assert json.loads(good.read_text())["schema"] == 1
+
+
+def _new_modes(docs: Any, **scale: float) -> dict[str, dict[str, Any]]:
+    modes = {m: dict(shape) for m, shape in docs.new_modes.items()}
+    for key, factor in scale.items():
+        mode, metric = key.split("__")
+        modes[mode][metric] = modes[mode][metric] * factor
+    return modes
+
+
+def test_a_longer_loop_stall_is_a_headline_regression(tmp_path: Path, docs: Any) -> None:
+    """Issue 17 item 1: the longest loop callback is gated like the max gap (the heartbeat's gap unchanged)."""
+    base = docs.write(tmp_path / "base.json", docs.make(seed=1, modes=_new_modes(docs)))
+    new = docs.write(tmp_path / "new.json", docs.make(seed=2, modes=_new_modes(docs, async__stall_ms=3.0)))
+    comparison = compare(base, new)
+    assert [(c.mode, c.metric) for c in comparison.regressions] == [("async", "stalls.longest_ms")]
+    shown = {(c.mode, c.metric) for c in comparison.shown()}
+    assert ("sync", "stalls.longest_ms") in shown  # a headline metric: shown even when unchanged
+
+
+def test_a_reference_mode_is_compared_but_never_gates(tmp_path: Path, docs: Any) -> None:
+    """Issue 17 item 6: the rejected design getting slower is not a regression of the product."""
+    base = docs.write(tmp_path / "base.json", docs.make(seed=1, modes=_new_modes(docs)))
+    slower = _new_modes(docs, **{"publication-floor__ack_ms": 1.5, "publication-floor__submission_ms": 1.5})
+    new = docs.write(tmp_path / "new.json", docs.make(seed=2, modes=slower))
+    comparison = compare(base, new)
+    assert comparison.exit_status == 0
+    ack = next(c for c in comparison.changes if c.mode == "publication-floor" and c.metric == "ack_ms")
+    assert ack.status == "regressed" and not ack.gating
+    assert ack.mode_label == "publication-floor (reference: the publication floor: raw os calls of one generation)"
+    assert "publication-floor (reference: the publication floor" in compare_markdown(comparison)
+
+
+def test_metrics_an_older_document_lacks_are_not_measured(tmp_path: Path, docs: Any) -> None:
+    """An old baseline (no loop stalls, no fsync counts) against a new run: notes, never a comparison with 0."""
+    base = docs.write(tmp_path / "base.json", docs.make(seed=1))
+    modes = {m: shape for m, shape in _new_modes(docs).items() if m != "publication-floor"}
+    new = docs.write(tmp_path / "new.json", docs.make(seed=2, modes=modes))
+    comparison = compare(base, new)
+    assert "mailbox-delivery/async: stalls.longest_ms not measured in " + str(base) in comparison.notes
+    assert "mailbox-delivery/async: metrics.fsyncs not measured in " + str(base) in comparison.notes
+    assert not any(c.metric.startswith("stalls.") or c.metric == "metrics.offload_bytes" for c in comparison.changes)
+    assert "mailbox-delivery/async: metrics.offload_bytes not measured" not in " ".join(comparison.notes)
+    assert comparison.exit_status == 0

@@ -1,6 +1,11 @@
 """`perfsuite evidence`: the ADR paragraph reads like the seed's decision history, and every number in it
 comes from the files read (the result, its run's fsync floor, the baseline).
 
+Provenance (issue 17 item 5): the generator records, for every figure it prints, the document, the field,
+the reduction and the format (:attr:`Evidence.figures`). :func:`check_provenance` re-reads each field with
+its own small resolver (not the library's), reduces and formats it, and requires the printed figures to be
+exactly the recorded ones: a figure read from the wrong field, or a number printed without a record, fails.
+
 The every-number check is independent of the library: it extracts each figure from the Markdown (code
 spans are names and settings, not figures; digits glued to a preceding letter, as in ``p99``, are
 identifiers; trailing letters do not hide a figure: ``2.5x`` is one) and looks for a value in the
@@ -11,6 +16,8 @@ date) count as values of the file.
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -73,6 +80,75 @@ def unsourced(markdown: str, docs: Iterable[Mapping[str, Any]]) -> list[str]:
     return missing
 
 
+DATE = re.compile(r"(?<![\w.])\d{4}-\d{2}-\d{2}(?![\w])")
+
+
+def tokens(markdown: str) -> list[str]:
+    """The figures of the paragraph as printed (dates whole), code spans removed."""
+    text = CODE.sub(" ", markdown)
+    dates = DATE.findall(text)
+    return dates + NUMBER.findall(DATE.sub(" ", text))
+
+
+def _walk(node: Any, path: tuple[str, ...]) -> list[Any]:
+    """An independent reading of a recorded field: ``[]`` every list item, ``{}`` every mapping value,
+    ``[a.b>0]`` / ``[a.b]`` list items whose nested value is positive / true; nulls dropped."""
+    if not path:
+        return [] if node is None else [node]
+    key, rest = path[0], path[1:]
+    out: list[Any] = []
+    if key == "{}":
+        for value in node.values():
+            out += _walk(value, rest)
+    elif key.startswith("["):
+        cond = key[1:-1]
+        for item in node:
+            probe = item
+            for part in cond.removesuffix(">0").split("."):
+                probe = probe.get(part) if cond and isinstance(probe, dict) else probe
+            keep = not cond or (probe > 0 if cond.endswith(">0") else probe is True)
+            if keep:
+                out += _walk(item, rest)
+    elif isinstance(node, dict) and key in node:
+        out += _walk(node[key], rest)
+    return out
+
+
+def _reduce(how: str, values: list[Any]) -> Any:
+    import statistics
+
+    return {
+        "value": lambda: values[0], "min": lambda: min(values), "max": lambda: max(values),
+        "median": lambda: statistics.median(values), "len": lambda: len(values[0]),
+        "min_len": lambda: min(len(v) for v in values), "count": lambda: len(values),
+        "count_nonzero": lambda: sum(1 for v in values if v), "day": lambda: str(values[0])[:10],
+    }[how]()
+
+
+def _print(fmt: str, value: Any) -> str:
+    from perfsuite.report._format import fmt_bytes, fmt_ms, fmt_number
+
+    return {"ms": fmt_ms, "bytes": fmt_bytes, "number": fmt_number, "count": lambda n: str(int(n)),
+            "day": str}[fmt](value)
+
+
+def check_provenance(ev: Any) -> list[str]:
+    """Every recorded figure re-read from its own field, and the paragraph's figures exactly the recorded
+    ones (as a multiset). Returns the problems (empty when every number is accounted for)."""
+    problems = []
+    docs = ev.documents
+    for fig in ev.figures:
+        expected = _print(fig.fmt, _reduce(fig.how, _walk(docs[fig.source], fig.field)))
+        if expected != fig.text:
+            problems.append(f"{fig.text} printed for {fig.where}, which reads {expected}")
+    description = ev.result.data["recipe"].get("description")  # the recipe's own words, quoted: not figures
+    text = ev.markdown.replace(f"({description})", "", 1) if description else ev.markdown
+    printed, recorded = collections.Counter(tokens(text)), collections.Counter(f.text for f in ev.figures)
+    problems += [f"{t} printed without a record" for t in (printed - recorded).elements()]
+    problems += [f"{t} recorded but not printed" for t in (recorded - printed).elements()]
+    return problems
+
+
 def _write_run(tmp_path: Path, docs: Any, **kwargs: Any) -> tuple[Path, Path]:
     """A mailbox-delivery result and the fsync floor of the same run, side by side."""
     result = docs.write(tmp_path / "mailbox-delivery-20261120T100000.json", docs.make(**kwargs))
@@ -107,6 +183,28 @@ def test_every_number_comes_from_the_files(tmp_path: Path, docs: Any, scenario: 
     assert unsourced(ev.markdown, sources) == []
 
 
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_every_figure_comes_from_its_own_field(tmp_path: Path, docs: Any, scenario: str) -> None:
+    result_path, _ = _write_run(tmp_path, docs, **SCENARIOS[scenario])
+    ev = evidence_for(result_path)
+    assert len(ev.figures) > 40
+    assert check_provenance(ev) == []
+    assert {f.source for f in ev.figures} == {"result", "floor"}
+
+
+def test_provenance_catches_a_figure_from_the_wrong_field(tmp_path: Path, docs: Any) -> None:
+    """The old check accepted a number found anywhere in any document; this one does not."""
+    result_path, _ = _write_run(tmp_path, docs)
+    ev = evidence_for(result_path)
+    # the sync ack range printed under the async mode's field: both numbers exist in the file
+    sync_ack = next(f for f in ev.figures if f.field[:2] == ("modes", "sync") and f.field[-1] == "ack_ms")
+    wrong = dataclasses.replace(sync_ack, field=("modes", "async", *sync_ack.field[2:]))
+    swapped = dataclasses.replace(ev, figures=tuple(wrong if f is sync_ack else f for f in ev.figures))
+    assert any("printed for result:modes/async" in p for p in check_provenance(swapped))
+    planted = dataclasses.replace(ev, markdown=ev.markdown.replace("ms.", "ms (66.3 ms).", 1))
+    assert check_provenance(planted) == ["66.3 printed without a record"]
+
+
 def test_the_check_catches_numbers_that_are_not_in_the_file(tmp_path: Path, docs: Any) -> None:
     result_path, floor_path = _write_run(tmp_path, docs)
     ev = evidence_for(result_path)
@@ -128,6 +226,7 @@ def test_with_a_baseline_every_number_still_comes_from_the_files(tmp_path: Path,
     text = ev.markdown
     sources = [json.loads(p.read_text()) for p in (result_path, floor_path, base)]
     assert unsourced(text, sources) == []
+    assert check_provenance(ev) == [] and "baseline" in {f.source for f in ev.figures}
     assert "Against the baseline `mailbox-delivery-base.json`" in text
     assert re.search(
         r"`async` maximum heartbeat gap [\d.]+-[\d.]+ ms before and [\d.]+-[\d.]+ ms after \(unchanged\)", text
@@ -202,6 +301,7 @@ def test_evidence_of_a_real_run(real_run: Path) -> None:
     for path in paths:
         text = evidence_for(path).markdown
         assert unsourced(text, [json.loads(path.read_text()), floor_doc]) == [], path.name
+        assert check_provenance(evidence_for(path)) == [], path.name
         assert "small samples (3 per mode) without a fixture" in text
     assert "This run is the fsync floor itself" in evidence_for(paths[0]).markdown
     idle = evidence_for(paths[1]).markdown
@@ -233,5 +333,53 @@ def test_evidence_on_the_committed_baseline(recipe: str) -> None:
     result = evidence_for(path)
     docs = [json.loads(p.read_text()) for p in BASELINE.glob("*.json") if not p.name.endswith(".pyperf.json")]
     assert unsourced(result.markdown, docs) == []
+    assert check_provenance(result) == []
     assert "6 samples per mode" in result.markdown and "against the 20 ms target" in result.markdown.replace(
         "Against", "against")
+
+
+def test_new_documents_name_stalls_floors_references_and_unmeasured(tmp_path: Path, docs: Any) -> None:
+    """Issue 17: the longest loop callback beside the max gap, the publication floor with its operation
+    counts (wording from the data), a reference mode with no verdict, a null metric as "not measured", the
+    recorded order, and allocation "per" what the data say; every figure from its own field."""
+    doc = docs.make(modes=docs.new_modes, mode_order="random", allocation=True)
+    for mode, n in (("sync", 1), ("async", 1), ("publication-floor", 1)):
+        for sample in doc["modes"][mode]["allocation"]["samples"]:
+            sample["metrics"] = {"publications": n}
+    result_path = docs.write(tmp_path / "mailbox-delivery-20261120T100000.json", doc)
+    docs.write(tmp_path / "fsync-floor-20261120T100100.json", docs.floor(seed=77, epoch=1_795_000_060.0))
+    ev = evidence_for(result_path)
+    text = ev.markdown
+    assert check_provenance(ev) == []
+    for phrase in (
+        "(`sync`/`async`/`publication-floor`) in a seeded random order per round (seed `1234`)",
+        "with every loop callback timed",
+        "a longest loop callback of",
+        "(`perfsuite.workloads.engine._MailboxDelivery.submit`)",
+        "Mode `publication-floor` is a by-design reference (the publication floor: raw os calls of one generation)",
+        "`publication-floor` is a reference by design and gets no verdict",
+        "`offload_bytes` not measured",
+        "The publication floor measured beside the modes (`publication-floor`: the engine's durable operations of "
+        "one `mailbox_delivery(path=async)` generation replayed as raw os calls: 7 writes, 5 file fsyncs, "
+        "3 renames, 1 directory creation, 2 directory fsyncs, 3 removals and 9,321 bytes)",
+        "per publication for `sync`",
+    ):
+        assert phrase in text, phrase
+    assert "`publication-floor` missed" not in text and "loop stalls (every loop callback timed" not in text
+    assert ev.publication_floor is not None and ev.publication_floor.name == "publication floor"
+
+
+def test_allocation_per_what_and_floor_wording_come_from_the_data(tmp_path: Path, docs: Any) -> None:
+    doc = docs.make(allocation=True)
+    for sample in doc["modes"]["sync"]["allocation"]["samples"]:
+        sample["metrics"] = {"publications": 3}
+    floor = docs.floor(seed=77, epoch=1_795_000_060.0)
+    for sample in floor["modes"]["raw-os"]["samples"]:  # a floor that did not rename: the words follow
+        sample["phases_ms"].pop("replace")
+    result_path = docs.write(tmp_path / "mailbox-delivery-20261120T100000.json", doc)
+    docs.write(tmp_path / "fsync-floor-20261120T100100.json", floor)
+    ev = evidence_for(result_path)
+    assert "per operation of 3 publications for `sync`" in ev.markdown
+    assert "per operation for `async`" in ev.markdown  # no publication count recorded: no claim
+    assert "(`fsync-floor-20261120T100100.json`: write, fsync and directory fsync of 4,096 bytes)" in ev.markdown
+    assert check_provenance(ev) == []

@@ -139,9 +139,9 @@ def test_costs_within_tolerance_are_unchanged_and_one_operation_more_is_a_change
     # per-publication counts of the recording I/O layer: one more fsync is a change, whatever the p-value
     for doc, fsyncs in ((base, 5), (near, 6)):
         for s in doc["modes"]["async"]["samples"][:2]:
-            s["metrics"]["file_fsyncs"] = fsyncs
+            s["metrics"]["fsyncs"] = fsyncs
     two = compare_results([Result(None, base)], [Result(None, near)])
-    (fsync,) = [c for c in two.changes if (c.mode, c.metric) == ("async", "metrics.file_fsyncs")]
+    (fsync,) = [c for c in two.changes if (c.mode, c.metric) == ("async", "metrics.fsyncs")]
     assert fsync.status == "regressed" and fsync.gating and two.exit_status == 1
 
 
@@ -150,7 +150,7 @@ def test_the_cost_registry_is_declared_and_open(docs: Any) -> None:
 
     names = set(COST_METRICS)
     assert {"allocation.total_bytes", "allocation.allocations", "allocation.peak_bytes", "metrics.bytes_written",
-            "metrics.file_fsyncs", "metrics.dir_fsyncs", "metrics.renames", "metrics.files_created"} <= names
+            "metrics.fsyncs", "metrics.dir_fsyncs", "metrics.renames", "metrics.files_created"} <= names
     assert COST_METRICS["metrics.bytes_written"].floor == 1024 and COST_METRICS["metrics.renames"].floor == 1
     register_cost_metric(CostMetric("metrics.widgets", kind="count", floor=1))
     try:

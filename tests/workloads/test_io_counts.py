@@ -10,27 +10,27 @@ from perfsuite.engine import FsOp, Message, OsFileSystem, RecordingFileSystem, T
 from perfsuite.harness import load_recipe, run_recipe
 from perfsuite.workloads.engine import io_counts
 
-from .test_engine_ops import HEAD, run, small_session  # noqa: F401  (fixture)
+from .test_engine_ops import HEAD, run  # small_session: the fixture of conftest.py
 
 
 def test_io_counts_reads_the_recording_log(tmp_path) -> None:
     fs = RecordingFileSystem(OsFileSystem(), keep_data=False)
     fs.atomic_replace(str(tmp_path / "a.json"), b"{}")  # temp created, fsync, replace, directory fsync
     fs.write_new(str(tmp_path / "b.bin"), b"x", exclusive=True, sync=False)  # created, never synced
-    assert io_counts(fs.ops) == {"file_fsyncs": 1, "dir_fsyncs": 1, "renames": 1, "files_created": 2}
+    assert io_counts(fs.ops) == {"fsyncs": 1, "dir_fsyncs": 1, "renames": 1, "files_created": 2}
     log = TranscriptLog.open(tmp_path / "log", fs=fs)
     log.append(Message("user", "hi", 0.0))
     mark = fs.mark()
     log.write(sync=True)  # the barrier: the transcript's fsync
     log.close()
-    assert io_counts(fs.since(mark))["file_fsyncs"] == 1 and io_counts(fs.since(mark))["renames"] == 0
+    assert io_counts(fs.since(mark))["fsyncs"] == 1 and io_counts(fs.since(mark))["renames"] == 0
     synthetic = [FsOp(0, "open", "/x", flags=os.O_WRONLY | os.O_APPEND | os.O_CREAT),  # append-open: not created
                  FsOp(1, "open", "/y", flags=os.O_WRONLY | os.O_CREAT | os.O_EXCL),
                  FsOp(2, "fsync", "/y"), FsOp(3, "fsync_dir", "/"), FsOp(4, "replace", "/y", dst="/z")]
-    assert io_counts(synthetic) == {"file_fsyncs": 1, "dir_fsyncs": 1, "renames": 1, "files_created": 1}
+    assert io_counts(synthetic) == {"fsyncs": 1, "dir_fsyncs": 1, "renames": 1, "files_created": 1}
 
 
-def test_publications_report_deterministic_io_counts(tmp_path, small_session) -> None:  # noqa: F811
+def test_publications_report_deterministic_io_counts(tmp_path, small_session) -> None:
     doc = run(tmp_path, small_session, HEAD.replace("samples = 2", "samples = 3") + """
     [modes.sync]
     operation = "perfsuite.workloads.engine:mailbox_delivery"
@@ -45,39 +45,33 @@ def test_publications_report_deterministic_io_counts(tmp_path, small_session) ->
     operation = "perfsuite.workloads.engine:diagnostic_append"
     writer = "rewrite"
     """)
-    keys = ("file_fsyncs", "dir_fsyncs", "renames", "files_created")
+    keys = ("fsyncs", "dir_fsyncs", "renames", "files_created")
     for mode in ("sync", "async", "delta"):
         counts = [tuple(s["metrics"][k] for k in keys) for s in doc["modes"][mode]["samples"]]
         assert len(counts) == 3 and len(set(counts)) == 1, (mode, counts)  # deterministic per publication
     sync = doc["modes"]["sync"]["samples"][0]["metrics"]
-    assert sync["file_fsyncs"] >= 2 and sync["dir_fsyncs"] >= 1 and sync["renames"] >= 1  # chunks, HEAD
+    assert sync["fsyncs"] >= 2 and sync["dir_fsyncs"] >= 1 and sync["renames"] >= 1  # chunks, HEAD
     assert sync["files_created"] >= 2
     assert {k: sync[k] for k in keys} == {k: doc["modes"]["async"]["samples"][0]["metrics"][k] for k in keys}
     delta = doc["modes"]["delta"]["samples"][0]["metrics"]
-    assert (delta["file_fsyncs"], delta["dir_fsyncs"], delta["renames"], delta["files_created"]) == (0, 0, 0, 0)
+    assert (delta["fsyncs"], delta["dir_fsyncs"], delta["renames"], delta["files_created"]) == (0, 0, 0, 0)
     rewrite = doc["modes"]["rewrite"]["samples"][0]["metrics"]  # an atomic replace per flush (E1)
-    assert (rewrite["file_fsyncs"], rewrite["dir_fsyncs"], rewrite["renames"], rewrite["files_created"]) == (1, 1, 1, 1)
+    assert (rewrite["fsyncs"], rewrite["dir_fsyncs"], rewrite["renames"], rewrite["files_created"]) == (1, 1, 1, 1)
 
 
-def test_transcript_barrier_counts_only_when_asked(tmp_path) -> None:
+def test_transcript_barrier_reports_its_io_costs(tmp_path) -> None:
     body = """
     name = "tb"
     samples = 1
     warmup = 0
     isolation = "inline"
-    [modes.plain]
+    [modes.barrier]
     operation = "perfsuite.workloads.engine:transcript_barrier"
     operation_kind = "append+barrier"
     messages = 5
-    [modes.counted]
-    operation = "perfsuite.workloads.engine:transcript_barrier"
-    operation_kind = "append+barrier"
-    messages = 5
-    record_io = true
     """
     file = tmp_path / "tb.toml"
     file.write_text(textwrap.dedent(body))
     doc = run_recipe(load_recipe(str(file)), output_dir=tmp_path / "out").document
-    assert "file_fsyncs" not in doc["modes"]["plain"]["samples"][0]["metrics"]
-    counted = doc["modes"]["counted"]["samples"][0]["metrics"]
-    assert counted["file_fsyncs"] == 5 and counted["bytes_written"] > 5 * 1024
+    counted = doc["modes"]["barrier"]["samples"][0]["metrics"]
+    assert counted["fsyncs"] == 5 and counted["bytes_written"] > 5 * 1024  # one barrier per message

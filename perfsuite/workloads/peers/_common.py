@@ -8,12 +8,13 @@ import importlib.util
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
+from perfsuite._extras import install_hint
 from perfsuite.errors import PerfsuiteError
 
 __all__ = ["INSTALL_HINT", "PEER_PINS", "PeerFactory", "missing_reason", "peer_version", "require", "requires"]
 
-#: how to get the peers (the optional extra of pyproject.toml)
-INSTALL_HINT = "pip install -e '.[peers]'"
+#: how to get the peers (the optional extra of pyproject.toml; see :mod:`perfsuite._extras`)
+INSTALL_HINT = install_hint("peers")
 
 #: the versions the peer recipes were written and measured against (the ``peers`` extra pins them)
 PEER_PINS: dict[str, str] = {

@@ -1,0 +1,215 @@
+"""``--format text|json|markdown`` of `report`, `compare`, `history`, `bars` and `whatif` (issue 18 item 3).
+
+JSON goes to stdout as one document with stable keys, described by the JSON Schema
+``perfsuite/cli/output.schema.json`` (:data:`SCHEMA_VERSION`; every document says which ``command``
+made it). Figures are the numbers of the results, unrounded; a value that is not a finite number
+(a ratio from a zero median) is ``null``. Markdown is the text output's tables as GitHub tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cache
+from typing import Any
+
+__all__ = [
+    "FORMATS",
+    "SCHEMA_VERSION",
+    "add_format_option",
+    "bars_json",
+    "compare_json",
+    "emit_json",
+    "history_json",
+    "markdown_table",
+    "output_schema",
+    "report_json",
+    "whatif_json",
+]
+
+FORMATS = ("text", "json", "markdown")
+#: version of the JSON outputs (``schema`` key); bumped when a key changes meaning or disappears
+SCHEMA_VERSION = 1
+
+
+def add_format_option(parser: argparse.ArgumentParser) -> None:
+    """``--format text|json|markdown`` and its alias ``--markdown``."""
+    parser.add_argument("--format", choices=FORMATS, default="text",
+                        help="text (default), json (schema: perfsuite/cli/output.schema.json) or markdown")
+    parser.add_argument("--markdown", dest="format", action="store_const", const="markdown",
+                        help="alias of --format markdown")
+
+
+@cache
+def output_schema() -> dict[str, Any]:
+    """The JSON Schema of every ``--format json`` document."""
+    from importlib import resources
+
+    return json.loads(resources.files("perfsuite.cli").joinpath("output.schema.json").read_text("utf-8"))
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def emit_json(command: str, body: Mapping[str, Any]) -> None:
+    """Print ``{"command", "schema", **body}`` as JSON (non-finite numbers as ``null``)."""
+    document = {"command": command, "schema": SCHEMA_VERSION, **body}
+    sys.stdout.write(json.dumps(_finite(document), indent=1, allow_nan=False) + "\n")
+
+
+def _cell(cell: Any) -> str:
+    from rich.text import Text
+
+    text = Text.from_markup(cell).plain if isinstance(cell, str) else getattr(cell, "plain", str(cell))
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(table: Any) -> str:
+    """A rich ``Table`` as a GitHub Markdown table (title as a bold line, caption after it)."""
+    columns = list(table.columns)
+    head = [_cell(c.header) for c in columns]
+    align = ["---:" if c.justify == "right" else "---" for c in columns]
+    rows = list(zip(*[list(c.cells) for c in columns])) if columns else []
+    lines = []
+    if table.title:
+        lines += [f"**{_cell(table.title)}**", ""]
+    lines += ["| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
+    lines += ["| " + " | ".join(_cell(x) for x in row) + " |" for row in rows]
+    if table.caption:
+        lines += ["", *(_cell(line) for line in str(table.caption).splitlines())]
+    return "\n".join(lines) + "\n"
+
+
+# -- JSON documents -------------------------------------------------------------------------------------------
+
+
+def _stat(summary: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if not summary:
+        return None
+    return {k: summary.get(k) for k in ("n", "median", "min", "max", "ci_low", "ci_high")}
+
+
+def report_json(results: Sequence[Any], floors: Sequence[Any]) -> dict[str, Any]:
+    """`report`: per results document, per mode (then the idle control) the table's figures, unrounded."""
+    out = []
+    from perfsuite.report import summary_rows
+
+    for result, floor in zip(results, floors):
+        doc = result.data
+        ratio = any(row.ack_floor for row in summary_rows(result, floor))  # the table shows ack/floor
+        modes = []
+        entries = [(m, b, False) for m, b in doc["modes"].items()] + [("idle control", doc["control"], True)]
+        for mode, body, control in entries:
+            summary = body.get("summary") or {}
+            ack = (summary.get("ack_ms") or {}).get("median")
+            verdict = None if control else body.get("verdict")
+            modes.append({
+                "mode": mode,
+                "control": control,
+                "n": len(body.get("samples") or []),
+                "max_gap_ms": _stat(summary.get("max_gap_ms")),
+                "submission_ms": None if control else _stat(summary.get("submission_ms")),
+                "ack_ms": None if control else _stat(summary.get("ack_ms")),
+                "ack_over_floor": (ack / floor.ack_ms.median
+                                   if ratio and not control and ack is not None and floor.ack_ms.median > 0 else None),
+                "gc_samples": sum(1 for s in body.get("samples") or [] if (s.get("gc") or {}).get("collections")),
+                "verdict": None if verdict is None else {k: verdict.get(k) for k in
+                                                         ("met", "target_ms", "samples", "missed", "missed_with_gc",
+                                                          "worst_ms")},
+            })
+        out.append({
+            "path": None if result.path is None else str(result.path),
+            "recipe": result.recipe,
+            "status": doc.get("status"),
+            "created_at": doc.get("created_at"),
+            "commit": result.commit,
+            "floor": None if floor is None else {"source": str(floor.source), "mode": floor.mode,
+                                                 "ack_ms": _stat_of(floor.ack_ms)},
+            "modes": modes,
+        })
+    return {"results": out}
+
+
+def _stat_of(stat: Any) -> dict[str, Any]:
+    return {k: getattr(stat, k, None) for k in ("n", "median", "min", "max", "ci_low", "ci_high")}
+
+
+def compare_json(comparison: Any) -> dict[str, Any]:
+    """`compare` and `ab`: the verdict line, the gate's exit status and every compared metric (issue 15: the
+    kind of comparison, a timing's smallest detectable ratio, a cost's tolerance; inconclusive is no pass)."""
+    from perfsuite.report import compare_headline
+
+    changes = []
+    for c in comparison.changes:
+        changes.append({
+            "recipe": c.recipe,
+            "mode": c.mode,
+            "metric": c.metric,
+            "base": _stat_of(c.base),
+            "new": _stat_of(c.new),
+            "ratio": c.ratio,
+            "p_value": c.p_value,
+            "status": c.status,
+            "gating": bool(c.gating),
+            "headline": bool(getattr(c, "headline", False)),
+            "underpowered": bool(getattr(c, "underpowered", False)),
+            "kind": getattr(c, "kind", "timing"),
+            "detectable": getattr(c, "detectable", None),
+            "tolerance": getattr(c, "tolerance", None),
+            "reference": getattr(c, "reference", None),
+        })
+    return {
+        "base": str(comparison.base),
+        "new": str(comparison.new),
+        "alpha": comparison.alpha,
+        "factor": comparison.factor,
+        "exit_status": int(comparison.exit_status),
+        "regressions": len(comparison.regressions),
+        "improvements": len(comparison.improvements),
+        "changes": changes,
+        "notes": [str(n) for n in comparison.notes],
+        "verdict": compare_headline(comparison),
+        "inconclusive": len(comparison.inconclusive),
+        "only_base": list(comparison.only_base),
+        "only_new": list(comparison.only_new),
+        "cross_machine": list(comparison.cross_machine),
+        "incomplete": list(comparison.incomplete),
+        "flags": list(comparison.flags),
+    }
+
+
+def history_json(hist: Any) -> dict[str, Any]:
+    """`history`: the detected steps and the method's parameters."""
+    return {
+        "runs": hist.runs,
+        "series": len(hist.series),
+        "penalty_per_log_n": hist.penalty_per_log_n,
+        "min_change": hist.min_change,
+        "machines": [{"key": m.key, "label": m.label} for m in getattr(hist, "machines", ())],
+        "steps": [{
+            "machine": getattr(st, "machine", None), "recipe": st.recipe, "mode": st.mode, "metric": st.metric,
+            "commit": st.commit, "previous_commit": st.previous_commit, "date": st.date, "before": st.before,
+            "after": st.after, "ratio": st.ratio, "kind": st.kind, "method": getattr(st, "method", None),
+        } for st in hist.steps],
+    }
+
+
+def bars_json(judged: Iterable[Any]) -> dict[str, Any]:
+    """`bars`: every bar of SPEC section 8 with its verdict (``met`` null: not measured)."""
+    return {"bars": [{"bar": b.bar, "recipe": b.recipe, "measured": b.measured, "target": b.target, "met": b.met}
+                     for b in judged]}
+
+
+def whatif_json(report: Any) -> dict[str, Any]:
+    """`whatif`: the sweep (what ``--json FILE`` writes)."""
+    return {"sweep": report.to_json()}

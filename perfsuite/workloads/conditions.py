@@ -1,0 +1,204 @@
+"""Run conditions (SPEC M10) applied to recipes, and the crossover sweep's plan (``perfsuite sweep``).
+
+:func:`apply_conditions` turns command-line conditions into a recipe: a storage profile (resolved to
+its sourced table, so the results record where every figure came from), a live heap, and the engine's
+``freeze_loaded`` setting passed to every mode. :func:`plan_sweep` lays out the grid (storage x heap x
+freeze, in that nesting, the order "first setting that misses" reads along) and :func:`run_sweep` runs
+it, one results document per setting, all carrying the same ``sweep`` annotation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfsuite.errors import PerfsuiteError
+from perfsuite.harness import Recipe, RunResult, SampleEvent, check_conditions, resolve_operation, run_recipe
+from perfsuite.workloads.storage import StorageProfile, load_profile, load_profile_file, resolve_storage
+
+__all__ = [
+    "FREEZE_CHOICES",
+    "SweepPlan",
+    "SweepSetting",
+    "apply_conditions",
+    "parse_heaps",
+    "plan_sweep",
+    "run_sweep",
+]
+
+#: ``--freeze``: run each setting without the engine's gc.freeze(), with it, or both
+FREEZE_CHOICES = ("off", "on", "both")
+
+
+def parse_heaps(text: str) -> list[int]:
+    """``"0,1e5,1e6"`` -> ``[0, 100000, 1000000]``; one-line error for anything else."""
+    heaps = []
+    for part in text.split(","):
+        part = part.strip()
+        try:
+            value = float(part)
+        except ValueError:
+            raise PerfsuiteError(f"--heap: expected non-negative object counts like 0,1e5,1e6, got {part!r}") from None
+        if value < 0 or value != int(value) or value > 1e9:
+            raise PerfsuiteError(f"--heap: expected a whole number of objects between 0 and 1e9, got {part!r}")
+        heaps.append(int(value))
+    if not heaps:
+        raise PerfsuiteError("--heap: no sizes given")
+    return heaps
+
+
+def _profile(storage: str | Mapping[str, Any] | None, storage_file: str | None) -> StorageProfile | None:
+    if storage is not None and storage_file is not None:
+        raise PerfsuiteError("give --storage PROFILE or --storage-file FILE, not both")
+    if storage_file is not None:
+        return load_profile_file(storage_file)
+    if storage is not None:
+        return resolve_storage(storage)
+    return None
+
+
+def apply_conditions(
+    recipe: Recipe,
+    *,
+    storage: str | Mapping[str, Any] | None = None,
+    storage_file: str | None = None,
+    heap: int | None = None,
+    freeze: bool | None = None,
+    gc: str | None = None,
+) -> Recipe:
+    """``recipe`` under the given conditions. A storage profile named by the recipe itself is resolved
+    too, so the results always record the profile's table with its sources. A heap > 0 implies natural
+    GC (M10: collections land where they would) unless ``gc`` says otherwise."""
+    profile = _profile(storage, storage_file)
+    if profile is None and recipe.storage is not None:
+        profile = resolve_storage(recipe.storage)
+    heap_value = recipe.heap if heap is None else heap
+    policy = gc if gc is not None else ("natural" if heap_value and heap is not None else None)
+    conditioned = recipe.with_overrides(
+        storage=profile.to_dict() if profile is not None else None,
+        heap=heap,
+        gc=policy,
+        mode_params={"freeze_loaded": True} if freeze else None,
+    )
+    check_conditions(conditioned, {m.name: resolve_operation(m.operation) for m in conditioned.modes})
+    return conditioned
+
+
+@dataclass(frozen=True, slots=True)
+class SweepSetting:
+    """One point of the grid and the recipe that measures it."""
+
+    index: int
+    storage: str | None
+    heap: int
+    freeze: bool
+    recipe: Recipe
+
+    @property
+    def label(self) -> str:
+        """``nvme, heap 1000000, freeze on``."""
+        return f"{self.storage or 'no simulated storage'}, heap {self.heap}, freeze {'on' if self.freeze else 'off'}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``setting`` of the document's ``sweep`` annotation."""
+        return {"index": self.index, "storage": self.storage, "heap": self.heap, "freeze": self.freeze}
+
+
+@dataclass(frozen=True, slots=True)
+class SweepPlan:
+    """The grid of one sweep, in reading order, with its id."""
+
+    id: str
+    recipe: str
+    settings: tuple[SweepSetting, ...]
+    storages: tuple[str | None, ...]
+    heaps: tuple[int, ...]
+    freeze: str
+
+    def annotation(self, setting: SweepSetting) -> dict[str, Any]:
+        """The ``sweep`` key of one setting's results document."""
+        return {
+            "id": self.id,
+            "recipe": self.recipe,
+            "grid": {"storage": list(self.storages), "heap": list(self.heaps), "freeze": self.freeze},
+            "setting": setting.to_dict(),
+            "of": len(self.settings),
+        }
+
+
+def plan_sweep(
+    recipe: Recipe,
+    *,
+    storages: Sequence[str | None] = (None,),
+    heaps: Sequence[int] = (0,),
+    freeze: str = "off",
+    storage_files: Mapping[str, str] | None = None,
+    sweep_id: str | None = None,
+) -> SweepPlan:
+    """The grid storage x heap x freeze (storage outermost, in the given order; heaps as given; freeze off
+    before on). Every setting runs with natural GC (M10), so settings differ only in their conditions,
+    and without the allocation pass (M3: allocation does not depend on these conditions).
+    ``storage_files`` maps a name used in ``storages`` to a user's profile file."""
+    if freeze not in FREEZE_CHOICES:
+        raise PerfsuiteError(f"--freeze: expected one of {', '.join(FREEZE_CHOICES)}, got {freeze!r}")
+    if not storages or not heaps:
+        raise PerfsuiteError("a sweep needs at least one storage profile and one heap size")
+    if len(set(storages)) != len(storages) or len(set(heaps)) != len(heaps):
+        raise PerfsuiteError("a sweep's --storage and --heap values must not repeat")
+    freezes = {"off": (False,), "on": (True,), "both": (False, True)}[freeze]
+    recipe = dataclasses.replace(recipe, allocation=False)  # the sweep measures latency: no M3 pass per setting
+    files = dict(storage_files or {})
+    profiles: dict[str | None, StorageProfile | None] = {}
+    for name in storages:  # resolve every profile before anything runs: a bad name fails at once
+        if name is None:
+            profiles[name] = None
+        elif name in files:
+            profiles[name] = load_profile_file(files[name])
+        else:
+            profiles[name] = load_profile(name)
+    settings = []
+    for name in storages:
+        for heap in heaps:
+            for frozen in freezes:
+                profile = profiles[name]
+                conditioned = apply_conditions(
+                    recipe, storage=profile.to_dict() if profile is not None else None, heap=heap,
+                    freeze=frozen, gc="natural")
+                label = conditioned.storage.get("name") if isinstance(conditioned.storage, Mapping) else None
+                settings.append(SweepSetting(len(settings), label, heap, frozen, conditioned))
+    sid = sweep_id or f"{recipe.name}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+    return SweepPlan(sid, recipe.name, tuple(settings), tuple(storages), tuple(heaps), freeze)
+
+
+OnSetting = Callable[[SweepSetting, int], Callable[[SampleEvent], None] | None]
+
+
+def run_sweep(
+    plan: SweepPlan,
+    *,
+    output_dir: Path | str,
+    fixture: Path | None = None,
+    fixture_info: Mapping[str, Any] | None = None,
+    work_root: Path | None = None,
+    on_setting: OnSetting | None = None,
+    only: Iterable[int] | None = None,
+) -> list[RunResult]:
+    """Run every setting of ``plan`` (or the indices in ``only``); one results document per setting under
+    ``output_dir/<sweep id>/``. ``on_setting(setting, total)`` may return an ``on_sample`` callback."""
+    directory = Path(output_dir) / plan.id
+    chosen = set(only) if only is not None else None
+    results = []
+    for setting in plan.settings:
+        if chosen is not None and setting.index not in chosen:
+            continue
+        on_sample = on_setting(setting, len(plan.settings)) if on_setting is not None else None
+        path = directory / f"{plan.recipe}-{setting.index:02d}.json"
+        results.append(run_recipe(
+            setting.recipe, output=path, fixture=fixture, fixture_info=fixture_info, work_root=work_root,
+            on_sample=on_sample, run_id=plan.id, annotations={"sweep": plan.annotation(setting)}))
+    return results

@@ -1,0 +1,35 @@
+#!/bin/sh
+# Acceptance measurement of issue 20 (SPEC M10): the crossover tables of mailbox-delivery and
+# root-checkpoint over every built-in storage profile, three live-heap sizes, with and without the
+# engine's freeze_loaded setting (gc.freeze() after a session opens). One command, re-runnable:
+#
+#     sh scripts/crossover.sh                      # 2 recipes x 5 profiles x 3 heaps x 2 = 60 settings
+#     SAMPLES=3 WARMUP=0 sh scripts/crossover.sh   # a quicker look (about half the time)
+#
+# Bounded in time: every setting is one `perfsuite run` of the recipe (6 samples per mode alternated,
+# 1 warm-up, 6 idle-control windows, process isolation, no allocation pass); on 2 cores a setting
+# takes about 1-1.5 min (heap 1e6 and the 27 MB fixture are the slow ones): the whole script took
+# 3103 s (52 min) on 2 loaded cores (load average about 10) when the recipes had two modes; they now
+# also run a publication-floor mode, so budget about 1.5 hours. It prints, per
+# recipe, the crossover table, the plot's path and the evidence
+# paragraph; documents go to $OUT/<sweep id>/ (default results/local/crossover, git-ignored).
+# Storage latency is simulated from the sourced profiles in perfsuite/workloads/storage_profiles/.
+set -eu
+PY=${PYTHON:-python3}
+OUT=${OUT:-results/local/crossover}
+SAMPLES=${SAMPLES:-6}
+WARMUP=${WARMUP:-1}
+# grid order matters for "the first setting that misses": cheapest durable publication first
+STORAGE=${STORAGE:-nvme,ebs-gp3,sata-ssd,nfs,hdd}
+HEAP=${HEAP:-0,1e5,1e6}
+mkdir -p "$OUT"
+start=$(date +%s)
+for recipe in mailbox-delivery root-checkpoint; do
+    before=$(ls "$OUT")
+    "$PY" -m perfsuite sweep "$recipe" --storage "$STORAGE" --heap "$HEAP" --freeze both \
+        --samples "$SAMPLES" --warmup "$WARMUP" --output-dir "$OUT"
+    for dir in $(ls "$OUT"); do
+        case " $(echo $before) " in *" $dir "*) ;; *) [ -d "$OUT/$dir" ] && "$PY" -m perfsuite evidence "$OUT/$dir" ;; esac
+    done
+done
+echo "crossover: $(( $(date +%s) - start )) s"
