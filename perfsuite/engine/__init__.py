@@ -17,6 +17,8 @@ from perfsuite.engine._fs import (
 )
 from perfsuite.engine._generations import (
     FORMAT,
+    FORMAT_VERSION,
+    FormatTooNew,
     HeadRef,
     Manifest,
     NotAFile,
@@ -38,8 +40,9 @@ from perfsuite.engine._latency import (
     UniformDelay,
 )
 from perfsuite.engine._pipeline import PHASES, PublicationReport, SaveFailed
+from perfsuite.engine._profiles import repair_session
 from perfsuite.engine._recording import FsOp, RecordingFileSystem
-from perfsuite.engine._repair import RepairReport, repair_session
+from perfsuite.engine._repair import RepairReport
 from perfsuite.engine._session import SaveAbandoned, Session, SessionSettings
 from perfsuite.engine._sidecar import MailRecord
 from perfsuite.engine._transcript import (
@@ -55,6 +58,7 @@ from perfsuite.engine._transcript import (
 
 __all__ = [
     "FORMAT",
+    "FORMAT_VERSION",
     "LATENCY_OPS",
     "PHASES",
     "TEMP_MARK",
@@ -70,6 +74,7 @@ __all__ = [
     "FileSession",
     "FileSystem",
     "FixedDelay",
+    "FormatTooNew",
     "FsOp",
     "FsyncFailed",
     "FullRewriteLog",

@@ -31,20 +31,25 @@ nothing (its acknowledgement never ran, its bytes are intact).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
-from perfsuite.engine._generations import (
-    DAMAGE,
-    HEAD,
-    GenerationStore,
-    HeadRef,
-    Manifest,
-    SessionError,
-    describe,
-    manifest_epoch,
-    manifest_seq,
-    manifest_tag,
-)
+from perfsuite.engine._damage import DAMAGE, describe
+from perfsuite.engine._fs import FileSystem
+from perfsuite.engine._layout import HEAD, HeadRef, Manifest, SessionError, manifest_epoch, manifest_seq, manifest_tag
 from perfsuite.engine._objects import digest_bytes
+
+
+class GenerationStore(Protocol):
+    """What the proofs read of a store (``_generations.GenerationStore``, which calls them from open)."""
+
+    root: str
+    fs: FileSystem
+
+    def path(self, *parts: str) -> str: ...
+    def list_manifests(self) -> list[str]: ...
+    def read_manifest(self, name: str, digest: str | None = None) -> Manifest: ...
+    def load_verified(self, name: str, digest: str | None) -> tuple[Manifest, dict[str, bytes]]: ...
+    def staged_publications(self) -> set[str]: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from perfsuite.engine._transcript import Message
+from perfsuite.engine._jsonl import Message
 
 PREVIEW_CHARS = 120
 

@@ -33,18 +33,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfsuite.engine._buffer import ConversationBuffer
-from perfsuite.engine._clock import Clock
+from perfsuite.engine._clock import Clock, SystemClock
 from perfsuite.engine._damage import DAMAGE, describe
-from perfsuite.engine._fs import O_EXCL_CREATE, WINDOWS, FileSystem
+from perfsuite.engine._fs import O_EXCL_CREATE, WINDOWS, FileSystem, OsFileSystem
 from perfsuite.engine._generations import NotAFile, OwnerConflict, SessionError, read_control
 from perfsuite.engine._objects import digest_bytes
 from perfsuite.engine._pipeline import Batch, Step
-from perfsuite.engine._session import (
-    ATTACHMENT_PREFIX,
-    CONVERSATION_PREFIX,
-    Session,
-    SessionSettings,
-)
+from perfsuite.engine._repair import Aside, RepairReport, repair_file_tree
+from perfsuite.engine._session import Session
+from perfsuite.engine._sessiontypes import ATTACHMENT_PREFIX, CONVERSATION_PREFIX, SessionSettings
 from perfsuite.engine._sidecar import ROOT, SIDECAR_ARTIFACT, Sidecar, encode_sidecar
 from perfsuite.engine._transcript import MAIN_FILE, Message, TranscriptError, TranscriptLog
 
@@ -209,14 +206,29 @@ class FileSession(Session):
 
     @classmethod
     def repair(cls, path: str | os.PathLike[str], *, generation: str | int | None = None,
-               fs: FileSystem | None = None, owner_alive: Any = None) -> Any:
-        """Repair what open refuses (issue 14); see :func:`perfsuite.engine._repair.repair_file`."""
-        from perfsuite.engine._fs import OsFileSystem
-        from perfsuite.engine._repair import repair_file
-
+               fs: FileSystem | None = None, owner_alive: Any = None) -> RepairReport:
+        """Repair what open refuses (issue 14; see :mod:`perfsuite.engine._repair`): a directory where the
+        PID lock belongs is moved aside, then the tree is repaired while holding the PID lock."""
         if generation is not None:
             raise SessionError(f"{path}: a file-backed session has no generations to choose from")
-        return repair_file(os.fspath(path), fs=fs or OsFileSystem(), owner_alive=owner_alive)
+        fs = fs or OsFileSystem()
+        root = os.path.abspath(os.fspath(path))
+        lines: list[str] = []
+        aside = Aside(fs, root, lines)
+        if not fs.isdir(root):
+            raise SessionError(f"{root}: no file-backed session here")
+        lock = os.path.join(root, PID_LOCK)
+        if fs.isdir(lock):
+            aside.move(lock, "a directory, not a PID lock")
+        owner = cls(root, fs, SystemClock(), SessionSettings())
+        if owner_alive is not None:
+            owner.owner_alive = owner_alive
+        owner._acquire_pid_lock()
+        try:
+            repair_file_tree(fs, root, lines, aside)
+        finally:
+            owner._release_owner()
+        return RepairReport(root, "file", tuple(lines), bool(aside.moved or any("rewritten" in x for x in lines)))
 
     def _has_content(self, conversation: str) -> bool:
         main = self.path("conversations", conversation, MAIN_FILE)

@@ -12,10 +12,8 @@ import collections
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from perfsuite.engine._job import PublicationJob
+from perfsuite.engine._job import DrainTimeout, PublicationJob
 
 _tokens = itertools.count(1)
 
@@ -31,10 +29,6 @@ class Token:
 class DrainRefused(RuntimeError):
     """Draining cannot help here: a preparation is running on the stack, or a synchronous publication
     on this stack owns the gate (E5 fail-fast)."""
-
-
-class DrainTimeout(TimeoutError):
-    """The drain limit passed between pumps; the accepted job is retained, unacknowledged (E5)."""
 
 
 Preparation = Callable[[Token], None]
@@ -111,3 +105,6 @@ class MutationGate:
             raise DrainRefused("a preparation cannot drain the gate it holds")
         if self.sync_depth > 0:
             raise DrainRefused("a synchronous publication on this stack owns the gate")
+
+
+__all__ = ["DrainRefused", "DrainTimeout", "MutationGate", "Preparation", "Token"]  # DrainTimeout: raised by the job

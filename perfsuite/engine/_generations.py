@@ -18,164 +18,39 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import socket
 import uuid
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterable
 
+from perfsuite.engine._adoption import recover_lost_head
 from perfsuite.engine._damage import DAMAGE, describe, one_line
 from perfsuite.engine._fs import O_EXCL_CREATE, FileSystem
+from perfsuite.engine._layout import (
+    FORMAT,
+    FORMAT_VERSION,
+    HEAD,
+    LEASE,
+    LOGS,
+    MANIFEST_PATH_RE,
+    MANIFEST_PREFIX,
+    OBJECTS,
+    STAGING,
+    FormatTooNew,
+    HeadRef,
+    Lease,
+    Manifest,
+    NotAFile,
+    OwnerConflict,
+    OwnerProbe,
+    SessionError,
+    StaleHead,
+    format_version,
+    manifest_epoch,
+    manifest_seq,
+    manifest_tag,
+    read_control,
+)
 from perfsuite.engine._objects import ArtifactEntry, ChunkRef, digest_bytes
-
-HEAD = "HEAD"
-LEASE = "LEASE"
-OBJECTS = "objects"
-MANIFEST_PREFIX = "manifest-"
-STAGING = "staging"
-LOGS = "logs"
-FORMAT = "perfsuite-session/1"
-
-
-class SessionError(Exception):
-    """A session cannot be opened or published; the message is one line naming the file."""
-
-
-class OwnerConflict(SessionError):
-    """Another live owner holds the session's lease."""
-
-
-class StaleHead(SessionError):
-    """HEAD no longer names the expected previous head, or the caller's epoch is stale (E3)."""
-
-
-class NotAFile(SessionError):
-    """A control file (HEAD, LEASE, a PID lock, a sidecar) is a directory or a dangling symbolic link:
-    nothing the engine writes looks like that, so it is damage, never a state to guess from."""
-
-
-OwnerProbe = Callable[[int], bool]  # is the process with this pid alive on this host?
-
-
-def read_control(fs: FileSystem, path: str) -> bytes | None:
-    """A small control file's bytes, or None when it is absent; :class:`NotAFile` for a directory or a
-    dangling symbolic link, one-line :class:`SessionError` when it cannot be read."""
-    if not fs.exists(path):
-        return None
-    if fs.isdir(path):
-        raise NotAFile(f"{path}: is a directory, not a file")
-    try:
-        return fs.read(path)
-    except FileNotFoundError:
-        raise NotAFile(f"{path}: is a dangling symbolic link") from None
-    except OSError as exc:
-        raise SessionError(f"{path}: unreadable ({describe(exc)})") from None
-
-
-@dataclass(frozen=True, slots=True)
-class HeadRef:
-    seq: int
-    manifest: str  # relative path of the manifest
-    digest: str  # digest of the manifest bytes
-    epoch: int
-    parent: str | None = None  # the previously adopted manifest: where a fallback starts
-
-    def to_json(self) -> dict[str, Any]:
-        return {"format": FORMAT, "seq": self.seq, "manifest": self.manifest, "digest": self.digest,
-                "epoch": self.epoch, "parent": self.parent}
-
-    @classmethod
-    def from_json(cls, record: Mapping[str, Any]) -> HeadRef:
-        parent = record.get("parent")
-        return cls(int(record["seq"]), str(record["manifest"]), str(record["digest"]), int(record["epoch"]),
-                   str(parent) if parent else None)
-
-
-@dataclass(frozen=True, slots=True)
-class Manifest:
-    seq: int
-    epoch: int
-    parent: str | None  # the parent generation's manifest name (the adopted chain)
-    created: float
-    artifacts: Mapping[str, ArtifactEntry]
-    meta: Mapping[str, Any] = field(default_factory=dict)
-
-    def encode(self) -> bytes:
-        record = {
-            "format": FORMAT,
-            "seq": self.seq,
-            "epoch": self.epoch,
-            "parent": self.parent,
-            "created": self.created,
-            "artifacts": {name: entry.to_json() for name, entry in sorted(self.artifacts.items())},
-            "meta": dict(self.meta),
-        }
-        return json.dumps(record, separators=(",", ":"), sort_keys=True).encode()
-
-    @classmethod
-    def decode(cls, data: bytes) -> Manifest:
-        record = json.loads(data)
-        if record.get("format") != FORMAT:
-            raise ValueError(f"unknown format {record.get('format')!r}")
-        return cls(
-            seq=int(record["seq"]),
-            epoch=int(record["epoch"]),
-            parent=record.get("parent"),
-            created=float(record["created"]),
-            artifacts={n: ArtifactEntry.from_json(e) for n, e in record["artifacts"].items()},
-            meta=record.get("meta", {}),
-        )
-
-    def digests(self) -> set[str]:
-        return {c.digest for entry in self.artifacts.values() for c in entry.chunks}
-
-    @property
-    def filename(self) -> str:
-        return manifest_name(self.seq, self.epoch, str(self.meta.get("publication", "x")))
-
-
-def manifest_name(seq: int, epoch: int, tag: str) -> str:
-    """Unique per publication attempt, so a failed commit's orphan never blocks the retry."""
-    return f"{OBJECTS}/{MANIFEST_PREFIX}{seq:08d}-e{epoch}-{tag}.json"
-
-
-_MANIFEST_RE = re.compile(r"manifest-(\d+)-e(\d+)-(.*)\.json$")
-_MANIFEST_PATH_RE = re.compile(rf"{OBJECTS}/{MANIFEST_PREFIX}\d+-e\d+-[^/]+\.json")
-
-
-def manifest_epoch(name: str) -> int:
-    match = _MANIFEST_RE.search(name)
-    return int(match.group(2)) if match else 0
-
-
-def manifest_seq(name: str) -> int:
-    match = _MANIFEST_RE.search(name)
-    return int(match.group(1)) if match else 0
-
-
-def manifest_tag(name: str) -> str:
-    """The publication id a manifest's name carries (its staging directory's name)."""
-    match = _MANIFEST_RE.search(name)
-    return match.group(3) if match else ""
-
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    epoch: int
-    token: str
-    pid: int
-    host: str
-
-
-@dataclass(frozen=True, slots=True)
-class OpenReport:
-    """What open found and did: one line per problem, naming the file (E3 fallback)."""
-
-    head: HeadRef | None
-    problems: tuple[str, ...]
-    fell_back: bool
-    broke_stale_lease: bool
 
 
 def pid_alive(pid: int) -> bool:
@@ -297,6 +172,21 @@ class GenerationStore:
         self.fs.atomic_replace(self.path(LEASE), body)
         return new
 
+    def check_format(self) -> int:
+        """The format version HEAD names (this engine's when there is no readable HEAD): refuses a newer
+        format with one line before open or repair writes anything (issue 21)."""
+        try:
+            data = read_control(self.fs, self.path(HEAD))
+            record = json.loads(data) if data is not None else None
+        except (SessionError, *DAMAGE):
+            return FORMAT_VERSION  # damage: open's recovery (or repair) diagnoses it
+        if not isinstance(record, dict):
+            return FORMAT_VERSION
+        try:
+            return format_version(record.get("format"), self.path(HEAD))
+        except ValueError:
+            return FORMAT_VERSION
+
     # -- HEAD -----------------------------------------------------------------------------------------
     def read_head(self) -> HeadRef | None:
         """The current HEAD, or None when there is none. Raises ValueError when its bytes are not a head
@@ -306,12 +196,13 @@ class GenerationStore:
             return None
         try:
             record = json.loads(data)
-            if not isinstance(record, dict) or record.get("format") != FORMAT:
+            if not isinstance(record, dict):
                 raise ValueError("not a perfsuite HEAD")
+            format_version(record.get("format"), self.path(HEAD))  # a newer format: FormatTooNew, untouched
             head = HeadRef.from_json(record)
         except (KeyError, TypeError, OverflowError) as exc:
             raise ValueError(f"not a head record ({type(exc).__name__})") from None
-        if not _MANIFEST_PATH_RE.fullmatch(head.manifest):
+        if not MANIFEST_PATH_RE.fullmatch(head.manifest):
             raise ValueError(f"names {head.manifest!r}, which is not a manifest of this session")
         return head
 
@@ -334,7 +225,7 @@ class GenerationStore:
         data = self.fs.read(self.path(name))
         if digest is not None and digest_bytes(data) != digest:
             raise ValueError("digest mismatch")
-        return Manifest.decode(data)
+        return Manifest.decode(data, self.path(name))
 
     def write_manifest(self, manifest: Manifest, *, sync_dir: bool = True) -> HeadRef:
         """Written after its chunks, exclusively, fsynced; then the directory is fsynced (E3)."""
@@ -398,8 +289,6 @@ class GenerationStore:
         but is damaged: then open refuses with one line naming it and the repair command, because
         falling back would silently drop acknowledged state (issue 14 case 2; proofs in ``_adoption``).
         Problems are one-line messages; a non-empty list means HEAD must be rewritten."""
-        from perfsuite.engine._adoption import recover_lost_head  # (it imports this module)
-
         problems: list[str] = []
         try:
             head = self.read_head()
@@ -506,3 +395,31 @@ class GenerationStore:
                 except DAMAGE:
                     continue
         return refs
+
+
+# The layout's names are re-exported: the store's users (and the seeded bugs that patch it) name them here.
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "HEAD",
+    "LEASE",
+    "LOGS",
+    "OBJECTS",
+    "STAGING",
+    "FormatTooNew",
+    "GenerationStore",
+    "HeadRef",
+    "Lease",
+    "Manifest",
+    "NotAFile",
+    "OwnerConflict",
+    "OwnerProbe",
+    "SessionError",
+    "StaleHead",
+    "manifest_epoch",
+    "manifest_seq",
+    "manifest_tag",
+    "owner_alive",
+    "pid_alive",
+    "read_control",
+]

@@ -15,9 +15,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from perfsuite.engine._gate import DrainTimeout
 from perfsuite.engine._offload import Offload
 from perfsuite.engine._pipeline import Publication, Step, mark_failed
+
+
+class DrainTimeout(TimeoutError):
+    """The drain limit passed between pumps; the accepted job is retained, unacknowledged (E5).
+    (Defined here, where it is raised, so the gate, which holds the job, imports the job and not back.)"""
 
 
 class Admission:

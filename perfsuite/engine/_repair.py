@@ -1,7 +1,8 @@
 """Explicit repair of what open refuses (issue 14): ``Session.repair`` / ``FileSession.repair`` and the
-``perfsuite session repair PATH`` command. Open never guesses past damage that may cost acknowledged
-state; repair does what a person asked for, says what it found and what is lost, and keeps every damaged
-file it moves under ``recovery/`` (nothing is deleted).
+``perfsuite session repair PATH`` command (``_profiles.repair_session`` tells the profiles apart). Open
+never guesses past damage that may cost acknowledged state; repair does what a person asked for, says
+what it found and what is lost, and keeps every damaged file it moves under ``recovery/`` (nothing is
+deleted).
 
 Portable: control entries that are not regular files (``LEASE``, ``HEAD``) and ``staging/`` or ``logs/``
 that are not directories are moved aside; then, while holding the lease, HEAD is pointed at the newest
@@ -55,7 +56,7 @@ class RepairReport:
     adopted: HeadRef | None = None
 
 
-class _Aside:
+class Aside:
     """Moves damaged entries under ``<root>/recovery/`` (made a directory first if it is not one)."""
 
     def __init__(self, fs: FileSystem, root: str, lines: list[str]) -> None:
@@ -84,12 +85,13 @@ def repair_portable(root: str, *, generation: str | int | None, fs: FileSystem,
     root = os.path.abspath(root)
     store = GenerationStore(root, fs)
     lines: list[str] = []
-    aside = _Aside(fs, root, lines)
+    aside = Aside(fs, root, lines)
     if not fs.isdir(root):
         raise SessionError(f"{root}: no portable session here")
     if not fs.isdir(store.path(OBJECTS)):
         raise SessionError(f"{store.path(OBJECTS)}: missing or not a directory: every generation is gone, nothing "
                            "to repair from (restore the session from a backup)")
+    store.check_format()  # never "repair" a session written by a newer perfsuite (issue 21)
     for name in (LEASE, HEAD):
         path = store.path(name)
         if fs.isdir(path) or (fs.exists(path) and not fs.exists(fs.realpath(path))):
@@ -110,7 +112,7 @@ def repair_portable(root: str, *, generation: str | int | None, fs: FileSystem,
     return RepairReport(root, "portable", tuple(lines), bool(aside.moved or adopted or broke), adopted)
 
 
-def _adopt(store: GenerationStore, generation: str | int | None, lines: list[str], aside: _Aside) -> HeadRef | None:
+def _adopt(store: GenerationStore, generation: str | int | None, lines: list[str], aside: Aside) -> HeadRef | None:
     try:
         head, _manifest, _contents, problems = store.open_newest_intact()
     except SessionError as exc:
@@ -168,32 +170,8 @@ def _write_head(store: GenerationStore, head: HeadRef) -> None:
     store.fs.atomic_replace(store.path(HEAD), json.dumps(head.to_json(), sort_keys=True).encode())
 
 
-def repair_file(root: str, *, fs: FileSystem, owner_alive: OwnerProbe | None = None) -> RepairReport:
-    """See the module docstring (file-backed profile)."""
-    from perfsuite.engine._clock import SystemClock
-    from perfsuite.engine._filesession import PID_LOCK, FileSession  # (it imports the session, which imports us)
-    from perfsuite.engine._session import SessionSettings
-
-    root = os.path.abspath(root)
-    lines: list[str] = []
-    aside = _Aside(fs, root, lines)
-    if not fs.isdir(root):
-        raise SessionError(f"{root}: no file-backed session here")
-    lock = os.path.join(root, PID_LOCK)
-    if fs.isdir(lock):
-        aside.move(lock, "a directory, not a PID lock")
-    owner = FileSession(root, fs, SystemClock(), SessionSettings())
-    if owner_alive is not None:
-        owner.owner_alive = owner_alive
-    owner._acquire_pid_lock()
-    try:
-        _repair_file_tree(fs, root, lines, aside)
-    finally:
-        owner._release_owner()
-    return RepairReport(root, "file", tuple(lines), bool(aside.moved or any("rewritten" in x for x in lines)))
-
-
-def _repair_file_tree(fs: FileSystem, root: str, lines: list[str], aside: _Aside) -> None:
+def repair_file_tree(fs: FileSystem, root: str, lines: list[str], aside: Aside) -> None:
+    """The file-backed profile's tree, repaired by its owner (``FileSession.repair`` holds the PID lock)."""
     conversations = os.path.join(root, "conversations")
     if fs.exists(conversations) and not fs.isdir(conversations):
         aside.move(conversations, "not a directory")
@@ -246,22 +224,4 @@ def _repair_file_tree(fs: FileSystem, root: str, lines: list[str], aside: _Aside
     lines.append(f"{sidecar_path}: rewritten; its checkpoint marker records what the transcripts hold")
 
 
-def repair_session(path: str | os.PathLike[str], *, generation: str | int | None = None,
-                   fs: FileSystem | None = None) -> RepairReport:
-    """Repair the session at ``path``, portable or file-backed (told apart by what is there)."""
-    from perfsuite.engine._fs import OsFileSystem
-
-    fs = fs or OsFileSystem()
-    root = os.path.abspath(os.fspath(path))
-    portable = any(fs.exists(os.path.join(root, n)) for n in (HEAD, OBJECTS, LEASE))
-    file_backed = any(fs.exists(os.path.join(root, n)) for n in (SIDECAR_ARTIFACT, "conversations", "session.pid"))
-    if portable:
-        return repair_portable(root, generation=generation, fs=fs)
-    if file_backed:
-        if generation is not None:
-            raise SessionError(f"{root}: a file-backed session has no generations to choose from")
-        return repair_file(root, fs=fs)
-    raise SessionError(f"{root}: no portable or file-backed session here")
-
-
-__all__ = ["RepairReport", "repair_file", "repair_portable", "repair_session"]
+__all__ = ["Aside", "RepairReport", "repair_file_tree", "repair_portable"]

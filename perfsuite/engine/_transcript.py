@@ -4,20 +4,21 @@ A conversation directory holds the main transcript, branch transcripts, view tra
 model-selection trace and a recovery event log, as JSON lines. ``append`` writes through to the page
 cache in O(size of message); ``write(sync=True)`` is the barrier; rewrites go through atomic replace;
 a torn trailing line is recovered on load without losing anything complete, and a damaged line in the
-middle is quarantined without losing anything after it (issue 14 case 4, :func:`scan_lines`).
+middle is quarantined without losing anything after it (issue 14 case 4, :func:`scan_lines`). The
+records themselves (messages, damage found, the line scan) are in ``_jsonl``.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from perfsuite.engine._damage import DAMAGE, describe
 from perfsuite.engine._fs import O_APPEND_CREATE, FileSystem, FsyncFailed, OsFileSystem
+from perfsuite.engine._jsonl import Message, Quarantined, TornTail, TranscriptError, encode_record, scan_lines
 
 MAIN_FILE = "conversation.jsonl"
 BRANCH_DIR = "branches"
@@ -26,93 +27,6 @@ MODEL_TRACE_FILE = "model-selection.jsonl"
 EVENT_LOG_FILE = "events.jsonl"
 RECOVERY_DIR = "recovery"
 TEMP_MARK = ".tmp-"
-
-
-@dataclass(frozen=True, slots=True)
-class Message:
-    """One transcript entry. ``meta`` carries hidden fields such as mail receipts (E7)."""
-
-    role: str
-    content: str
-    timestamp: float = 0.0
-    meta: Mapping[str, Any] | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        record: dict[str, Any] = {"role": self.role, "content": self.content, "timestamp": self.timestamp}
-        if self.meta:
-            record["meta"] = dict(self.meta)
-        return record
-
-    def encode(self) -> bytes:
-        return _encode(self.to_json())
-
-    @classmethod
-    def from_json(cls, record: Mapping[str, Any]) -> Message:
-        meta = record.get("meta")
-        if meta is not None and not isinstance(meta, Mapping):
-            raise ValueError("meta is not an object")
-        return cls(
-            role=str(record["role"]),
-            content=str(record["content"]),
-            timestamp=float(record.get("timestamp", 0.0)),
-            meta=meta,
-        )
-
-    @property
-    def hidden(self) -> bool:
-        return bool(self.meta and self.meta.get("hidden"))
-
-
-def _encode(record: Mapping[str, Any]) -> bytes:
-    return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-
-
-@dataclass(frozen=True, slots=True)
-class TornTail:
-    """What load found after the last complete line of a file, and where it was preserved."""
-
-    path: str
-    offset: int
-    nbytes: int
-    recovery_file: str
-
-
-@dataclass(frozen=True, slots=True)
-class Quarantined:
-    """A complete line in the middle of a file that did not decode, and where its bytes were kept. A crash
-    only loses or zeroes the unsynced tail, so this is damage: the line is moved under ``recovery/`` and
-    every intact line after it stays in the log (issue 14 case 4)."""
-
-    path: str
-    offset: int
-    nbytes: int
-    recovery_file: str
-
-
-class TranscriptError(Exception):
-    """A transcript operation failed (or its files are damaged); the message is one line naming the file.
-    The turn must not be reported as persisted."""
-
-
-def scan_lines(data: bytes, decode: Any) -> tuple[list[Any], list[tuple[int, bytes]], int]:
-    """Split JSON-lines bytes into decoded records, quarantined lines ``(offset, bytes)`` and the offset
-    where the torn tail starts (``len(data)`` when there is none). Only a torn tail is a tail: a last
-    line without its newline (a partial append) or a line holding NUL bytes (blocks a crash left
-    unwritten read as zeros, and every append after them is as unsynced) ends the log. Any other line
-    that does not decode is damage in place: quarantined, and the scan goes on."""
-    records: list[Any] = []
-    bad: list[tuple[int, bytes]] = []
-    offset = 0
-    while offset < len(data):
-        end = data.find(b"\n", offset)
-        if end < 0 or data.find(b"\0", offset, end) >= 0:
-            return records, bad, offset
-        try:
-            records.append(decode(json.loads(data[offset:end])))
-        except DAMAGE:
-            bad.append((offset, data[offset : end + 1]))
-        offset = end + 1
-    return records, bad, offset
 
 
 @dataclass
@@ -305,12 +219,12 @@ class TranscriptLog:
         self._append_record(entry, message, message.encode())
 
     def record_model_selection(self, **selection: Any) -> None:
-        self._append_record(self._model, selection, _encode(selection))
+        self._append_record(self._model, selection, encode_record(selection))
 
     def record_event(self, kind: str, **fields: Any) -> None:
         """Append to the recovery event log in O(1): it is never re-read on append."""
         record = {"kind": kind, "time": time.time(), **fields}
-        self._append_record(self._events, record, _encode(record))
+        self._append_record(self._events, record, encode_record(record))
         if len(self._events.records) > self.compact_after:
             self.compact_events()
 
@@ -402,7 +316,7 @@ class TranscriptLog:
     def _rewrite(self, entry: _JsonlFile, records: Iterable[Any]) -> None:
         """Temp write, temp fsync, replace, directory fsync (E1). A crash leaves the old complete file."""
         records = list(records)
-        payload = b"".join(r.encode() if isinstance(r, Message) else _encode(r) for r in records)
+        payload = b"".join(r.encode() if isinstance(r, Message) else encode_record(r) for r in records)
         self._ensure_parent(entry.path)
         self._close(entry)  # the descriptor names the old inode; reopen after the replace
         try:
@@ -503,3 +417,10 @@ def commit_turn(log: TranscriptLog, messages: Iterable[Message], *, branch: str 
             pass  # the disk is failing; the outcome below still says so
         return TurnOutcome(False, reason)
     return TurnOutcome(True)
+
+
+# The records are re-exported: the engine's other modules and the facade name them here.
+__all__ = [
+    "MAIN_FILE", "TEMP_MARK", "Message", "Quarantined", "TornTail", "TranscriptError", "TranscriptLog", "TurnOutcome",
+    "commit_turn", "scan_lines",
+]

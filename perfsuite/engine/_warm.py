@@ -1,0 +1,214 @@
+"""E4-E7: the asynchronous side of a warm local session: the mutation gate and job acceptance, the pump
+of queued preparations, background deliveries, automatic checkpoints, the debounced registry save, the
+checkpoint timer, notifications, and the shutdown order. A part of
+:class:`~perfsuite.engine._session.Session`, whose ``__init__`` wires the gate and the schedulers."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable
+
+from perfsuite.engine._gate import DrainRefused, Preparation, Token
+from perfsuite.engine._job import Admission, PublicationJob
+from perfsuite.engine._offload import Offload, ProcessOffload, make_offload
+from perfsuite.engine._pipeline import Batch
+from perfsuite.engine._schedulers import Notification
+from perfsuite.engine._sessiontypes import Ack, AckSet
+from perfsuite.engine._sidecar import ROOT
+
+
+class WarmLocal:
+    """The gate, the job and the schedulers of a warm local session (mixed into ``Session``)."""
+
+    @property
+    def warm(self) -> bool:
+        """Warm local portable sessions publish automatic work through the asynchronous job."""
+        return self.profile == "portable" and self.settings.asynchronous
+
+    def offload(self) -> Offload:
+        if self._offload is None:
+            self._offload = make_offload(self.settings.offload)
+            if isinstance(self._offload, ProcessOffload):
+                # start the worker and run the real stage/hash once now, not inside the first publication
+                self._offload.warm_up(self.store, self.settings.chunk_size if self.settings.chunk_size > 0 else 65536)
+        return self._offload
+
+    def drain(self, token: Token | None = None, *, limit_s: float | None = None) -> float:
+        """A synchronous caller drains the gate first: the accepted job advances to its end inline.
+        Fails fast under a running preparation or a synchronous publication on this stack. Returns
+        the milliseconds spent draining. Queued preparations stay queued (never reported committed)."""
+        job = self.gate.job
+        if job is None and self.gate.preparing is None and self.gate.sync_depth == 0:
+            return 0.0
+        if self.gate.holds(token):
+            return 0.0  # the running preparation reenters with its own token
+        self.gate.check_drain_allowed(token)
+        if job is None:
+            return 0.0
+        started = time.perf_counter()
+        self.gate.drains += 1
+        job.drain(limit_s=self.settings.drain_limit_s if limit_s is None else limit_s)
+        elapsed = (time.perf_counter() - started) * 1e3
+        self.drain_ms.append(elapsed)
+        return elapsed
+
+    def accept_job(self, batch: Batch, token: Token, acks: Iterable[Ack] = (), *,
+                   admission: Admission | None = None) -> PublicationJob:
+        """Accept a publication job from inside a preparation (its token proves it holds the gate).
+        The gate stays held until the job's finish; without a running loop the job is drained inline."""
+        if not self.gate.holds(token):
+            raise DrainRefused("a job can only be accepted by the preparation that holds the gate")
+        acks = list(acks)
+        publication = self.publication(batch)
+        job = PublicationJob(publication, self.offload(), lambda j: self._job_done(j, acks), admission=admission)
+        self.gate.job = job
+        self.active = publication
+        self.jobs.append(job)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            job.drain(limit_s=None)
+        else:
+            job.start(loop)
+        return job
+
+    def _job_done(self, job: PublicationJob, acks: list[Ack]) -> None:
+        """The job's last step ran: release the gate, then acknowledge once (success), or retain the
+        batch as the pending publication and report save failed (no acknowledgement yet)."""
+        publication = job.publication
+        self.gate.job = None
+        self.active = None
+        self.reports.append(publication.report())
+        if publication.outcome == "failed":
+            self._retain(publication, acks, publication.error or RuntimeError("failed"))
+            self.problems.append(self.save_failed or "save failed")
+        else:
+            if publication.error is not None:
+                self.problems.append(f"after adoption of {publication.batch.id}: {publication.error}")
+            AckSet(acks).resolve(None)
+        self._schedule_pump()
+
+    def _schedule_pump(self) -> None:
+        """Queued preparations run once the gate is free, from the loop (never on a draining stack)."""
+        if not self.gate.queue:
+            return
+        try:
+            asyncio.get_running_loop().call_soon(self._pump)
+        except RuntimeError:
+            self._pump()
+
+    def _pump(self) -> None:
+        if not self.closed:
+            self.gate.pump()
+
+    def submit_preparation(self, label: str, prepare: Preparation, *, key: str | None = None) -> bool:
+        """Gated work: runs now if the gate is free, else queues (holding no snapshot) (E5)."""
+        self._check_open()
+        return self.gate.submit(label, prepare, key=key)
+
+    # -- automatic work through the gate (E4, E5, E7) --------------------------------------------------
+    def deliver_background(self, to: str, body: str, *, sender: str, kind: str = "completion",
+                           ack: Ack | None = None, admission: Admission | None = None) -> None:
+        """Deliver a background command's completion or monitor batch to ``to``'s mailbox. Warm local
+        sessions return at once and acknowledge after adoption through the asynchronous job; every
+        other session publishes synchronously. The record is tentative (hidden) until then (E4)."""
+        self.conversation(to)
+        acks = [ack] if ack else []
+        if not self.warm:
+            self.append_mail(to, body, sender=sender, kind=kind, ack=ack)
+            return
+
+        def prepare(token: Token) -> None:
+            owner = self._new_id(kind)
+            self.sidecar.add_mail(self._new_mail(to, sender, kind, body), owner)
+            self.accept_job(self.freeze(kind, (), owner=owner), token, acks, admission=admission)
+
+        self.submit_preparation(f"mail:{to}", prepare)
+
+    def request_checkpoint(self, conversation: str = ROOT, *, admission: Admission | None = None,
+                           ack: Ack | None = None) -> bool:
+        """An automatic checkpoint: a preparation that rechecks modified state, save failure and retained
+        batches under the gate, then freezes. One accepted checkpoint per conversation (E7): a request
+        that coalesces into an accepted one returns False. ``ack`` runs once after adoption, or at once
+        for a nil preparation (nothing to publish, or retained recovery that it must not retry)."""
+        key = f"checkpoint:{conversation}"
+        running = self.gate.job
+        if (running is not None and running.publication.batch.kind == "checkpoint"
+                and conversation in running.publication.batch.texts) or key in self.gate.queued_keys():
+            return False  # coalesced; later edits stay dirty for the next opportunity
+        acks = [ack] if ack else []
+
+        def prepare(token: Token) -> None:
+            buffer = self.buffers.get(conversation)
+            if buffer is None or self.pending is not None or self.save_failed \
+                    or not self._needs_publish(conversation, buffer):
+                # Automatic checkpoints never blindly retry retained recovery; a nil preparation
+                # (an earlier save absorbed the edit) is a successful no-op.
+                AckSet(acks).resolve(None)
+                return
+            batch = self.freeze("checkpoint", (conversation,))
+            if self.warm:
+                self.accept_job(batch, token, acks, admission=admission)
+            else:
+                self.publish(batch, acks)
+
+        self.submit_preparation(key, prepare, key=key)
+        return True
+
+    # -- observational changes and their debounced registry save (E7) ----------------------------------
+    def _observe(self) -> None:
+        self._observed += 1
+        self.registry_debounce.touch()
+
+    def _registry_due(self) -> None:
+        def prepare(token: Token) -> None:
+            batch = self.freeze("registry", ())
+            if self.warm:
+                self.accept_job(batch, token)
+            else:
+                self.publish(batch)
+
+        self.submit_preparation("registry", prepare, key="registry")
+
+    # -- notifications and in-flight checkpoints (E6, E7) ----------------------------------------------
+    def notify(self, callback: Notification) -> bool:
+        """Offer a notification (waiter wake, wake offer): never queued behind preparations, never run
+        under a token. Returns whether it ran immediately."""
+        return self.notifications.offer(callback)
+
+    def request_started(self, conversation: str = ROOT) -> None:
+        self.checkpoint_timer.request_started(conversation)
+
+    def request_finished(self, conversation: str = ROOT) -> None:
+        self.checkpoint_timer.request_finished(conversation)
+
+    def _checkpoint_tick(self, conversations: frozenset[str]) -> None:
+        for conversation in sorted(conversations):
+            if conversation in self.buffers:
+                self.request_checkpoint(conversation)
+
+    # -- shutdown (E7) ---------------------------------------------------------------------------------
+    def shutdown(self) -> None:
+        """Drain accepted work, flush agent transcripts, then pending registry saves, then the root,
+        then release the lease. Pending recovery blocks shutdown (E7)."""
+        if self.closed:
+            return
+        self.stopping = True
+        self.notifications.close(proceed=True)
+        self.checkpoint_timer.stop()
+        self.drain()
+        while self.gate.queue:
+            self.gate.pump()
+            self.drain()
+        if self.pending is None:
+            for conversation, buffer in sorted(self.buffers.items()):
+                if conversation != ROOT and self._needs_publish(conversation, buffer):
+                    self.checkpoint(conversation)
+            if self.registry_debounce.pending:
+                self.registry_debounce.cancel()
+                self.registry_debounce.pending_since = None
+                self.save_registry()
+            if self._needs_publish(ROOT, self.buffers[ROOT]):
+                self.checkpoint(ROOT)
+        self.close()
