@@ -50,7 +50,7 @@ PLANTS = {
     "sleep1": ("perfsuite/engine/_pipeline.py", _HASH_DOC,
                "    time.sleep(0.001)  # planted by scripts/ab_acceptance.py: 1 ms in an off-loop step\n",
                "plant: 1 ms sleep in hash_staged (off the loop for the asynchronous job)"),
-    "alloc": ("perfsuite/engine/_session.py", _FREEZE_DOC,
+    "alloc": ("perfsuite/engine/_publishing.py", _FREEZE_DOC,
               "        _planted = bytes(1 << 20)  # planted by scripts/ab_acceptance.py: 1 MB on the loop thread\n"
               "        del _planted\n",
               "plant: 1 MB allocated and dropped per publication in freeze (loop thread)"),
