@@ -7,6 +7,11 @@ privately for every sample. Typical use::
     from perfsuite.harness import load_recipe, run_recipe
     result = run_recipe(load_recipe("idle-control"), output_dir="results/local")
     print(result.path, result.verdicts())
+
+Several versions of the code under test, interleaved in one run (what ``perfsuite ab`` uses)::
+
+    variants = [CodeVariant("base", Path("/tmp/wt-base"), ("mypkg",)), CodeVariant("head", Path("."), ("mypkg",))]
+    pair = run_variants(recipe, variants, outputs={"base": Path("b.json"), "head": Path("h.json")}, seed=7)
 """
 
 from perfsuite.harness._alloc import AllocationRecord, measure_allocation
@@ -54,6 +59,14 @@ from perfsuite.harness._stalls import (
     run_instrumented,
     stall_monitor_of,
 )
+from perfsuite.harness._variants import (
+    CodeVariant,
+    VariantsResult,
+    imports_packages,
+    plan_variants,
+    probe_variant,
+    run_variants,
+)
 
 __all__ = [
     "HEAP_SEED",
@@ -61,6 +74,7 @@ __all__ = [
     "AckCallback",
     "AllocationRecord",
     "BuildFailed",
+    "CodeVariant",
     "GapWindow",
     "GcEvent",
     "GcRecorder",
@@ -87,6 +101,7 @@ __all__ = [
     "StallWindow",
     "Valgrind",
     "ValgrindUnavailable",
+    "VariantsResult",
     "apply_gc_policy",
     "build_heap",
     "build_library",
@@ -94,6 +109,7 @@ __all__ = [
     "check_conditions",
     "check_resumable",
     "find_valgrind",
+    "imports_packages",
     "instructions_unavailable",
     "list_recipes",
     "load_recipe",
@@ -103,12 +119,15 @@ __all__ = [
     "measure_sample",
     "new_results_path",
     "plan_order",
+    "plan_variants",
     "probe_full_collection",
+    "probe_variant",
     "recipe_dirs",
     "resolve_operation",
     "resume_run",
     "run_instrumented",
     "run_recipe",
+    "run_variants",
     "sample_metrics",
     "stall_monitor_of",
     "validate_results",

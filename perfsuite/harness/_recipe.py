@@ -131,6 +131,7 @@ class Recipe:
         storage: Any = None,
         heap: int | None = None,
         mode_params: Mapping[str, Any] | None = None,
+        allocation_samples: int | None = None,
     ) -> Recipe:
         """Command-line overrides, validated like recipe keys (errors name the option). ``mode_params``
         are merged into every mode's parameters (e.g. an engine setting such as ``freeze_loaded``)."""
@@ -159,6 +160,8 @@ class Recipe:
             changes["seed"] = check.non_negative_int("--seed", seed)
         if instructions is not None:
             changes["instructions"] = check.boolean("--instructions", instructions)
+        if allocation_samples is not None:
+            changes["allocation_samples"] = check.positive_int("--allocation-samples", allocation_samples)
         return dataclasses.replace(self, **changes)
 
 

@@ -3,7 +3,6 @@ p-value), `evidence` (every number from the file) and the dashboard; "not measur
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from rich.console import Console
 from perfsuite.harness import validate_results
 from perfsuite.harness._instructions import instructions_section
 from perfsuite.report import (
+    COST_METRICS,
     Result,
     build_dashboard,
     compare_markdown,
@@ -84,21 +84,38 @@ def test_not_measured_is_null_never_zero(docs: Any) -> None:
     assert f"Instructions were not measured (`{NOT_FOUND}`)." in evidence(result).markdown
 
 
-def test_a_one_percent_instruction_regression_fails_without_a_p_value(docs: Any) -> None:
+def test_instructions_are_registered_gate_costs() -> None:
+    """Issue 22 joins issue 15's cost registry: 1% of the base and at least one instruction, lower is better."""
+    for name in ("instructions.total", "instructions.loop_thread"):
+        cost = COST_METRICS[name]
+        assert (cost.relative, cost.floor, cost.direction) == (0.01, 1.0, "lower")
+        assert cost.describe() == "1% and at least 1 instruction"
+
+
+def test_a_planted_two_percent_instruction_increase_fails_the_gate(docs: Any) -> None:
     # one pass per side: Mann-Whitney U could never reach p < 0.05, the cost rule does not need it
-    base = docs.make(seed=1)
-    new = docs.make(seed=1)
     one = {m: v[:1] for m, v in BASE.items()}
-    worse = {m: v[:1] for m, v in scaled(1.015).items()}
-    comparison = compare_results([Result(None, with_instructions(base, one))],
-                                 [Result(None, with_instructions(new, worse))])
+    worse = {m: v[:1] for m, v in scaled(1.02).items()}
+    comparison = compare_results([Result(None, with_instructions(docs.make(seed=1), one))],
+                                 [Result(None, with_instructions(docs.make(seed=1), worse))])
     assert comparison.exit_status == 1
     assert {c.label for c in comparison.regressions} == {"mailbox-delivery/sync instructions.total",
                                                          "mailbox-delivery/sync instructions.loop_thread"}
     (total,) = [c for c in comparison.changes if (c.mode, c.metric) == ("sync", "instructions.total")]
-    assert total.tolerance == 0.01 and math.isnan(total.p_value) and not total.underpowered
+    assert total.kind == "cost" and total.p_value is None and not total.underpowered
+    assert total.tolerance == 0.01 * 7_386_516
     md = compare_markdown(comparison)
-    assert "tolerance 1%" in md and "1.0150x" in md
+    assert "instructions.total" in md.splitlines()[0]  # the verdict line names the metric
+    assert "+147,730 (1.02x)" in md
+
+
+def test_an_unchanged_revision_passes_the_gate(docs: Any) -> None:
+    comparison = compare_results([Result(None, with_instructions(docs.make(seed=1), BASE))],
+                                 [Result(None, with_instructions(docs.make(seed=1), BASE))])
+    assert comparison.exit_status == 0
+    instructions = [c for c in comparison.changes if c.metric.startswith("instructions.")]
+    assert len(instructions) == 4 and {c.status for c in instructions} == {"unchanged"}
+    assert all(c.gating and c.kind == "cost" and c.headline for c in instructions)  # shown even when unchanged
 
 
 def test_changes_within_the_tolerance_pass(docs: Any) -> None:
