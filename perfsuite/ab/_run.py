@@ -202,11 +202,13 @@ def run_ab(
     factor: float = DEFAULT_FACTOR,
     gate: str | None = None,
     skip_machine_only: bool = False,
+    valgrind: str | None = None,
 ) -> AbResult:
     """Measure ``recipes`` for BASE and HEAD (``None``: the working tree) interleaved, write both documents
     per recipe and the pairing under ``output_dir``, and compare them; see the module docstring.
     ``skip_machine_only`` leaves out recipes none of whose operations import the code under test (they
-    measure the machine, e.g. idle-control and fsync-floor: between two revisions they can only add noise)."""
+    measure the machine, e.g. idle-control and fsync-floor: between two revisions they can only add noise).
+    ``valgrind`` is the instruction pass's valgrind, for recipes with ``instructions = true`` (issue 22)."""
     started = time.monotonic()
     skipped: list[str] = []
     if skip_machine_only:
@@ -259,7 +261,8 @@ def run_ab(
             outputs = {"base": output_dir / "base" / f"{recipe.name}-{stamp}.json",
                        "head": output_dir / "head" / f"{recipe.name}-{stamp}.json"}
             run_variants(recipe, [base_variant, head_variant], outputs=outputs, fixture=fixture, fixture_info=info,
-                         work_root=work_root, seed=seed + index, on_sample=on_sample, run_id=run_id)
+                         work_root=work_root, seed=seed + index, on_sample=on_sample, run_id=run_id,
+                         valgrind=valgrind)
             entries.append({"recipe": recipe.name, "base": f"base/{outputs['base'].name}",
                             "head": f"head/{outputs['head'].name}", "seed": seed + index,
                             "fixture": {"name": recipe.fixture, "digest": info.get("digest")}})

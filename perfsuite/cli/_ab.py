@@ -39,9 +39,16 @@ def _cmd_ab(args: argparse.Namespace) -> int:
     names = list_recipes(catalogue_only=True) if args.all else args.recipes or list(DEFAULT_RUN_RECIPES)
     recipes = [
         load_recipe(ref).with_overrides(samples=args.samples or AB_SAMPLES, warmup=args.warmup, gc=args.gc,
-                                        allocation_samples=args.allocation_samples, isolation="process")
+                                        allocation_samples=args.allocation_samples, isolation="process",
+                                        instructions=True if args.instructions else None)
         for ref in names
     ]
+    if any(r.instructions for r in recipes):  # one line, once: the pass records "not measured" (issue 22)
+        from perfsuite.harness import instructions_unavailable
+
+        why = instructions_unavailable(args.valgrind)
+        if why:
+            print(f"perfsuite: instructions not measured: {why}", file=sys.stderr)
     stamp = time.strftime("%Y%m%dT%H%M%S")
     output = Path(args.output_dir) if args.output_dir else Path("results/local") / f"ab-{stamp}"
     resolver = fixture_hook()
@@ -67,7 +74,8 @@ def _cmd_ab(args: argparse.Namespace) -> int:
         result = run_ab(
             args.base, args.head, recipes, resolve_fixture=lambda name: resolver(name, None), output_dir=output,
             seed=args.seed, work_root=Path(args.work_dir) if args.work_dir else None, on_sample=on_sample,
-            gate=args.gate, skip_machine_only=not (args.all or args.recipes), **thresholds(args),
+            gate=args.gate, skip_machine_only=not (args.all or args.recipes), valgrind=args.valgrind,
+            **thresholds(args),
         )
     finally:
         if tasks:
@@ -112,6 +120,11 @@ def register(sub: Any) -> None:
                     help="discarded warm-up samples per mode per revision (recipe default: 1)")
     ab.add_argument("--allocation-samples", type=positive_int, help="allocation-pass samples per mode per revision "
                     "(recipe default: 3; costs need no p-value)")
+    ab.add_argument("--instructions", action="store_true",
+                    help="also count instructions per operation under valgrind (callgrind), both revisions "
+                    "interleaved; gated as a cost, 1%% tolerance (recipe setting: instructions = true)")
+    ab.add_argument("--valgrind", metavar="PATH", type=non_empty,
+                    help="the valgrind executable for --instructions (default: $PERFSUITE_VALGRIND, else PATH)")
     ab.add_argument("--gc", choices=("collect-before", "natural"), help="GC policy before each sample")
     ab.add_argument("--seed", type=non_negative_int, help="seed of the interleaved order (default: random, recorded)")
     ab.add_argument("--output-dir", metavar="DIR", type=output_dir,

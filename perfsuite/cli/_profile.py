@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +15,33 @@ from perfsuite.cli._console import console
 from perfsuite.errors import PerfsuiteError
 
 
+def _cmd_diff(args: argparse.Namespace) -> int:
+    """``perfsuite profile --diff A B``: functions that gained (and lost) instructions, text and flame graphs."""
+    from perfsuite.profile import diff_profiles
+
+    if args.recipe or args.profiler or args.baseline:
+        raise PerfsuiteError("--diff A B compares two callgrind profile records: give no RECIPE, --profiler or "
+                             "--baseline with it")
+    base, new = args.diff
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    prefix = Path(args.output_dir) / f"{Path(new).name.split('.')[0]}-vs-{Path(base).name.split('.')[0]}-{stamp}"
+    print(diff_profiles(base, new, modes=args.mode, output_prefix=prefix).text(), end="")
+    return 0
+
+
 def _cmd_profile(args: argparse.Namespace) -> int:
     from perfsuite.harness import load_recipe, recipe_dirs, resolve_operation
-    from perfsuite.profile import profile_recipe, profiler_command
+    from perfsuite.profile import diff_profiles, load_callgrind_profile, profile_recipe, profiler_command
     from perfsuite.report._phases import phase_table
 
+    if args.diff:
+        return _cmd_diff(args)
+    if not args.recipe or not args.profiler:
+        raise PerfsuiteError("give RECIPE and --profiler (py-spy, scalene or callgrind), or --diff A B")
+    if args.baseline and args.profiler != "callgrind":
+        raise PerfsuiteError("--baseline compares callgrind profiles: use it with --profiler callgrind")
+    if args.baseline:
+        load_callgrind_profile(args.baseline)  # a bad baseline fails before anything is measured
     profiler_command(args.profiler, args.profiler_path)  # a missing profiler fails before any fixture is built
     if args.phase:
         require("report", "matplotlib")  # the phase plot
@@ -48,6 +71,9 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     out.verdict(f"profile: {run.record}")  # plain lines, never wrapped: scripts read them
     for path in run.artifacts()[1:]:
         out.line(f"  {path}")
+    if args.baseline:
+        prefix = Path(str(run.record).removesuffix(".callgrind.profile.json") + "-vs-baseline")
+        print(diff_profiles(args.baseline, run.record, modes=args.mode, output_prefix=prefix).text(), end="")
     return 0
 
 
@@ -55,18 +81,26 @@ def register(sub: Any) -> None:
     from perfsuite.profile import DEFAULT_REPEAT, PROFILERS
 
     p = sub.add_parser(
-        "profile", help="a recipe's operation under py-spy or scalene; artifacts beside the results",
+        "profile", help="a recipe's operation under py-spy, scalene or callgrind; artifacts beside the results",
         description="Runs each mode's operation (fixture resolved and privately copied as in `run`) in a worker "
         "process under the profiler, which is on only while operations run. py-spy: flame graph SVG, speedscope "
         "JSON and a text summary per mode; scalene: its JSON and a text summary (top lines by CPU and by "
         "allocation). A profile with too few samples is repeated with more iterations. Times under a profiler "
-        "are distorted: use `run` for measurements. Exit status 2 on bad input, a missing profiler, a profiler "
-        "failure or a profile without samples.")
-    p.add_argument("recipe", metavar="RECIPE", type=non_empty, help="recipe name or .toml path")
+        "are distorted: use `run` for measurements. callgrind: the instructions of one operation, submission "
+        "to acknowledgement, by Python function (text summary, folded stacks, flame graph SVG, callgrind "
+        "files); --diff A B (or --baseline A) shows which functions gained between two such profiles. Exit "
+        "status 2 on bad input, a missing profiler, a profiler failure or a profile without samples.")
+    p.add_argument("recipe", metavar="RECIPE", nargs="?", type=non_empty, help="recipe name or .toml path")
     add_recipes_option(p)
-    p.add_argument("--profiler", required=True, choices=PROFILERS, help="the sampling profiler")
+    p.add_argument("--profiler", choices=PROFILERS,
+                   help="py-spy or scalene (sampling, time) or callgrind (instructions, under valgrind)")
+    p.add_argument("--diff", nargs=2, metavar=("A", "B"), type=non_empty,
+                   help="compare two callgrind profile records (*.callgrind.profile.json): which functions gained "
+                   "instructions from A to B; writes a difference flame graph per mode into --output-dir")
+    p.add_argument("--baseline", metavar="PROFILE", type=non_empty,
+                   help="callgrind: after profiling, compare with this earlier profile record (as --diff)")
     p.add_argument("--mode", action="append", metavar="MODE", type=non_empty,
-                   help="profile this mode only (repeatable; default: all)")
+                   help="profile (or --diff) this mode only (repeatable; default: all)")
     p.add_argument("--repeat", type=positive_int, metavar="N",
                    help=f"operations per profiled batch (default: {DEFAULT_REPEAT}; more when too few samples)")
     p.add_argument("--output-dir", default="results/local", type=output_dir,
@@ -74,8 +108,9 @@ def register(sub: Any) -> None:
     p.add_argument("--native", action="store_true", help="py-spy: include native (C) frames")
     p.add_argument("--rate", type=positive_int, metavar="HZ", help="py-spy sampling rate (default: 250)")
     p.add_argument("--profiler-path", metavar="PATH", type=non_empty,
-                   help="the profiler executable (default: $PERFSUITE_PY_SPY / $PERFSUITE_SCALENE, else py-spy "
-                   "on PATH or beside this Python, `python -m scalene`)")
+                   help="the profiler executable (default: $PERFSUITE_PY_SPY / $PERFSUITE_SCALENE / "
+                   "$PERFSUITE_VALGRIND, else py-spy on PATH or beside this Python, `python -m scalene`, valgrind "
+                   "on PATH)")
     p.add_argument("--session", metavar="PATH", type=non_empty, help="a session directory to use as the fixture")
     p.add_argument("--work-dir", metavar="DIR", type=output_dir,
                    help="where private fixture copies live (default: temp dir)")

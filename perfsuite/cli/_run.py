@@ -105,6 +105,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from perfsuite.harness import (
         SampleEvent,
         check_resumable,
+        instructions_unavailable,
         list_recipes,
         load_recipe,
         new_results_path,
@@ -129,10 +130,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.resume:
         overrides = (args.samples, args.warmup, args.isolation, args.gc, args.order, args.seed, args.storage,
                      args.storage_file, args.heap, args.gc_freeze or None)
-        if args.recipes or any(v is not None for v in overrides):
+        if args.recipes or args.instructions or any(v is not None for v in overrides):
             raise PerfsuiteError(
                 "--resume continues the recorded recipe and plan: give no RECIPE, --samples, --warmup, --isolation, "
-                "--gc, --order, --seed or run conditions (--storage, --storage-file, --heap, --gc-freeze)"
+                "--gc, --order, --seed, --instructions or run conditions (--storage, --storage-file, --heap, "
+                "--gc-freeze)"
             )
         path = Path(args.resume)
         _, recipe = check_resumable(path)  # schema, plan, progress, no live writer (issue 14 cases 7, 9)
@@ -155,7 +157,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         for ref in (list_recipes(catalogue_only=True, dirs=dirs) if args.all else args.recipes or DEFAULT_RUN_RECIPES):
             recipe = apply_conditions(
                 load_recipe(ref, dirs).with_overrides(samples=args.samples, warmup=args.warmup,
-                                                      isolation=args.isolation, order=args.order, seed=args.seed),
+                                                      isolation=args.isolation, order=args.order, seed=args.seed,
+                                                      instructions=True if args.instructions else None),
                 storage=args.storage, storage_file=args.storage_file, heap=heap, freeze=args.gc_freeze, gc=args.gc)
             reason = None
             for mode in recipe.modes:  # fail before measuring anything
@@ -175,6 +178,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
             Path(args.output_dir).mkdir(parents=True, exist_ok=True)  # unusable: fail before building fixtures
         for recipe in recipes:
             plans.append((recipe, None, *fixture_hook()(recipe.fixture, args.session)))
+    if any(plan[0].instructions for plan in plans):  # one line, once: the pass records "not measured"
+        why = instructions_unavailable(args.valgrind)
+        if why:
+            print(f"perfsuite: instructions not measured: {why}", file=sys.stderr)
     writer = perfsuite.cli.results_writer_hook
     finished: list[tuple[Path, Mapping[str, Any], tuple[Path, ...]]] = []
     columns = (
@@ -203,10 +210,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
             try:
                 if args.resume:
                     result = resume_run(path, fixture=fixture, fixture_info=info, work_root=work_root,
-                                        on_sample=on_sample, writer=writer)
+                                        on_sample=on_sample, writer=writer, valgrind=args.valgrind)
                 else:
                     result = run_recipe(recipe, output=path, fixture=fixture, fixture_info=info, work_root=work_root,
-                                        on_sample=on_sample, run_id=run_id, writer=writer)
+                                        on_sample=on_sample, run_id=run_id, writer=writer, valgrind=args.valgrind)
             except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM (Terminated): keep, hint, 130 / 143
                 progress.stop()
                 _print_measured(finished)
@@ -264,6 +271,11 @@ def register(sub: Any) -> None:
                      "the plan are recorded) or the recipe's fixed order")
     run.add_argument("--seed", type=non_negative_int,
                      help="seed of the random order (default: drawn at start, recorded)")
+    run.add_argument("--instructions", action="store_true",
+                     help="after the latency samples, count instructions per operation under valgrind (callgrind), "
+                     "per mode, total and loop thread (recipe setting: instructions = true)")
+    run.add_argument("--valgrind", metavar="PATH", type=non_empty,
+                     help="the valgrind executable for --instructions (default: $PERFSUITE_VALGRIND, else PATH)")
     run.add_argument("--output-dir", default="results/local", type=output_dir,
                      help="where results go (default: results/local)")
     run.add_argument("--resume", metavar="FILE", type=non_empty, help="continue an interrupted results file")

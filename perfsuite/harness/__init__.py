@@ -15,9 +15,19 @@ Several versions of the code under test, interleaved in one run (what ``perfsuit
 """
 
 from perfsuite.harness._alloc import AllocationRecord, measure_allocation
+from perfsuite.harness._callgrind import (
+    BuildFailed,
+    Valgrind,
+    ValgrindUnavailable,
+    build_library,
+    callgrind_totals,
+    find_valgrind,
+    instructions_unavailable,
+)
 from perfsuite.harness._gc import GcEvent, GcRecorder, GcWindow, apply_gc_policy
 from perfsuite.harness._heap import LiveHeap, build_heap, probe_full_collection
 from perfsuite.harness._heartbeat import GapWindow, Heartbeat, LagPercentiles
+from perfsuite.harness._instructions import InstructionRecord, measure_instructions
 from perfsuite.harness._lock import ResultsBusy, ResultsLock
 from perfsuite.harness._operation import AckCallback, Operation, OperationContext, resolve_operation
 from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe, recipe_dirs
@@ -63,12 +73,14 @@ __all__ = [
     "HOST_LABEL_ENV",
     "AckCallback",
     "AllocationRecord",
+    "BuildFailed",
     "CodeVariant",
     "GapWindow",
     "GcEvent",
     "GcRecorder",
     "GcWindow",
     "Heartbeat",
+    "InstructionRecord",
     "InstrumentedLoop",
     "LagPercentiles",
     "LiveHeap",
@@ -87,16 +99,23 @@ __all__ = [
     "StallEntry",
     "StallMonitor",
     "StallWindow",
+    "Valgrind",
+    "ValgrindUnavailable",
     "VariantsResult",
     "apply_gc_policy",
     "build_heap",
+    "build_library",
+    "callgrind_totals",
     "check_conditions",
     "check_resumable",
+    "find_valgrind",
     "imports_packages",
+    "instructions_unavailable",
     "list_recipes",
     "load_recipe",
     "load_results",
     "measure_allocation",
+    "measure_instructions",
     "measure_sample",
     "new_results_path",
     "plan_order",

@@ -61,7 +61,7 @@ __all__ = [
 ]
 
 AckCallback = Callable[[BaseException | None], None]
-SampleKind = Literal["sample", "warmup", "control", "allocation"]
+SampleKind = Literal["sample", "warmup", "control", "allocation", "instructions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +71,8 @@ class OperationContext:
     ``workdir`` is the sample's private copy of the fixture directory (never the original; ``None``
     when the recipe has no fixture); ``scratch`` is an empty private directory on the same
     filesystem, removed after the sample. ``kind`` says whether this is a latency sample, a
-    discarded warm-up, an idle-control window or the allocation pass (M3).
+    discarded warm-up, an idle-control window, the allocation pass (M3) or the instruction pass (issue
+    22: under valgrind; every pass gets ``sample`` 0, so the same work is counted each time).
     """
 
     workdir: Path | None

@@ -74,6 +74,8 @@ class Recipe:
     target_ms: float = 20.0
     allocation: bool = False
     allocation_samples: int = 3
+    instructions: bool = False
+    instructions_samples: int = 3
     window_tail_ms: float = 12.0
     ack_timeout_s: float = 30.0
     settle_ms: float = 20.0
@@ -125,6 +127,7 @@ class Recipe:
         gc: str | None = None,
         order: str | None = None,
         seed: int | None = None,
+        instructions: bool | None = None,
         storage: Any = None,
         heap: int | None = None,
         mode_params: Mapping[str, Any] | None = None,
@@ -155,6 +158,8 @@ class Recipe:
             changes["order"] = check.choice("--order", order, ORDERS)
         if seed is not None:
             changes["seed"] = check.non_negative_int("--seed", seed)
+        if instructions is not None:
+            changes["instructions"] = check.boolean("--instructions", instructions)
         if allocation_samples is not None:
             changes["allocation_samples"] = check.positive_int("--allocation-samples", allocation_samples)
         return dataclasses.replace(self, **changes)
@@ -235,6 +240,8 @@ _SCALARS: dict[str, tuple[str, Any]] = {
     "target_ms": ("positive_number", 20.0),
     "allocation": ("boolean", False),
     "allocation_samples": ("positive_int", 3),
+    "instructions": ("boolean", False),
+    "instructions_samples": ("positive_int", 3),
     "window_tail_ms": ("non_negative_number", 12.0),
     "ack_timeout_s": ("positive_number", 30.0),
     "settle_ms": ("non_negative_number", 20.0),

@@ -5,7 +5,10 @@ The plan (``order`` in the results document) is fixed when the run starts:
 * ``warmup`` rounds (one sample per mode each, discarded),
 * rounds of one latency sample per mode (ABAB...), each round followed by one idle-control window
   (M1: the same heartbeat with no workload, as long as the run's median sample window),
-* with ``allocation = true``, the separate allocation pass (M3) last.
+* with ``allocation = true``, the separate allocation pass (M3),
+* with ``instructions = true``, the separate instruction pass under valgrind (issue 22) last: one
+  fresh worker under callgrind per pass, whatever the isolation. Without valgrind those entries are
+  recorded as "not measured" (with the reason), never as 0.
 
 ``progress.done`` counts the plan entries finished; ``--resume`` continues from there with the
 recorded plan and recipe. Isolation ``process`` runs every entry in a fresh worker interpreter
@@ -32,8 +35,10 @@ from typing import Any
 from perfsuite import __version__
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness._alloc import measure_allocation
+from perfsuite.harness._callgrind import Valgrind, ValgrindUnavailable, client_library, find_valgrind
 from perfsuite.harness._gc import GcRecorder
 from perfsuite.harness._heartbeat import Heartbeat
+from perfsuite.harness._instructions import instructions_section, measure_instructions
 from perfsuite.harness._lock import ResultsLock, check_not_busy, new_results_path
 from perfsuite.harness._operation import CONTROL_OPERATION, OperationFactory, control_operation, resolve_operation
 from perfsuite.harness._recipe import Recipe
@@ -152,6 +157,9 @@ def plan_order(recipe: Recipe) -> list[dict[str, Any]]:
     if recipe.allocation:
         for i in range(recipe.allocation_samples):
             order += round_of("allocation", i)
+    if recipe.instructions:
+        for i in range(recipe.instructions_samples):
+            order += round_of("instructions", i)
     return order
 
 
@@ -184,6 +192,7 @@ def _new_document(recipe: Recipe, fixture: Mapping[str, Any], environment: Mappi
                 "warmups": 0,
                 "samples": [],
                 "allocation": None,
+                "instructions": None,
                 "summary": {},
                 "verdict": verdict([], recipe.target_ms, m.reference),
                 **({"reference": m.reference} if m.reference else {}),
@@ -206,9 +215,12 @@ class _Run:
         work_dir: Path,
         on_sample: OnSample | None,
         writer: ResultsWriter | None = None,
+        valgrind: str | None = None,
         code: Mapping[str, Any] | None = None,
     ) -> None:
         self.recipe = recipe
+        self.valgrind_path = valgrind
+        self._valgrind: Valgrind | None = None
         self.doc = document
         self.path = path
         self.fixture = fixture
@@ -290,6 +302,9 @@ class _Run:
             for key in ("total_bytes", "peak_bytes", "allocations"):
                 alloc[key] = summarize([s[key] for s in alloc["samples"]])
             body["allocation"] = alloc
+        elif kind == "instructions":
+            body = doc["modes"][entry["mode"]]
+            body["instructions"] = instructions_section(body.get("instructions"), record)
         doc["progress"]["done"] += 1
         doc["updated_at"] = now_iso()
         self.write(self.path, doc)  # M4/M8: after every sample
@@ -303,7 +318,7 @@ class _Run:
                     done=doc["progress"]["done"],
                     total=doc["progress"]["total"],
                     path=self.path,
-                    record=record if kind != "allocation" else None,
+                    record=record if kind not in ("allocation", "instructions") else None,
                 )
             )
 
@@ -320,7 +335,10 @@ class _Run:
             run_instrumented(self._inline(extra, entries))  # M9: the harness's own loop
         else:
             for entry in entries:
-                self.complete(entry, self._in_worker(entry))
+                if entry["kind"] == "instructions":
+                    self.complete(entry, self._instructions(entry))
+                else:
+                    self.complete(entry, self._in_worker(entry))
 
     async def _inline(self, extra: list[dict[str, Any]], entries: list[dict[str, Any]]) -> None:
         with GcRecorder() as recorder:
@@ -329,7 +347,10 @@ class _Run:
             try:
                 for entry, count in [(e, False) for e in extra] + [(e, True) for e in entries]:
                     spec = self.spec(entry)
-                    if entry["kind"] == "allocation":
+                    if entry["kind"] == "instructions":
+                        heartbeat.stop()  # the pass runs in a worker under valgrind, whatever the isolation
+                        record = self._instructions(entry)
+                    elif entry["kind"] == "allocation":
                         heartbeat.stop()  # M3: nothing else allocating while memray traces
                         monitor = stall_monitor_of(asyncio.get_running_loop())
                         if monitor is not None:
@@ -347,6 +368,18 @@ class _Run:
                         self.complete(entry, record)
             finally:
                 heartbeat.stop()
+
+    def _instructions(self, entry: Mapping[str, Any]) -> dict[str, Any]:
+        """One instruction pass, or a "not measured" record (with the reason) when valgrind is missing."""
+        if self._valgrind is None:
+            try:
+                self._valgrind = find_valgrind(self.valgrind_path)
+                client_library()
+            except ValgrindUnavailable as exc:
+                return {"not_measured": str(exc)}
+        record = measure_instructions(self.spec(entry), self._valgrind, base_dir=self.work_dir.parent,
+                                      pass_index=int(entry["index"]), code=self.code)
+        return {**record.to_dict(), "valgrind": self._valgrind.version}
 
     def _in_worker(self, entry: Mapping[str, Any]) -> dict[str, Any]:
         spec = self.spec(entry)
@@ -443,6 +476,7 @@ def run_recipe(
     on_sample: OnSample | None = None,
     run_id: str | None = None,
     writer: ResultsWriter | None = None,
+    valgrind: str | None = None,
     annotations: Mapping[str, Any] | None = None,
 ) -> RunResult:
     """M4: run ``recipe`` and write its results file (plus exports) under ``output_dir`` (or ``output``).
@@ -456,6 +490,8 @@ def run_recipe(
     failed sample; the file then keeps every sample measured before it (status ``failed``, with the
     reason in ``error``; ``interrupted`` after SIGINT/SIGTERM). The document is locked while the run
     writes it (issue 14 case 7); ``writer`` replaces the atomic writer (fault injection in tests).
+    ``valgrind`` is the valgrind executable for the instruction pass (default ``$PERFSUITE_VALGRIND``,
+    else PATH).
     """
     if recipe.fixture and fixture is None:
         raise PerfsuiteError(f"{recipe.name}: the recipe needs fixture {recipe.fixture!r}, none was given")
@@ -470,7 +506,7 @@ def run_recipe(
         fixture_doc = describe_fixture(Path(fixture) if fixture else None, info)
         work_dir = _work_dir(work_root)
         try:
-            run = _Run(recipe, {}, path, Path(fixture) if fixture else None, work_dir, on_sample, writer)
+            run = _Run(recipe, {}, path, Path(fixture) if fixture else None, work_dir, on_sample, writer, valgrind)
             run.doc = _new_document(recipe, fixture_doc, collect_environment(work_dir))
             if run_id is not None:
                 run.doc["run_id"] = run_id
@@ -503,6 +539,10 @@ def _resume_problem(doc: Mapping[str, Any], recipe: Recipe) -> str | None:
         return sum(1 for e in finished if e["kind"] == kind and e["mode"] == mode)
 
     for mode, body in doc["modes"].items():
+        instr = body.get("instructions") or {}
+        passes, want = len(instr.get("samples") or []), count("instructions", mode)
+        if not instr.get("not_measured") and passes != want:
+            return f"mode {mode} records {passes} instruction passes, but progress.done = {done} means {want}"
         alloc = (body.get("allocation") or {}).get("samples") or []
         for what, have, want in (("samples", len(body["samples"]), count("sample", mode)),
                                  ("warm-ups", int(body.get("warmups", 0)), count("warmup", mode)),
@@ -550,6 +590,7 @@ def resume_run(
     work_root: Path | None = None,
     on_sample: OnSample | None = None,
     writer: ResultsWriter | None = None,
+    valgrind: str | None = None,
 ) -> RunResult:
     """M4: continue an interrupted or failed run file, keeping its samples, recorded recipe and plan.
 
@@ -572,7 +613,7 @@ def resume_run(
                 raise PerfsuiteError(f"{path}: the fixture changed since the run started ({recorded} != {now})")
         work_dir = _work_dir(work_root)
         try:
-            run = _Run(recipe, doc, path, Path(fixture) if fixture else None, work_dir, on_sample, writer)
+            run = _Run(recipe, doc, path, Path(fixture) if fixture else None, work_dir, on_sample, writer, valgrind)
             if done >= total:
                 if doc.get("status") == "complete":
                     raise PerfsuiteError(f"{path}: the run is already complete")

@@ -8,7 +8,10 @@ plan**:
 * rounds: one latency sample per variant and mode, in a seeded random order per round, then one
   idle-control window shared by every variant (the same machine at the same moment: it measures the
   machine, not the code, so it runs without any variant's code);
-* the allocation pass (M3), interleaved the same way.
+* the allocation pass (M3), interleaved the same way;
+* with ``instructions = true``, the instruction pass under valgrind (issue 22), interleaved the same way:
+  each variant's code loaded through the same fixed link (:func:`perfsuite.harness._pinning.pinned_code`),
+  so two revisions count the same when their code is the same.
 
 Every sample runs in a fresh worker process (``process`` isolation, required: one interpreter cannot hold
 two versions of one package) that imports the variant's ``packages`` from its ``root`` before anything
@@ -102,6 +105,9 @@ def plan_variants(recipe: Recipe, names: Sequence[str], seed: int) -> list[dict[
     if recipe.allocation:
         for i in range(recipe.allocation_samples):
             plan += round_of("allocation", i)
+    if recipe.instructions:
+        for i in range(recipe.instructions_samples):
+            plan += round_of("instructions", i)
     return plan
 
 
@@ -176,11 +182,13 @@ def run_variants(
     seed: int = 0,
     on_sample: OnSample | None = None,
     run_id: str | None = None,
+    valgrind: str | None = None,
 ) -> VariantsResult:
     """Measure ``recipe`` for every variant in one interleaved plan (see the module docstring); each
-    variant's document goes to ``outputs[variant.name]``. A failed sample raises a one-line
-    :class:`PerfsuiteError`; every document then keeps what was measured, marked ``failed`` (with the
-    reason in ``error``) or ``interrupted`` (SIGINT, SIGTERM)."""
+    variant's document goes to ``outputs[variant.name]``; ``valgrind`` is the instruction pass's valgrind
+    (default ``$PERFSUITE_VALGRIND``, else PATH; without one the pass is recorded as not measured). A failed
+    sample raises a one-line :class:`PerfsuiteError`; every document then keeps what was measured, marked
+    ``failed`` (with the reason in ``error``) or ``interrupted`` (SIGINT, SIGTERM)."""
     names = [v.name for v in variants]
     if len(set(names)) != len(names) or not names:
         raise PerfsuiteError(f"{recipe.name}: variants need distinct names, got {names}")
@@ -198,7 +206,7 @@ def run_variants(
         runs: dict[str, _Run] = {}
         for v in variants:
             run = _Run(recipe, {}, Path(outputs[v.name]), Path(fixture) if fixture else None, work_dir, None,
-                       code=v.request())
+                       valgrind=valgrind, code=v.request())
             run.doc = _document(recipe, v, names, plan, seed, fixture_doc, work_dir, run_id)
             write_json_atomic(run.path, run.doc)
             runs[v.name] = run
@@ -222,14 +230,14 @@ def _execute(recipe: Recipe, runs: Mapping[str, _Run], plan: Sequence[Mapping[st
                     run.complete(own, record)
             else:
                 run = runs[entry["variant"]]
-                record = run._in_worker(own)
+                record = run._instructions(own) if entry["kind"] == "instructions" else run._in_worker(own)
                 if run.doc["variant"]["code"]["imported"] is None and run.last_code:
                     run.doc["variant"]["code"]["imported"] = dict(run.last_code)
                 run.complete(own, record)
             if on_sample is not None:
                 on_sample(SampleEvent(recipe=recipe.name, kind=entry["kind"], mode=entry["mode"],
                                       index=int(entry["index"]), done=done, total=len(plan), path=first.path,
-                                      record=record if entry["kind"] != "allocation" else None,
+                                      record=record if entry["kind"] not in ("allocation", "instructions") else None,
                                       variant=entry["variant"]))
     except BaseException as exc:
         # keep what was measured; readers see it is not complete (M4): SIGINT/SIGTERM interrupt, anything

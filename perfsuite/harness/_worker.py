@@ -1,7 +1,8 @@
 """M4 ``process`` isolation: measure one sample in a fresh interpreter, JSON in, JSON out.
 
-``python -m perfsuite.harness._worker`` reads ``{"kind": "sample"|"allocation"|"probe", "spec": {...},
-"sys_path": [...], "code": {"root": DIR, "packages": [...]}}`` on stdin and writes one line on stdout:
+``python -m perfsuite.harness._worker`` reads ``{"kind": "sample"|"allocation"|"instructions"|"probe",
+"spec": {...}, "sys_path": [...], "code": {"root": DIR, "packages": [...]}}`` on stdin (``instructions``:
+the worker runs under valgrind, see :mod:`perfsuite.harness._instructions`) and writes one line on stdout:
 ``{"record": {...}, "code": {package: file}}``, or ``{"error": "one line"}`` with exit status 2. Anything
 the operation prints goes to stderr, so it cannot corrupt the reply.
 
@@ -98,6 +99,10 @@ def main() -> int:
         code = load_code(request["code"]) if request.get("code") else None
         if request["kind"] == "probe":
             record = _probe(request.get("operations", []), request.get("watch", []))
+        elif request["kind"] == "instructions":  # issue 22: under valgrind, a plain loop (no stall monitor)
+            from perfsuite.harness._instructions import serve_instructions
+
+            record = serve_instructions(request)
         elif request["kind"] == "allocation":  # M3: a plain loop, nothing of the harness's allocating
             record = asyncio.run(_serve(request["kind"], request["spec"]))
         else:

@@ -1,6 +1,6 @@
 """Where did the time go: a recipe under a profiler, and the per-phase breakdown of samples (issue 9).
 
-``perfsuite profile RECIPE --profiler py-spy|scalene`` runs the recipe's operation (fixture resolved
+``perfsuite profile RECIPE --profiler py-spy|scalene|callgrind`` runs the recipe's operation (fixture resolved
 and privately copied as in ``perfsuite run``) in a worker process under the profiler, with the
 profiler on only while operations run (never during setup), and writes beside the results:
 
@@ -8,6 +8,9 @@ profiler on only while operations run (never during setup), and writes beside th
   ``.<mode>.speedscope.json`` (open at https://www.speedscope.app) and ``.<mode>.py-spy.txt``;
 * scalene: ``<recipe>-<stamp>.<mode>.scalene.json`` (``scalene view FILE``) and ``.<mode>.scalene.txt``
   (top lines by CPU and by allocation);
+* callgrind (issue 22): the instructions of one operation per mode by Python function
+  (:mod:`perfsuite.profile._callgrind`): ``.<mode>.callgrind.txt``, ``.folded``, ``.svg`` and callgrind's
+  own files; :func:`diff_profiles` (``perfsuite profile --diff A B``) names the functions that gained;
 * ``<recipe>-<stamp>.<profiler>.profile.json``: what ran, the profiled iterations with their
   ``phases_ms``/``main_thread_ms``, sample counts and the profiler commands; with ``--phase`` also
   ``<recipe>-<stamp>.<profiler>.phases.png``.
@@ -27,6 +30,7 @@ The phase breakdown of a results file lives in :mod:`perfsuite.report._phases` (
 Imports harness, workloads (through the CLI) and report; the engine never imports it.
 """
 
+from perfsuite.profile._cgdiff import FunctionChange, ModeDiff, ProfileDiff, diff_profiles, load_callgrind_profile
 from perfsuite.profile._run import (
     DEFAULT_REPEAT,
     GROWTH,
@@ -62,11 +66,16 @@ __all__ = [
     "MAX_ATTEMPTS",
     "PHASES",
     "PROFILERS",
+    "FunctionChange",
+    "ModeDiff",
     "ModeProfile",
     "PhaseBreakdown",
     "PhaseRow",
+    "ProfileDiff",
     "ProfileRun",
     "breakdown_from_samples",
+    "diff_profiles",
+    "load_callgrind_profile",
     "phase_breakdown",
     "phase_figure",
     "phase_table",

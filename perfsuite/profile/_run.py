@@ -47,7 +47,7 @@ from typing import IO, Any
 import perfsuite
 from perfsuite._extras import install_hint
 from perfsuite.errors import PerfsuiteError
-from perfsuite.harness import Recipe
+from perfsuite.harness import Recipe, find_valgrind
 from perfsuite.profile._summary import (
     load_json,
     scalene_samples,
@@ -69,7 +69,7 @@ __all__ = [
     "profiler_command",
 ]
 
-PROFILERS: tuple[str, ...] = ("py-spy", "scalene")
+PROFILERS: tuple[str, ...] = ("py-spy", "scalene", "callgrind")
 #: operations per profiled batch when ``repeat`` is not given
 DEFAULT_REPEAT = 10
 #: how much a too-short profile's iteration count grows per retry, and how many runs are tried
@@ -87,7 +87,7 @@ SCALENE_INTERVAL_S = 0.002
 #: scalene's allocation sampling window (bytes): a publication allocates about a megabyte
 SCALENE_ALLOC_WINDOW = 65536
 #: environment variables naming a profiler executable (the ``--profiler-path`` option wins)
-PROFILER_ENV = {"py-spy": "PERFSUITE_PY_SPY", "scalene": "PERFSUITE_SCALENE"}
+PROFILER_ENV = {"py-spy": "PERFSUITE_PY_SPY", "scalene": "PERFSUITE_SCALENE", "callgrind": "PERFSUITE_VALGRIND"}
 
 DRIVER = Path(__file__).with_name("_driver.py")
 
@@ -170,6 +170,8 @@ def profiler_command(profiler: str, path: str | None = None) -> list[str]:
     ``<this interpreter> -m scalene``. One-line :class:`PerfsuiteError` when it is missing."""
     if profiler not in PROFILERS:
         raise PerfsuiteError(f"unknown profiler {profiler!r} (choose {' or '.join(PROFILERS)})")
+    if profiler == "callgrind":  # valgrind: --profiler-path, else $PERFSUITE_VALGRIND, else PATH
+        return [find_valgrind(path, "--profiler-path").path]
     if path:
         return [_executable(path, profiler, "--profiler-path")]
     env = os.environ.get(PROFILER_ENV[profiler])
@@ -544,6 +546,20 @@ def _prefix(output_dir: Path, recipe: str, profiler: str) -> Path:
     return prefix
 
 
+def _profile_with_callgrind(recipe: Recipe, modes: Sequence[str], output: Path, fixture: Path | None,
+                            fixture_info: Mapping[str, Any] | None, work_root: Path | None, valgrind: str,
+                            on_event: OnEvent) -> ProfileRun:
+    """``--profiler callgrind`` (issue 22): see :mod:`perfsuite.profile._callgrind`."""
+    from perfsuite.profile._callgrind import profile_callgrind
+
+    record, results = profile_callgrind(recipe, modes=modes, output_dir=output, fixture=fixture,
+                                        fixture_info=fixture_info, work_root=work_root, valgrind_path=valgrind,
+                                        on_event=on_event)
+    profiles = tuple(ModeProfile(r["mode"], r["artifacts"], (), int(r["body"]["total"]), 1, 1, r["summary"])
+                     for r in results)
+    return ProfileRun(recipe.name, "callgrind", profiles, record)
+
+
 def profile_recipe(
     recipe: Recipe,
     profiler: str,
@@ -573,6 +589,9 @@ def profile_recipe(
         raise PerfsuiteError(f"unknown profiler {profiler!r} (choose {' or '.join(PROFILERS)})")
     if native and profiler != "py-spy":
         raise PerfsuiteError("--native is a py-spy option (scalene always profiles native code as 'c' time)")
+    if profiler == "callgrind" and (repeat is not None or rate is not None or phase):
+        raise PerfsuiteError("--repeat, --rate and --phase do not apply to callgrind: it counts one operation's "
+                             "instructions exactly (use `perfsuite run --instructions` for repeated passes)")
     if repeat is not None and (isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1):
         raise PerfsuiteError(f"--repeat: expected a positive integer, got {repeat!r}")
     if rate is not None and (isinstance(rate, bool) or not isinstance(rate, int) or rate < 1):
@@ -586,6 +605,9 @@ def profile_recipe(
         raise PerfsuiteError(f"{recipe.name}: the recipe needs fixture {recipe.fixture!r}, none was given")
     command = profiler_command(profiler, profiler_path)
     output = Path(output_dir)
+    if profiler == "callgrind":
+        return _profile_with_callgrind(recipe, chosen, output, fixture, fixture_info, work_root, command[0],
+                                       on_event or (lambda _msg: None))
     output.mkdir(parents=True, exist_ok=True)
     prefix = _prefix(output, recipe.name, profiler)
     root = Path(work_root) if work_root is not None else Path(tempfile.gettempdir())

@@ -100,7 +100,8 @@ def _rule(comparison: Comparison) -> str:
     return (
         f"timings: changed = Mann-Whitney U p < {comparison.alpha:g} and a ratio (Hodges-Lehmann) beyond "
         f"{comparison.factor:g}x either way (direction-aware; beyond it but not significant = inconclusive); costs "
-        "(allocation, bytes written, fsync/rename/create counts): changed = medians apart by at least the tolerance"
+        "(allocation, bytes written, fsync/rename/create counts, instructions): changed = medians apart by at least "
+        "the tolerance"
     )
 
 

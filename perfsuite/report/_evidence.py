@@ -282,9 +282,10 @@ class _Writer:
             out.append(f"{_mode_name(mode)} per sample: " + _join(parts) + ".")
         return out
 
-    def per_what(self, mode: str) -> str:
-        """What an allocation figure is per, from the data: one publication, or an operation of several."""
-        path = ("modes", mode, "allocation", "samples", "[]", "metrics", "publications")
+    def per_what(self, mode: str, section: str = "allocation") -> str:
+        """What an allocation (or instruction) figure is per, from the data: one publication, or an
+        operation of several."""
+        path = ("modes", mode, section, "samples", "[]", "metrics", "publications")
         counts = {int(v) for v in self.f.values("result", path) if isinstance(v, int | float)}
         if counts == {1}:
             return "per publication"
@@ -315,6 +316,36 @@ class _Writer:
         n = (self.f.count("result", ("modes", first, "allocation", "samples"), "sample") + " per mode"
              if len(sizes) == 1 else "samples per mode")
         return f"A separate, untimed allocation pass (`{trackers.pop()}`, {n}) measured " + _join(parts) + "."
+
+    def instructions(self) -> str:
+        """Issue 22: the instruction pass per mode (total, and the loop thread's share), or why it is missing."""
+        parts, passes, tools, reasons, first = [], set(), set(), [], None
+        for mode in self.result.modes:
+            section = self.result.instructions(mode)
+            if section is None:
+                continue
+            if section.get("not_measured") or not section.get("samples"):
+                reasons.append(str(section.get("not_measured") or "no pass completed"))
+                continue
+            first = first or mode
+            passes.add(len(section["samples"]))
+            tools.add(str(section.get("valgrind") or section.get("tool")))
+            path = ("modes", mode, "instructions", "samples", "[]")
+            total = self.f.range("result", (*path, "total"), "bytes")
+            same = all(s["total"] == s["loop_thread"] for s in section["samples"])
+            share = "all" if same else self.f.range("result", (*path, "loop_thread"), "bytes")
+            parts.append(f"{total} {self.per_what(mode, 'instructions')} for {_mode_name(mode)} "
+                         f"({share} on the loop thread)")
+        if first is None:
+            return f"Instructions were not measured (`{reasons[0]}`)." if reasons else ""
+        n = (self.f.count("result", ("modes", first, "instructions", "samples"), "pass", "passes") + " per mode"
+             if len(passes) == 1 else "passes per mode")
+        text = (f"A separate pass under Valgrind (`{'`, `'.join(sorted(tools))}` callgrind, {n}, each in a fresh "
+                "worker with `PYTHONHASHSEED=0`) counted the instructions from submission to acknowledgement: "
+                + _join(parts) + ".")
+        if reasons:
+            text += f" Other modes were not measured (`{reasons[0]}`)."
+        return text
 
     def gc(self) -> str:
         policy = self.doc["recipe"]["gc"]
@@ -497,6 +528,9 @@ class _Writer:
             out.append("no fsync floor from the same run was found, so acknowledgement is not set against the device")
         if doc["environment"]["work_dir"].get("dir_fsync") != "ok":
             out.append("directory fsync does not work on this filesystem, so renames were not made durable there")
+        if any((result.instructions(m) or {}).get("samples") for m in result.modes):
+            out.append("instruction counts include the interpreter's own work, compare only between runs on the same "
+                       "Python build and say nothing of waiting (I/O, fsync), which only the times show")
         if conditions_of(result).storage is not None:
             out.append("storage latency was simulated from a published profile on top of this machine's own "
                        "device, which adds its latency wherever it is slower than the profile's draw")
@@ -526,7 +560,7 @@ def evidence(
     sentences += [w.mode_sentence(m) for m in result.modes]
     for mode in result.modes:
         sentences += w.details(mode)
-    sentences += [w.allocation(), w.gc(), w.heap(), w.verdict(), w.control(), w.fsync_floor(),
+    sentences += [w.allocation(), w.instructions(), w.gc(), w.heap(), w.verdict(), w.control(), w.fsync_floor(),
                   w.publication_floor()]
     comparison = None
     if baseline is not None:

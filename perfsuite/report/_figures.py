@@ -143,10 +143,10 @@ def sample_field(mode: str, *keys: str) -> Field:
 
 def metric_field(mode: str, metric: str) -> Field:
     """The field behind a flattened metric name of :func:`perfsuite.harness.sample_metrics` (and the
-    ``allocation.*`` names of :meth:`~perfsuite.report.Result.values`)."""
+    ``allocation.*`` and ``instructions.*`` names of :meth:`~perfsuite.report.Result.values`)."""
     head, _, rest = metric.partition(".")
-    if head == "allocation" and rest:
-        return ("modes", mode, "allocation", "samples", "[]", rest)
+    if head in ("allocation", "instructions") and rest:
+        return ("modes", mode, head, "samples", "[]", rest)
     if rest and head in ("metrics", "phases_ms", "lag_us", "lag_us_uncorrected", "gc", "stalls"):
         return sample_field(mode, head, rest)
     return sample_field(mode, metric)

@@ -79,7 +79,7 @@ SEGMENT_AGREEMENT = 2 / 3
 MIN_PELT_RUNS = 6
 #: comparison statuses that make a step in a short history
 _CHANGED = frozenset({"regressed", "improved", "changed"})
-#: metrics followed by default (plus every ``metrics.*`` and ``allocation.*`` the runs report)
+#: metrics followed by default (plus every ``metrics.*``, ``allocation.*`` and ``instructions.*`` the runs report)
 HISTORY_METRICS = ("max_gap_ms", "stalls.longest_ms", "submission_ms", "ack_ms", "drain_ms", "lag_us.p99")
 
 
@@ -275,7 +275,7 @@ def _metrics(runs: Sequence[Result], mode: str, metrics: Sequence[str] | None) -
             seen.update(run.values(mode))
     if metrics is not None:
         return [m for m in metrics if m in seen]
-    extra = sorted(m for m in seen if m.startswith(("metrics.", "allocation.")))
+    extra = sorted(m for m in seen if m.startswith(("metrics.", "allocation.", "instructions.")))
     return [m for m in HISTORY_METRICS if m in seen] + extra
 
 

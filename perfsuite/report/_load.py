@@ -30,6 +30,7 @@ from perfsuite.harness import load_results, sample_metrics, validate_results
 
 __all__ = [
     "FLOOR_OPERATION_SUFFIX",
+    "INSTRUCTION_KEYS",
     "PUBLICATION_FLOOR_SUFFIX",
     "RUN_WINDOW_S",
     "Floor",
@@ -49,6 +50,8 @@ __all__ = [
 FLOOR_OPERATION_SUFFIX = ":fsync_floor"
 #: a mode with this operation suffix is a publication floor (``perfsuite.workloads.floors:publication_floor``)
 PUBLICATION_FLOOR_SUFFIX = ":publication_floor"
+#: the instruction pass's per-sample counts, flattened as ``instructions.<key>``
+INSTRUCTION_KEYS = ("total", "loop_thread")
 #: two documents without a ``run_id`` belong to one run when created this close (the full catalogue's budget)
 RUN_WINDOW_S = 15 * 60.0
 
@@ -180,7 +183,8 @@ class Result:
 
     def values(self, mode: str) -> dict[str, list[float]]:
         """Every flattened metric of ``mode`` (harness names: ``max_gap_ms``, ``lag_us.p99``, ``metrics.x``)
-        plus the allocation pass as ``allocation.total_bytes`` / ``peak_bytes`` / ``allocations``."""
+        plus the allocation pass as ``allocation.total_bytes`` / ``peak_bytes`` / ``allocations`` and the
+        instruction pass as ``instructions.total`` / ``instructions.loop_thread`` (absent when not measured)."""
         columns: dict[str, list[float]] = {}
         for sample in self.samples(mode):
             for key, value in sample_metrics(sample).items():
@@ -191,7 +195,17 @@ class Result:
                 for key in ("total_bytes", "peak_bytes", "allocations"):
                     if isinstance(sample.get(key), int | float):
                         columns.setdefault(f"allocation.{key}", []).append(float(sample[key]))
+            for sample in (self.data["modes"][mode].get("instructions") or {}).get("samples", []):
+                for key in INSTRUCTION_KEYS:
+                    if isinstance(sample.get(key), int | float):
+                        columns.setdefault(f"instructions.{key}", []).append(float(sample[key]))
         return columns
+
+    def instructions(self, mode: str) -> Mapping[str, Any] | None:
+        """The mode's instruction-pass section (issue 22), ``None`` when the run did not ask for one."""
+        if mode == "control":
+            return None
+        return self.data["modes"][mode].get("instructions")
 
     def stat(self, mode: str, metric: str) -> Stat | None:
         """The summary of ``metric`` in ``mode`` (from the document, else computed), or ``None``."""

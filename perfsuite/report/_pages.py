@@ -41,6 +41,8 @@ HISTORY_CHART_METRICS = (
     "drain_ms",
     "metrics.bytes_written",
     "allocation.total_bytes",
+    "instructions.total",  # issue 22: the instruction pass, all threads and the loop thread's share
+    "instructions.loop_thread",
 )
 
 

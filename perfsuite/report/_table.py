@@ -4,9 +4,11 @@ Per mode: samples, median and range of the max heartbeat gap, the median longest
 loop stalls; ``n/m`` when not measured), median submission and acknowledgement, the acknowledgement as a
 multiple of the run's two floors when known (the **fsync floor**, SPEC section 4, and the **publication
 floor**, SPEC section 8: one generation's durable operations as raw os calls), samples that saw GC, and
-the M7 verdict (``reference: why`` for a by-design reference mode, never "missed"); then the idle control
-(M1) as the noise floor. :func:`summary_rows` gives the plain cells (the dashboard renders them as HTML),
-:func:`summary_table` the rich table.
+the M7 verdict (``reference: why`` for a by-design reference mode, never "missed") and, when the run
+had an instruction pass (issue 22), the median instructions per operation in total and on the loop
+thread (``n/m`` when valgrind was missing); then the idle control (M1) as the noise floor.
+:func:`summary_rows` gives the plain cells (the dashboard renders them as HTML), :func:`summary_table` the
+rich table.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ __all__ = [
     "SummaryRow",
     "floor_caption",
     "floors_caption",
+    "instruction_cells",
     "row_cells",
     "shows_floor_ratio",
+    "shows_instructions",
     "summary_columns",
     "summary_rows",
     "summary_table",
@@ -56,6 +60,8 @@ class SummaryRow:
     stall: str = ""
     ack_publication_floor: str = ""
     reference: str | None = None
+    instructions: str = ""
+    loop_instructions: str = ""
 
 
 def _stat(summary: Mapping[str, Any], key: str, part: str = "median") -> str:
@@ -127,6 +133,7 @@ def summary_rows(document: Mapping[str, Any] | Result, floor: Floor | None = Non
     for mode, samples, summary, verdict, control in entries:
         reference = None if control else mode_reference(doc, mode)
         own_floor = publication is not None and publication.mode == mode
+        instr, loop = ("", "") if control else instruction_cells(doc["modes"][mode].get("instructions"))
         rows.append(
             SummaryRow(
                 mode=mode,
@@ -143,9 +150,26 @@ def summary_rows(document: Mapping[str, Any] | Result, floor: Floor | None = Non
                 stall=_stall(samples, summary),
                 ack_publication_floor="" if control or own_floor else _ratio(summary, publication),
                 reference=reference,
+                instructions=instr,
+                loop_instructions=loop,
             )
         )
     return rows
+
+
+def shows_instructions(document: Mapping[str, Any] | Result) -> bool:
+    """Whether any mode has an instruction-pass section (measured or "not measured")."""
+    return any(body.get("instructions") is not None for body in _doc(document)["modes"].values())
+
+
+def instruction_cells(section: Mapping[str, Any] | None) -> tuple[str, str]:
+    """(total, loop thread) medians of an instruction section, exact; ``n/m`` (not measured) without valgrind."""
+    if section is None:
+        return "", ""
+    total, loop = section.get("total"), section.get("loop_thread")
+    if not total or not loop:
+        return NOT_MEASURED, NOT_MEASURED
+    return f"{round(total['median']):,}", f"{round(loop['median']):,}"
 
 
 def floor_caption(floor: Floor | None) -> str | None:
@@ -175,6 +199,8 @@ def summary_columns(document: Mapping[str, Any] | Result, floor: Floor | None) -
         columns.append("ack/fsync floor")
     if find_publication_floor(_doc(document)) is not None:
         columns.append("ack/pub floor")
+    if shows_instructions(document):
+        columns += ["instructions", "loop instr"]
     return [*columns, "GC", "verdict"]
 
 
@@ -182,7 +208,8 @@ def row_cells(row: SummaryRow, columns: list[str]) -> list[str]:
     """The cells of ``row`` under ``columns`` (as :func:`summary_columns` gives them)."""
     by_column = {"mode": row.mode, "n": str(row.n), "max gap": row.max_gap, "gap range": row.gap_range,
                  "stall": row.stall, "submit": row.submit, "ack": row.ack, "ack/fsync floor": row.ack_floor,
-                 "ack/pub floor": row.ack_publication_floor, "GC": str(row.gc), "verdict": row.verdict}
+                 "ack/pub floor": row.ack_publication_floor, "GC": str(row.gc), "verdict": row.verdict,
+                 "instructions": row.instructions, "loop instr": row.loop_instructions}
     return [by_column[c] for c in columns]
 
 

@@ -20,7 +20,7 @@ from perfsuite.errors import PerfsuiteError
 from perfsuite.harness import AckCallback, Operation, OperationContext
 from perfsuite.workloads.storage import storage_metrics, storage_model
 
-__all__ = ["allocate", "busy", "fail", "fsync_floor", "gc_collect", "idle", "never_ack", "yielding"]
+__all__ = ["allocate", "busy", "count", "fail", "fsync_floor", "gc_collect", "idle", "never_ack", "yielding"]
 
 
 def _number(ctx: OperationContext, key: str, default: float) -> float:
@@ -246,6 +246,40 @@ class _Allocate(Operation):
 def allocate(ctx: OperationContext) -> Operation:
     """Allocates ``params["bytes"]`` in ``chunk`` pieces, each freed at once (M3: sum vs peak)."""
     return _Allocate(int(_number(ctx, "bytes", 1 << 20)), int(_number(ctx, "chunk", 1 << 16)))
+
+
+class _Count(Operation):
+    """Deterministic CPU work: ``loop`` additions on the loop thread, ``offloaded`` in a worker thread."""
+
+    def __init__(self, loop: int, offloaded: int, setup: int) -> None:
+        self.loop = loop
+        self.offloaded = offloaded
+        self.result = self._add(setup)  # work before the window: never counted
+
+    @staticmethod
+    def _add(n: int) -> int:
+        total = 0
+        for i in range(n):
+            total += i
+        return total
+
+    def submit(self, ack: AckCallback) -> None:
+        self.result = self._add(self.loop)
+        if not self.offloaded:
+            ack(None)
+            return
+        job = asyncio.get_running_loop().run_in_executor(None, self._add, self.offloaded)
+        job.add_done_callback(lambda f: ack(f.exception()))
+
+    def metrics(self) -> Mapping[str, object]:
+        return {"additions": self.loop + self.offloaded}
+
+
+def count(ctx: OperationContext) -> Operation:
+    """Adds ``params["loop"]`` integers on the loop thread (default 1000) and ``offloaded`` (default 0)
+    in the default executor's thread, then acknowledges: a known amount of work for the instruction pass.
+    ``setup`` additions (default 0) run in the factory, before the window."""
+    return _Count(int(_number(ctx, "loop", 1000)), int(_number(ctx, "offloaded", 0)), int(_number(ctx, "setup", 0)))
 
 
 class _Fail(Operation):
