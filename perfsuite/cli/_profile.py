@@ -17,7 +17,7 @@ from perfsuite.errors import PerfsuiteError
 def _cmd_profile(args: argparse.Namespace) -> int:
     from perfsuite.harness import load_recipe, recipe_dirs, resolve_operation
     from perfsuite.profile import profile_recipe, profiler_command
-    from perfsuite.report._phases import phase_table
+    from perfsuite.report import phase_table
 
     profiler_command(args.profiler, args.profiler_path)  # a missing profiler fails before any fixture is built
     if args.phase:

@@ -30,9 +30,7 @@ from perfsuite.errors import PerfsuiteError
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from perfsuite.report import find_floor, read_results, summary_table
-    from perfsuite.report._history import order_results
-    from perfsuite.report._load import read_siblings
+    from perfsuite.report import find_floor, order_results, read_results, read_siblings, summary_table
 
     results = [r for path in args.results for r in read_results(path)]
     pool = {str(r.path): r for r in results}
@@ -162,8 +160,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
     from rich import box
     from rich.table import Table
 
-    from perfsuite.report import MIN_PELT_RUNS, history
-    from perfsuite.report._format import fmt_level, short_commit
+    from perfsuite.report import MIN_PELT_RUNS, fmt_level, history, short_commit
 
     options = {"penalty_per_log_n": args.penalty, "min_change": args.min_change}
     hist = history(_source(args), metrics=args.metric, machine=args.machine,

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 
 from perfsuite.crash._model import CrashCheckError
 from perfsuite.crash._open_bugs import head_lost_fallback, lease_pid_zero, mid_transcript_cut
-from perfsuite.engine import FaultHooks, FileSystem, FsyncFailed, Step
-from perfsuite.engine._fs import DelegatingFileSystem
+from perfsuite.engine import DelegatingFileSystem, FaultHooks, FileSystem, FsyncFailed, Step
 
 TEMP_MARK = ".tmp-"  # E1 atomic replace names its temp file ".<name>.tmp-<pid>-<serial>"
 

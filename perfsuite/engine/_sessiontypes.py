@@ -58,6 +58,18 @@ class Activity:
 
 
 @dataclass(frozen=True, slots=True)
+class SchedulerStats:
+    """What a session's schedulers have done so far (issue 19: a read-only view, so a simulation counts
+    debounced saves, checkpoint ticks and notification waits without reaching into the schedulers; E6/E7)."""
+
+    debounce_fired: int  # debounced registry saves that ran
+    debounce_absorbed: int  # observational changes folded into a save already due
+    debounce_deferred: int  # saves postponed because a publication was in flight
+    checkpoint_ticks: int  # periodic checkpoint timer ticks
+    notification_waits: tuple[float, ...]  # offer-to-run delay of every notification that ran, seconds
+
+
+@dataclass(frozen=True, slots=True)
 class FaultHooks:
     """Documented fault hooks (issue 19): how a checker builds a deliberately broken engine without
     patching its classes. Never set in production; ``Session.open(..., faults=...)``.

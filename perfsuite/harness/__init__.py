@@ -14,7 +14,14 @@ from perfsuite.harness._gc import GcEvent, GcRecorder, GcWindow, apply_gc_policy
 from perfsuite.harness._heap import LiveHeap, build_heap, probe_full_collection
 from perfsuite.harness._heartbeat import GapWindow, Heartbeat, LagPercentiles
 from perfsuite.harness._lock import ResultsBusy, ResultsLock
-from perfsuite.harness._operation import AckCallback, Operation, OperationContext, resolve_operation
+from perfsuite.harness._operation import (
+    AckCallback,
+    Operation,
+    OperationContext,
+    call_optional,
+    create_operation,
+    resolve_operation,
+)
 from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe, recipe_dirs
 from perfsuite.harness._results import (
     HOST_LABEL_ENV,
@@ -35,7 +42,14 @@ from perfsuite.harness._runner import (
     resume_run,
     run_recipe,
 )
-from perfsuite.harness._sample import HEAP_SEED, SampleFailed, SampleRecord, SampleSpec, measure_sample
+from perfsuite.harness._sample import (
+    HEAP_SEED,
+    SampleFailed,
+    SampleRecord,
+    SampleSpec,
+    measure_sample,
+    prepare_workdir,
+)
 from perfsuite.harness._stalls import (
     InstrumentedLoop,
     StallEntry,
@@ -75,8 +89,10 @@ __all__ = [
     "StallWindow",
     "apply_gc_policy",
     "build_heap",
+    "call_optional",
     "check_conditions",
     "check_resumable",
+    "create_operation",
     "list_recipes",
     "load_recipe",
     "load_results",
@@ -84,6 +100,7 @@ __all__ = [
     "measure_sample",
     "new_results_path",
     "plan_order",
+    "prepare_workdir",
     "probe_full_collection",
     "recipe_dirs",
     "resolve_operation",

@@ -38,6 +38,7 @@ from perfsuite.report._crossover import (
 from perfsuite.report._dashboard import Dashboard, build_dashboard, dashboard
 from perfsuite.report._evidence import Evidence, evidence, evidence_for
 from perfsuite.report._figures import Figure
+from perfsuite.report._format import fmt_level, short_commit
 from perfsuite.report._history import (
     MIN_PELT_RUNS,
     History,
@@ -47,6 +48,7 @@ from perfsuite.report._history import (
     detect_steps,
     history,
     history_results,
+    order_results,
 )
 from perfsuite.report._load import (
     Floor,
@@ -57,8 +59,20 @@ from perfsuite.report._load import (
     latest_by_recipe,
     read_result,
     read_results,
+    read_siblings,
 )
 from perfsuite.report._machine import Machine, machine_fingerprint, machine_of
+from perfsuite.report._phases import (
+    PHASES,
+    PhaseBreakdown,
+    PhaseRow,
+    breakdown_from_samples,
+    phase_breakdown,
+    phase_figure,
+    phase_table,
+    sample_phases,
+    write_phase_plot,
+)
 from perfsuite.report._references import ReferenceMode, reference_modes, references_markdown
 from perfsuite.report._results_branch import (
     DEFAULT_BRANCH,
@@ -90,6 +104,7 @@ __all__ = [
     "DEFAULT_STORE",
     "METRIC_DIRECTIONS",
     "MIN_PELT_RUNS",
+    "PHASES",
     "Bar",
     "Comparison",
     "Conditions",
@@ -103,6 +118,8 @@ __all__ = [
     "MachineSummary",
     "MetricChange",
     "ModeCell",
+    "PhaseBreakdown",
+    "PhaseRow",
     "Point",
     "PullReport",
     "PushReport",
@@ -118,6 +135,7 @@ __all__ = [
     "SweepRow",
     "bars",
     "branch_path",
+    "breakdown_from_samples",
     "build_dashboard",
     "compare",
     "compare_markdown",
@@ -130,6 +148,7 @@ __all__ = [
     "evidence_for",
     "find_floor",
     "find_publication_floor",
+    "fmt_level",
     "history",
     "history_results",
     "ingest",
@@ -139,21 +158,29 @@ __all__ = [
     "machine_of",
     "metric_direction",
     "open_store",
+    "order_results",
+    "phase_breakdown",
+    "phase_figure",
+    "phase_table",
     "pull_results",
     "push_results",
     "read_result",
     "read_results",
+    "read_siblings",
     "read_source",
     "read_sweeps",
     "rebuild_store",
     "reference_modes",
     "references_markdown",
+    "sample_phases",
     "select_runs",
+    "short_commit",
     "stall_ms",
     "summary_rows",
     "summary_table",
     "sweep_evidence",
     "sweep_figure",
     "sweep_table",
+    "write_phase_plot",
     "write_sweep_plot",
 ]

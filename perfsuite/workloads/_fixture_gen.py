@@ -504,7 +504,7 @@ def _build_diag_log(spec: Any, dest: Path, progress: Progress) -> dict[str, Any]
 def _build_storm(spec: Any, dest: Path, progress: Progress) -> dict[str, Any]:
     """The permission storm (SPEC M6, section 6) in the trace format `perfsuite whatif` reads: the shared
     seeded generator, so the fixture and `perfsuite whatif --storm` are the same trace."""
-    from perfsuite.workloads._trace_gen import StormSpec, permission_storm
+    from perfsuite.workloads.trace_gen import StormSpec, permission_storm
     from perfsuite.workloads.traces import write_trace
 
     p = spec.params

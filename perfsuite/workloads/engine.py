@@ -24,8 +24,10 @@ from typing import Any
 import numpy as np
 
 from perfsuite.engine import (
+    Admission,
     DelayModel,
     DiagnosticLog,
+    DrainTimeout,
     Event,
     FileSystem,
     FullRewriteLog,
@@ -40,8 +42,6 @@ from perfsuite.engine import (
     SessionSettings,
     TranscriptLog,
 )
-from perfsuite.engine._gate import DrainTimeout
-from perfsuite.engine._job import Admission
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness import AckCallback, Operation, OperationContext
 from perfsuite.workloads.storage import storage_metrics, storage_model

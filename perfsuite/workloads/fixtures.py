@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite._paths import builtin_dir
+from perfsuite.engine import FORMAT as ENGINE_FORMAT
 from perfsuite.engine import SessionSettings
-from perfsuite.engine._generations import FORMAT as ENGINE_FORMAT
 from perfsuite.errors import PerfsuiteError
 from perfsuite.workloads._fixture_gen import GENERATORS, Generator, tree_stats
 
