@@ -116,12 +116,8 @@ def test_the_arrows_are_acyclic_and_cover_every_package() -> None:
     assert packages == set(ARROWS), "a package without an arrow entry (add it to ARROWS and the README)"
 
 
-#: the open-path seeded bugs still put old engine code back (issue 19 item 1 leftover); removed with them
-KNOWN = {"perfsuite.crash._open_bugs"}
-
-
 def test_every_import_follows_an_arrow_and_uses_public_names() -> None:
-    assert violations([i for i in graph.all_imports() if i.source not in KNOWN], ARROWS) == []
+    assert violations(graph.all_imports(), ARROWS) == []
 
 
 def test_the_readme_states_the_checked_arrows() -> None:
