@@ -10,6 +10,7 @@ privately for every sample. Typical use::
 """
 
 from perfsuite.harness._alloc import AllocationRecord, measure_allocation
+from perfsuite.harness._exports import write_exports
 from perfsuite.harness._gc import GcEvent, GcRecorder, GcWindow, apply_gc_policy
 from perfsuite.harness._heap import LiveHeap, build_heap, probe_full_collection
 from perfsuite.harness._heartbeat import GapWindow, Heartbeat, LagPercentiles
@@ -29,7 +30,6 @@ from perfsuite.harness._results import (
     load_results,
     sample_metrics,
     validate_results,
-    write_exports,
     write_json_atomic,
 )
 from perfsuite.harness._runner import (

@@ -32,6 +32,7 @@ from typing import Any
 from perfsuite import __version__
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness._alloc import measure_allocation
+from perfsuite.harness._exports import write_exports
 from perfsuite.harness._gc import GcRecorder
 from perfsuite.harness._heartbeat import Heartbeat
 from perfsuite.harness._lock import ResultsLock, check_not_busy, new_results_path
@@ -49,7 +50,6 @@ from perfsuite.harness._results import (
     summarize_samples,
     validate_results,
     verdict,
-    write_exports,
     write_json_atomic,
 )
 from perfsuite.harness._sample import SampleSpec, measure_sample
