@@ -232,7 +232,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="compare every measurement with a stored run (results directory or file) at the end")
     group.addoption("--perfsuite-compare-fail", action="store_true",
                     help="with --perfsuite-compare: fail the session when the comparison gate fails "
-                    "(a significant regression, or whatever makes `perfsuite compare` exit non-zero)")
+                    "(a regression, or inconclusive: whatever makes `perfsuite compare` exit non-zero)")
 
 
 _KEY = pytest.StashKey[_Session]()
@@ -281,9 +281,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             continue
         status = int(gate.exit_status)
         worst = max(worst, status)
-        regressions = [f"{c.label} {c.ratio:.2f}x" for c in gate.regressions]
-        word = {0: "no significant regression", 1: "REGRESSION"}.get(status, f"gate exit status {status}")
-        state.report.append(f"{m.name}: {word}" + (f": {', '.join(regressions)}" if regressions else ""))
+        # compare's exit statuses (issue 15): 1 a regression, 3 "cannot tell", which is never a pass
+        named = [*gate.regressions, *getattr(gate, "inconclusive", ())]
+        found = [f"{c.label} {c.ratio:.2f}x" for c in named]
+        word = {0: "no regression", 1: "REGRESSION", 3: "INCONCLUSIVE"}.get(status, f"gate exit status {status}")
+        state.report.append(f"{m.name}: {word}" + (f": {', '.join(found)}" if found else ""))
     if worst and state.compare_fail and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
         state.report.append(f"--perfsuite-compare-fail: the comparison with {state.compare} failed the session")

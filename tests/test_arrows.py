@@ -35,7 +35,8 @@ BASE = {"perfsuite", "errors", "_extras", "_paths"}
 #: package -> the packages directly below it (README "Arrows"; what may be imported is the closure)
 ARROWS: dict[str, set[str]] = {
     "__main__": {"cli"},
-    "cli": {"crash", "profile", "whatif"},
+    "cli": {"ab", "crash", "profile", "whatif"},
+    "ab": {"report"},
     "pytest_plugin": {"report"},
     "profile": {"report", "workloads"},
     "crash": {"workloads"},
@@ -149,6 +150,7 @@ def test_scripts_use_public_names_only() -> None:
 #: cannot grow unseen). A test under tests/<package>/ may use its own package's privates; the top-level
 #: tests/test_cli*.py are the CLI's own tests.
 TESTS_KNOWN = {
+    "tests/ab/test_ab.py": "validates `perfsuite ab --format json` against the CLI's output schema (cli._formats)",
     "tests/crash/test_audit.py": "audits the engine's own I/O module file (perfsuite.engine._fs.__file__)",
     "tests/whatif/test_simulate.py": "checks the simulator runs the engine's own scheduler classes",
     "tests/profile/test_phases.py": "the phase breakdown's source labels (report._phases.SOURCE_*)",

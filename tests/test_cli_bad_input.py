@@ -100,6 +100,16 @@ CASES: list[tuple[str, list[str]]] = [
     ("compare-garbage", ["compare", GARBAGE, RESULT]),
     ("compare-factor-nan", ["compare", RESULT, RESULT, "--factor", "nan"]),
     ("compare-alpha-negative", ["compare", RESULT, RESULT, "--alpha", "-1"]),
+    ("compare-pairing-missing", ["compare", DIR]),  # one argument: an A/B output directory (issue 15)
+    ("compare-gate-bogus", ["compare", RESULT, RESULT, "--gate", "bogus"]),
+    # ab (issue 15): the cwd of these cases is not a git repository
+    ("ab-samples-0", ["ab", "HEAD", "--samples", "0"]),
+    ("ab-seed-word", ["ab", "HEAD", "--seed", "x"]),
+    ("ab-empty-base", ["ab", ""]),
+    ("ab-unknown-recipe", ["ab", "HEAD", "-r", "no-such-recipe"]),
+    ("ab-factor-nan", ["ab", "HEAD", "--factor", "nan"]),
+    ("ab-output-dir-file", ["ab", "HEAD", "--output-dir", FILE]),
+    ("ab-not-a-repository", ["ab", "HEAD", "-r", "idle-control"]),
     ("history-missing", ["history", MISSING]),
     ("history-file", ["history", FILE]),
     ("history-penalty-negative", ["history", DIR, "--penalty", "-1"]),
@@ -214,8 +224,8 @@ def _materialise(root: Path, args: list[str]) -> tuple[list[str], dict[str, str]
 REAL = (
     "run-samples-0", "run-output-dir-file", "run-output-dir-sysfs", "run-resume-garbage", "demo-onto-file",
     "demo-sysfs", "fixtures-cache-is-file", "crashcheck-jobs-0", "report-garbage", "evidence-alpha-nan",
-    "compare-missing", "history-penalty-nan", "bars-garbage", "dashboard-output-sysfs", "whatif-speed-0",
-    "store-info-not-sqlite", "store-ingest-store-sysfs", "sweep-samples-0", "run-storage-unknown",
+    "compare-missing", "ab-not-a-repository", "history-penalty-nan", "bars-garbage", "dashboard-output-sysfs",
+    "whatif-speed-0", "store-info-not-sqlite", "store-ingest-store-sysfs", "sweep-samples-0", "run-storage-unknown",
     "whatif-validate-seconds-0", "whatif-debounce-empty", "whatif-csv-sysfs", "profile-repeat-0", "unknown-command",
     "session-repair-file",
 )

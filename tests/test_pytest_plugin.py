@@ -96,12 +96,20 @@ def test_a_planted_regression_fails_the_session(pytester: pytest.Pytester, monke
 class _Gate:
     exit_status: int
     regressions: tuple = ()
+    inconclusive: tuple = ()
+
+
+@dataclass(frozen=True)
+class _Change:
+    label: str
+    ratio: float
 
 
 @pytest.mark.parametrize(("status", "outcome", "word"), [
-    (0, pytest.ExitCode.OK, "no significant regression"),
+    (0, pytest.ExitCode.OK, "no regression"),
     (1, pytest.ExitCode.TESTS_FAILED, "REGRESSION"),
-    (3, pytest.ExitCode.TESTS_FAILED, "gate exit status 3"),
+    (3, pytest.ExitCode.TESTS_FAILED, "INCONCLUSIVE: test_flush/call ack_ms 1.50x"),  # cannot tell: not a pass
+    (2, pytest.ExitCode.TESTS_FAILED, "gate exit status 2"),
 ])
 def test_the_session_follows_the_gates_exit_status(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
                                                    status: int, outcome: pytest.ExitCode, word: str) -> None:
@@ -109,7 +117,7 @@ def test_the_session_follows_the_gates_exit_status(pytester: pytest.Pytester, mo
 
     def stub(base: str, new: Path, **_: object) -> _Gate:
         calls.append((base, Path(new)))
-        return _Gate(status)
+        return _Gate(status, inconclusive=(_Change("test_flush/call ack_ms", 1.5),) if status == 3 else ())
 
     monkeypatch.setattr(perfsuite.report, "compare", stub)
     monkeypatch.setenv("PLANTED_BYTES", "1")

@@ -289,6 +289,13 @@ def traced(command: Command, name: str) -> Command:
     return run
 
 
+def add_gate_option(parser: argparse.ArgumentParser) -> None:
+    """``--gate all|costs`` of `compare` and `ab`."""
+    parser.add_argument("--gate", choices=("all", "costs"),
+                        help="what may fail the gate: timings and costs (default), or only the deterministic costs "
+                        "(timings still compared, shown as info; for noisy shared runners)")
+
+
 def add_recipes_option(parser: argparse.ArgumentParser) -> None:
     """``--recipes DIR``: where your own recipes live (default: ``./recipes`` when it exists); built-ins follow."""
     parser.add_argument("--recipes", dest="recipes_dir", metavar="DIR",

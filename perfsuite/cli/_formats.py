@@ -145,7 +145,10 @@ def _stat_of(stat: Any) -> dict[str, Any]:
 
 
 def compare_json(comparison: Any) -> dict[str, Any]:
-    """`compare`: the gate's exit status and every compared metric."""
+    """`compare` and `ab`: the verdict line, the gate's exit status and every compared metric (issue 15: the
+    kind of comparison, a timing's smallest detectable ratio, a cost's tolerance; inconclusive is no pass)."""
+    from perfsuite.report import compare_headline
+
     changes = []
     for c in comparison.changes:
         changes.append({
@@ -160,6 +163,10 @@ def compare_json(comparison: Any) -> dict[str, Any]:
             "gating": bool(c.gating),
             "headline": bool(getattr(c, "headline", False)),
             "underpowered": bool(getattr(c, "underpowered", False)),
+            "kind": getattr(c, "kind", "timing"),
+            "detectable": getattr(c, "detectable", None),
+            "tolerance": getattr(c, "tolerance", None),
+            "reference": getattr(c, "reference", None),
         })
     return {
         "base": str(comparison.base),
@@ -171,6 +178,13 @@ def compare_json(comparison: Any) -> dict[str, Any]:
         "improvements": len(comparison.improvements),
         "changes": changes,
         "notes": [str(n) for n in comparison.notes],
+        "verdict": compare_headline(comparison),
+        "inconclusive": len(comparison.inconclusive),
+        "only_base": list(comparison.only_base),
+        "only_new": list(comparison.only_new),
+        "cross_machine": list(comparison.cross_machine),
+        "incomplete": list(comparison.incomplete),
+        "flags": list(comparison.flags),
     }
 
 

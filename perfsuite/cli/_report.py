@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import textwrap
 from typing import Any
 
 from perfsuite.cli._common import (
+    add_gate_option,
     add_phase_options,
     finite_float,
     non_empty,
@@ -29,10 +31,23 @@ from perfsuite.cli._formats import (
 from perfsuite.errors import PerfsuiteError
 
 
-def _cmd_report(args: argparse.Namespace) -> int:
-    from perfsuite.report import find_floor, order_results, read_results, read_siblings, summary_table
+def _read(paths: list[str], skip_bad: bool) -> list[Any]:
+    """Every results document under ``paths``; with ``--skip-bad``, one stderr line per document left out."""
+    from perfsuite.report import scan_results
 
-    results = [r for path in args.results for r in read_results(path)]
+    results = []
+    for path in paths:
+        found, skipped = scan_results(path, skip_bad=skip_bad)
+        results += found
+        for line in skipped:
+            print(f"perfsuite: skipped {line}", file=sys.stderr)
+    return results
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from perfsuite.report import find_floor, order_results, read_siblings, summary_table
+
+    results = _read(args.results, args.skip_bad)
     pool = {str(r.path): r for r in results}
     for r in results:  # the run's fsync floor may sit beside a file given alone
         if r.path is not None:
@@ -91,26 +106,38 @@ def _cmd_evidence(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from perfsuite.report import compare, compare_markdown, compare_table
+    from perfsuite.report import compare
 
     if args.store:
         comparison = _store_comparison(args)
     else:
-        comparison = compare(args.base, args.new, **thresholds(args))
-    if args.format == "json":
-        emit_json("compare", compare_json(comparison))
-    elif args.format == "markdown":
-        print(compare_markdown(comparison, everything=args.all), end="")
-    else:
-        out = console()
-        table = compare_table(comparison, everything=args.all or out.verbose)
-        if out.quiet:  # the headline (the table's title) and the regressions
-            out.verdict(str(table.title))
-            for c in comparison.regressions:
-                out.verdict(f"  regressed: {c.label} {c.ratio:.2f}x")
-        else:
-            out.table(table)
+        comparison = compare(
+            args.base, args.new, require_all=args.require_all, cross_machine=args.cross_machine,
+            allow_incomplete=args.allow_incomplete, skip_bad=args.skip_bad, gate=args.gate, **thresholds(args),
+        )
+    print_comparison(comparison, "compare", fmt=args.format, everything=args.all)
     return comparison.exit_status
+
+
+def print_comparison(comparison: Any, command: str, *, fmt: str, everything: bool) -> None:
+    """The verdict line first (issue 15), then the table; or the Markdown, or the JSON document."""
+    from perfsuite.report import compare_headline, compare_markdown, compare_table
+
+    for line in comparison.skipped:
+        print(f"perfsuite: skipped {line}", file=sys.stderr)
+    if fmt == "json":
+        emit_json(command, compare_json(comparison))
+        return
+    if fmt == "markdown":
+        print(compare_markdown(comparison, everything=everything), end="")
+        return
+    out = console()
+    out.verdict(f"perfsuite {command}: {compare_headline(comparison)}")
+    if out.quiet:  # the verdict and what made it
+        for c in (*comparison.regressions, *comparison.inconclusive):
+            out.verdict(f"  {c.status}: {c.label} {c.ratio:.2f}x")
+    else:
+        out.table(compare_table(comparison, everything=everything or out.verbose))
 
 
 def _store_comparison(args: argparse.Namespace) -> Any:
@@ -118,6 +145,8 @@ def _store_comparison(args: argparse.Namespace) -> Any:
     from perfsuite.errors import PerfsuiteError
     from perfsuite.report import compare_results, machine_of, open_store, select_runs
 
+    if args.new is None:
+        raise PerfsuiteError("compare --store needs BASE and NEW (a commit, a run id, latest or previous)")
     with open_store(args.store) as db:
         machines = db.machines()
         if args.machine:
@@ -135,7 +164,8 @@ def _store_comparison(args: argparse.Namespace) -> Any:
         raise PerfsuiteError(f"{args.base} and {args.new} share no recipe on {machine.key}")
     label = machine_of(base[0]).host
     return compare_results(base, new, **thresholds(args), base_name=f"{args.base} on {label}",
-                           new_name=f"{args.new} on {label}")
+                           new_name=f"{args.new} on {label}", require_all=args.require_all,
+                           allow_incomplete=args.allow_incomplete, gate=args.gate or "all")
 
 
 def _source(args: argparse.Namespace) -> str:
@@ -225,9 +255,9 @@ def _bar_lines(bar: Any, width: int) -> list[str]:
 def _cmd_bars(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from perfsuite.report import bars, read_results
+    from perfsuite.report import bars
 
-    results = [r for path in args.results for r in read_results(path)]
+    results = _read(args.results, args.skip_bad)
     judged = bars(results)
     status = 1 if args.strict and any(b.met is False for b in judged) else 0
     if args.format == "json":
@@ -276,6 +306,12 @@ def source_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--machine", metavar="M", type=non_empty, help="only this machine (key, key prefix or host label)")
 
 
+def _skip_bad(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--skip-bad", action="store_true",
+                   help="leave out documents that do not load (torn, invalid), one stderr line each, instead of "
+                   "stopping with exit 2 (issue 14)")
+
+
 def register(sub: Any) -> None:
     """Register report, evidence, compare, history and dashboard (exit 2 on unusable input)."""
     report = sub.add_parser("report", help="the summary table of results files (as `run` prints it)")
@@ -283,12 +319,12 @@ def register(sub: Any) -> None:
                         help="a results file or a directory of them")
     add_phase_options(report)
     add_format_option(report)
+    _skip_bad(report)
     report.set_defaults(func=_cmd_report)
 
     def thresholds(p: argparse.ArgumentParser) -> None:
         p.add_argument("--alpha", type=finite_float, help="Mann-Whitney U significance level (default: 0.05)")
-        p.add_argument("--factor", type=finite_float,
-                       help="median ratio that counts as a change, either way (default: 1.1)")
+        p.add_argument("--factor", type=finite_float, help="ratio that counts as a change, either way (default: 1.1)")
 
     evidence = sub.add_parser("evidence", help="the ADR evidence paragraph (Markdown) of a results file or sweep")
     evidence.add_argument("result", metavar="RESULT", type=non_empty,
@@ -300,20 +336,34 @@ def register(sub: Any) -> None:
 
     compare = sub.add_parser(
         "compare",
-        help="compare two runs; exit 1 on a significant regression (the CI gate)",
-        description="Per recipe, mode and metric: ratio of medians and Mann-Whitney U; a change needs both. "
-        "Exit status: 0 no significant regression, 1 significant regression, 2 unusable input.",
+        help="compare two runs; exit 1 on a regression, 3 when it cannot tell (the CI gate)",
+        description="Per recipe, mode and metric. Timings: the Hodges-Lehmann ratio and Mann-Whitney U, a change "
+        "needs both; beyond the factor but not significant is inconclusive; each headline states the smallest "
+        "ratio it could detect. Costs (allocation, bytes written, fsync/rename/create counts): medians against a "
+        "tolerance (1% and at least 1 KiB or 1 operation). Exit status: 0 no regression, 1 regression, "
+        "2 unusable input, 3 inconclusive.",
     )
     compare.add_argument("base", metavar="BASE", type=non_empty, help="baseline results file or directory (matched "
-                         "by recipe); with --store: a commit, a run id, latest or previous")
-    compare.add_argument("new", metavar="NEW", type=non_empty, help="new results file or directory; with --store, "
-                         "as BASE")
+                         "by recipe); alone: an A/B output directory or its ab.json (perfsuite ab); with --store: "
+                         "a commit, a run id, latest or previous")
+    compare.add_argument("new", metavar="NEW", type=non_empty, nargs="?",
+                         help="new results file or directory; with --store, as BASE")
     compare.add_argument("--store", metavar="PATH", type=non_empty,
                          help="choose BASE and NEW among the runs of a results store")
     compare.add_argument("--machine", metavar="M", type=non_empty,
                          help="with --store: the machine (key, key prefix or host label)")
     add_format_option(compare)
     compare.add_argument("--all", action="store_true", help="every metric, not only headline and changed ones")
+    compare.add_argument("--require-all", action="store_true",
+                         help="exit 2 when the recipe sets differ (default: compare the common recipes, list the rest)")
+    compare.add_argument("--cross-machine", action="store_true",
+                         help="compare results of different machines (CPU model, cores, filesystem, Python) anyway; "
+                         "said in the first line")
+    compare.add_argument("--allow-incomplete", action="store_true",
+                         help="compare running/interrupted documents under a loud 'incomplete' status (exit 3 at "
+                         "best) instead of refusing them")
+    _skip_bad(compare)
+    add_gate_option(compare)
     thresholds(compare)
     compare.set_defaults(func=_cmd_compare)
 
@@ -332,6 +382,7 @@ def register(sub: Any) -> None:
     bars.add_argument("results", nargs="+", metavar="RESULT", type=non_empty, help="results files or directories")
     bars.add_argument("--strict", action="store_true", help="exit 1 when a measured bar is not met")
     add_format_option(bars)
+    _skip_bad(bars)
     bars.set_defaults(func=_cmd_bars)
 
     dash = sub.add_parser("dashboard", help="a static HTML dashboard: per machine, the latest run against the "

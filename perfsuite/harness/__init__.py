@@ -7,6 +7,11 @@ privately for every sample. Typical use::
     from perfsuite.harness import load_recipe, run_recipe
     result = run_recipe(load_recipe("idle-control"), output_dir="results/local")
     print(result.path, result.verdicts())
+
+Several versions of the code under test, interleaved in one run (what ``perfsuite ab`` uses)::
+
+    variants = [CodeVariant("base", Path("/tmp/wt-base"), ("mypkg",)), CodeVariant("head", Path("."), ("mypkg",))]
+    pair = run_variants(recipe, variants, outputs={"base": Path("b.json"), "head": Path("h.json")}, seed=7)
 """
 
 from perfsuite.harness._alloc import AllocationRecord, measure_allocation
@@ -58,12 +63,21 @@ from perfsuite.harness._stalls import (
     run_instrumented,
     stall_monitor_of,
 )
+from perfsuite.harness._variants import (
+    CodeVariant,
+    VariantsResult,
+    imports_packages,
+    plan_variants,
+    probe_variant,
+    run_variants,
+)
 
 __all__ = [
     "HEAP_SEED",
     "HOST_LABEL_ENV",
     "AckCallback",
     "AllocationRecord",
+    "CodeVariant",
     "GapWindow",
     "GcEvent",
     "GcRecorder",
@@ -87,12 +101,14 @@ __all__ = [
     "StallEntry",
     "StallMonitor",
     "StallWindow",
+    "VariantsResult",
     "apply_gc_policy",
     "build_heap",
     "call_optional",
     "check_conditions",
     "check_resumable",
     "create_operation",
+    "imports_packages",
     "list_recipes",
     "load_recipe",
     "load_results",
@@ -100,13 +116,16 @@ __all__ = [
     "measure_sample",
     "new_results_path",
     "plan_order",
+    "plan_variants",
     "prepare_workdir",
     "probe_full_collection",
+    "probe_variant",
     "recipe_dirs",
     "resolve_operation",
     "resume_run",
     "run_instrumented",
     "run_recipe",
+    "run_variants",
     "sample_metrics",
     "stall_monitor_of",
     "validate_results",

@@ -128,6 +128,7 @@ class Recipe:
         storage: Any = None,
         heap: int | None = None,
         mode_params: Mapping[str, Any] | None = None,
+        allocation_samples: int | None = None,
     ) -> Recipe:
         """Command-line overrides, validated like recipe keys (errors name the option). ``mode_params``
         are merged into every mode's parameters (e.g. an engine setting such as ``freeze_loaded``)."""
@@ -154,6 +155,8 @@ class Recipe:
             changes["order"] = check.choice("--order", order, ORDERS)
         if seed is not None:
             changes["seed"] = check.non_negative_int("--seed", seed)
+        if allocation_samples is not None:
+            changes["allocation_samples"] = check.positive_int("--allocation-samples", allocation_samples)
         return dataclasses.replace(self, **changes)
 
 

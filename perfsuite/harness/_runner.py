@@ -83,6 +83,7 @@ class SampleEvent:
     total: int
     path: Path
     record: Mapping[str, Any] | None = None
+    variant: str | None = None  # the code variant measured (run_variants), None for a plain run
 
     @property
     def max_gap_ms(self) -> float | None:
@@ -205,6 +206,7 @@ class _Run:
         work_dir: Path,
         on_sample: OnSample | None,
         writer: ResultsWriter | None = None,
+        code: Mapping[str, Any] | None = None,
     ) -> None:
         self.recipe = recipe
         self.doc = document
@@ -213,7 +215,11 @@ class _Run:
         self.work_dir = work_dir
         self.on_sample = on_sample
         self.write: ResultsWriter = writer or write_json_atomic
-        self.factories: dict[str, OperationFactory] = {m.name: resolve_operation(m.operation) for m in recipe.modes}
+        self.code = code  # a code variant the worker imports first (run_variants); None: the running code
+        self.last_code: Mapping[str, Any] | None = None  # what the last worker imported, and from where
+        # a code variant's operations import in its worker only (the running code may lack what they need)
+        self.factories: dict[str, OperationFactory] = (
+            {} if code is not None else {m.name: resolve_operation(m.operation) for m in recipe.modes})
         check_conditions(recipe, self.factories)
 
     # -- plan bookkeeping -----------------------------------------------------------------------
@@ -344,11 +350,13 @@ class _Run:
 
     def _in_worker(self, entry: Mapping[str, Any]) -> dict[str, Any]:
         spec = self.spec(entry)
-        request = {
+        request: dict[str, Any] = {
             "kind": "allocation" if spec.kind == "allocation" else "sample",
             "spec": spec.to_dict(),
             "sys_path": [p for p in sys.path if p],
         }
+        if self.code is not None and spec.kind != "control":  # the idle control measures the machine, not code
+            request["code"] = dict(self.code)
         timeout = self.recipe.ack_timeout_s + 120.0
         try:
             proc = subprocess.run(
@@ -376,6 +384,8 @@ class _Run:
             if len(last) > 300:  # a traceback's last line can be a 30 KB shutil.Error list: keep it one short line
                 last = last[:300] + "..."
             raise PerfsuiteError(f"{spec.label}: worker process failed (exit {proc.returncode}): {last}")
+        if reply.get("code") is not None:
+            self.last_code = reply["code"]
         return dict(reply["record"])
 
     def finish(self) -> RunResult:
@@ -516,6 +526,11 @@ def check_resumable(path: Path | str) -> tuple[dict[str, Any], Recipe]:
 
 def _resumable_document(path: Path) -> tuple[dict[str, Any], Recipe]:
     doc = load_results(path)
+    if doc.get("variant"):
+        raise PerfsuiteError(
+            f"{path}: cannot resume: measured interleaved with other code variants (perfsuite ab); it cannot be "
+            "resumed alone: run the comparison again"
+        )
     try:
         validate_results(doc)
     except PerfsuiteError as exc:

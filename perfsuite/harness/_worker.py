@@ -1,19 +1,72 @@
 """M4 ``process`` isolation: measure one sample in a fresh interpreter, JSON in, JSON out.
 
-``python -m perfsuite.harness._worker`` reads ``{"kind": "sample"|"allocation", "spec": {...},
-"sys_path": [...]}`` on stdin and writes one line on stdout: ``{"record": {...}}``, or
-``{"error": "one line"}`` with exit status 2. Anything the operation prints goes to stderr, so it
-cannot corrupt the reply.
+``python -m perfsuite.harness._worker`` reads ``{"kind": "sample"|"allocation"|"probe", "spec": {...},
+"sys_path": [...], "code": {"root": DIR, "packages": [...]}}`` on stdin and writes one line on stdout:
+``{"record": {...}, "code": {package: file}}``, or ``{"error": "one line"}`` with exit status 2. Anything
+the operation prints goes to stderr, so it cannot corrupt the reply.
+
+``code`` (optional) is a **code variant** (:mod:`perfsuite.harness._variants`): before anything imports
+them, each named package is loaded from ``root`` (an ``importlib`` spec with
+``submodule_search_locations``), so its submodules come from there too while the harness, and every
+other package, stay the running interpreter's. A ``probe`` request only loads the code and imports the
+operations named in ``operations``: the caller learns, before measuring, whether they import against it,
+and (``watch``: package names) whether importing them imported those packages at all.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
+import importlib.util
 import json
 import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from perfsuite.errors import PerfsuiteError
+
+
+def load_code(code: Mapping[str, Any]) -> dict[str, str]:
+    """Import ``code["packages"]`` (dotted names, in order) from the directory ``code["root"]``; returns
+    ``{package: its __init__ file}``. One-line :class:`PerfsuiteError` when a package is missing, was
+    already imported (it would be the running code's), or fails to import."""
+    root = Path(str(code["root"]))
+    loaded: dict[str, str] = {}
+    for name in code.get("packages", []):
+        if name in sys.modules:
+            raise PerfsuiteError(f"{name} was imported before the variant's copy from {root} could be loaded")
+        directory = root.joinpath(*name.split("."))
+        init = directory / "__init__.py"
+        if not init.is_file():
+            raise PerfsuiteError(f"{name}: no package at {directory}")
+        parent_name, _, leaf = name.rpartition(".")
+        parent = importlib.import_module(parent_name) if parent_name else None
+        spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(directory)])
+        if spec is None or spec.loader is None:  # pragma: no cover - a file location always has a loader
+            raise PerfsuiteError(f"{name}: cannot load {init}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            for key in [k for k in sys.modules if k == name or k.startswith(name + ".")]:
+                del sys.modules[key]
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise PerfsuiteError(f"{name} from {root}: import failed: {type(exc).__name__}: {first}") from None
+        if parent is not None:
+            setattr(parent, leaf, module)
+        loaded[name] = str(module.__file__)
+    return loaded
+
+
+def _probe(operations: Sequence[str], watch: Sequence[str]) -> dict[str, Any]:
+    from perfsuite.harness._operation import resolve_operation
+
+    for spec in operations:
+        resolve_operation(spec)
+    imported = {name: any(m == name or m.startswith(name + ".") for m in sys.modules) for name in watch}
+    return {"operations": list(operations), "imported": imported}
 
 
 async def _serve(kind: str, spec_data: dict[str, Any]) -> dict[str, Any]:
@@ -42,7 +95,10 @@ def main() -> int:
         for entry in reversed(request.get("sys_path", [])):
             if entry not in sys.path:
                 sys.path.insert(0, entry)
-        if request["kind"] == "allocation":  # M3: a plain loop, nothing of the harness's allocating
+        code = load_code(request["code"]) if request.get("code") else None
+        if request["kind"] == "probe":
+            record = _probe(request.get("operations", []), request.get("watch", []))
+        elif request["kind"] == "allocation":  # M3: a plain loop, nothing of the harness's allocating
             record = asyncio.run(_serve(request["kind"], request["spec"]))
         else:
             from perfsuite.harness._stalls import run_instrumented
@@ -57,7 +113,7 @@ def main() -> int:
         reply_to.write(json.dumps({"error": f"worker: {where}{exc.strerror or exc}"}) + "\n")
         reply_to.flush()
         return 2
-    reply_to.write(json.dumps({"record": record}, allow_nan=False) + "\n")
+    reply_to.write(json.dumps({"record": record, "code": code}, allow_nan=False) + "\n")
     reply_to.flush()
     return 0
 

@@ -4,7 +4,8 @@ Reads results documents through :mod:`perfsuite.harness` (never the engine) and 
 command line (``perfsuite report|evidence|compare|history|dashboard``) does. Typical use::
 
     from perfsuite.report import compare, evidence_for, history, dashboard
-    gate = compare("results/baseline", "results/local")      # gate.exit_status, gate.regressions
+    gate = compare("results/baseline", "results/local")      # gate.exit_status: 0, 1 regression, 3 inconclusive
+    gate = compare("results/ab")                             # the pairing written by `perfsuite ab`
     print(evidence_for("results/local/mailbox-delivery-20261120T100000.json").markdown)
     steps = history("results/history").steps                  # a directory, or a results store
     ingest(["results/history"], "results/perfsuite.sqlite3")  # the store: every sample, keyed by machine
@@ -15,15 +16,13 @@ from perfsuite.report._bars import Bar, bars
 from perfsuite.report._compare import (
     DEFAULT_ALPHA,
     DEFAULT_FACTOR,
-    METRIC_DIRECTIONS,
+    GATES,
     Comparison,
     MetricChange,
     compare,
-    compare_markdown,
     compare_results,
-    compare_table,
-    metric_direction,
 )
+from perfsuite.report._compare_render import compare_headline, compare_markdown, compare_table
 from perfsuite.report._conditions import Conditions, conditions_of, stall_ms
 from perfsuite.report._crossover import (
     ModeCell,
@@ -60,8 +59,20 @@ from perfsuite.report._load import (
     read_result,
     read_results,
     read_siblings,
+    scan_results,
 )
 from perfsuite.report._machine import Machine, machine_fingerprint, machine_of
+from perfsuite.report._metrics import (
+    COST_METRICS,
+    METRIC_DIRECTIONS,
+    TIMING_HEADLINES,
+    CostMetric,
+    TimingHeadline,
+    metric_direction,
+    register_cost_metric,
+    register_timing_headline,
+)
+from perfsuite.report._pairing import PAIRING_FILE, PAIRING_FORMAT, Pairing, read_pairing
 from perfsuite.report._phases import (
     PHASES,
     PhaseBreakdown,
@@ -73,6 +84,7 @@ from perfsuite.report._phases import (
     sample_phases,
     write_phase_plot,
 )
+from perfsuite.report._power import smallest_detectable_ratio
 from perfsuite.report._references import ReferenceMode, reference_modes, references_markdown
 from perfsuite.report._results_branch import (
     DEFAULT_BRANCH,
@@ -98,16 +110,22 @@ from perfsuite.report._store import (
 from perfsuite.report._table import SummaryRow, summary_rows, summary_table
 
 __all__ = [
+    "COST_METRICS",
     "DEFAULT_ALPHA",
     "DEFAULT_BRANCH",
     "DEFAULT_FACTOR",
     "DEFAULT_STORE",
+    "GATES",
     "METRIC_DIRECTIONS",
     "MIN_PELT_RUNS",
+    "PAIRING_FILE",
+    "PAIRING_FORMAT",
     "PHASES",
+    "TIMING_HEADLINES",
     "Bar",
     "Comparison",
     "Conditions",
+    "CostMetric",
     "Dashboard",
     "Evidence",
     "Figure",
@@ -118,6 +136,7 @@ __all__ = [
     "MachineSummary",
     "MetricChange",
     "ModeCell",
+    "Pairing",
     "PhaseBreakdown",
     "PhaseRow",
     "Point",
@@ -133,11 +152,13 @@ __all__ = [
     "SummaryRow",
     "Sweep",
     "SweepRow",
+    "TimingHeadline",
     "bars",
     "branch_path",
     "breakdown_from_samples",
     "build_dashboard",
     "compare",
+    "compare_headline",
     "compare_markdown",
     "compare_results",
     "compare_table",
@@ -164,6 +185,7 @@ __all__ = [
     "phase_table",
     "pull_results",
     "push_results",
+    "read_pairing",
     "read_result",
     "read_results",
     "read_siblings",
@@ -172,9 +194,13 @@ __all__ = [
     "rebuild_store",
     "reference_modes",
     "references_markdown",
+    "register_cost_metric",
+    "register_timing_headline",
     "sample_phases",
+    "scan_results",
     "select_runs",
     "short_commit",
+    "smallest_detectable_ratio",
     "stall_ms",
     "summary_rows",
     "summary_table",

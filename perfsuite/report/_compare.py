@@ -1,23 +1,37 @@
-"""The CI gate: compare two runs per recipe, mode and metric (SPEC section 5, ``perfsuite compare``).
+"""The CI gate: compare two runs per recipe, mode and metric (SPEC section 5, ``perfsuite compare`` / ``ab``).
 
-A metric **changed** only when both tests agree: the two-sided Mann-Whitney U test on the samples
-(``scipy.stats.mannwhitneyu``) gives p < ``alpha``, and the ratio of medians (new / base) is at least
-``factor`` or at most ``1 / factor``. Whether a change is a regression follows the metric's direction
-(:data:`METRIC_DIRECTIONS`: lower is better for latency, lag, GC, bytes and allocation; higher for
-throughput).
+Three kinds of metric (:mod:`perfsuite.report._metrics`):
 
-Only the :data:`GATING_METRICS` (the headline latencies, the recipe's own ``metrics.*`` and the
-allocation pass) can fail the gate. The rest (lag percentiles, phases, GC) are compared and shown as
-``(info)`` for diagnosis: with some 25 metrics per mode, gating on all of them at p < 0.05 would raise
-false alarms on every few runs, and they move with the headline figures anyway. Metrics without a
-known direction, and the idle control (``control``: it measures the machine, not the code), never gate.
+* **costs** (:data:`COST_METRICS`: allocation, bytes written, fsync/rename/create counts) are deterministic:
+  the medians are compared against a tolerance (1% and at least 1 KiB or 1 operation by default); a change
+  beyond it is a change whatever the p-value (3 allocation samples against 3 can never reach p < 0.05);
+* **timings** with a known direction: changed only when both tests agree, the two-sided Mann-Whitney U on
+  the samples gives p < ``alpha`` and the ratio (new / base: the Hodges-Lehmann estimate, the median of all
+  pairwise ratios, :mod:`perfsuite.report._power`; the ratio of medians when a value is not positive) is
+  beyond ``factor`` either way
+  (and, for the headlines, the medians moved by at least ``min_change_ms``). Every gating timing states
+  the **smallest detectable ratio** at its sample counts and spread (:mod:`perfsuite.report._power`). A
+  gating timing beyond the factor whose test does not reach significance is **inconclusive**: never a
+  pass (exit 3 when it points the worse way);
+* the rest (lag percentiles, phases, GC, metrics without a direction, the idle control) is compared and
+  shown as ``(info)`` for diagnosis, never gating: with some 25 metrics per mode, gating on all of them
+  would raise false alarms on every few runs, and they move with the headlines anyway.
+
+Exit status: 1 on a regression, else 3 when something is inconclusive (or an incomplete document was
+compared on purpose), else 0; unusable input is a one-line :class:`PerfsuiteError` (exit 2).
+
+Inputs (issue 15, issue 14 case 8): recipe sets may differ (the intersection is compared, the rest listed,
+``require_all`` makes it an error); documents of different kinds of machine (CPU model, cores, filesystem,
+Python minor version: :meth:`Machine.same_kind <perfsuite.report.Machine.same_kind>`) are compared only with
+``cross_machine``; incomplete documents (``running``, ``interrupted``) only with
+``allow_incomplete``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from functools import cache
 from pathlib import Path
@@ -25,12 +39,24 @@ from pathlib import Path
 from perfsuite._extras import require
 from perfsuite.errors import PerfsuiteError
 from perfsuite.report._conditions import conditions_of
-from perfsuite.report._format import fmt_bytes, fmt_ms
-from perfsuite.report._load import Result, Stat, latest_by_recipe, read_results
+from perfsuite.report._load import Result, Stat, latest_by_recipe, scan_results
+from perfsuite.report._machine import machine_of
+from perfsuite.report._metrics import (
+    COST_METRICS,
+    HIGHER,
+    LOWER,
+    METRIC_DIRECTIONS,
+    SHOWN_METRICS,
+    TIMING_HEADLINES,
+    metric_direction,
+)
+from perfsuite.report._pairing import find_pairing, read_pairing
+from perfsuite.report._power import hodges_lehmann_ratio, smallest_detectable_ratio
 
 __all__ = [
     "DEFAULT_ALPHA",
     "DEFAULT_FACTOR",
+    "GATES",
     "GATING_METRICS",
     "HEADLINE_METRICS",
     "HIGHER",
@@ -39,69 +65,34 @@ __all__ = [
     "Comparison",
     "MetricChange",
     "compare",
-    "compare_markdown",
     "compare_results",
-    "compare_table",
     "metric_direction",
 ]
 
 DEFAULT_ALPHA = 0.05
 DEFAULT_FACTOR = 1.10
-LOWER = "lower"
-HIGHER = "higher"
-
-#: first matching pattern wins (``fnmatch`` on the flattened metric name); no match = no direction
-METRIC_DIRECTIONS: tuple[tuple[str, str], ...] = (
-    ("metrics.*per_s", HIGHER),
-    ("metrics.*per_sec", HIGHER),
-    ("metrics.*_per_second", HIGHER),
-    ("metrics.*throughput*", HIGHER),
-    ("metrics.ops*", HIGHER),
-    ("metrics.*_ops", HIGHER),
-    ("*_ms", LOWER),
-    ("*_us", LOWER),
-    ("phases_ms.*", LOWER),
-    ("lag_us.*", LOWER),
-    ("lag_us_uncorrected.*", LOWER),
-    ("gc.*", LOWER),
-    ("allocation.*", LOWER),
-    ("metrics.*bytes*", LOWER),
-    ("metrics.generations*", LOWER),
-    ("metrics.chunks*", LOWER),
-    ("metrics.publications*", LOWER),
-)
-#: metrics whose significant regression fails the gate (``fnmatch`` patterns; a direction is needed too)
-GATING_METRICS = ("max_gap_ms", "stalls.longest_ms", "submission_ms", "ack_ms", "drain_ms", "metrics.*", "allocation.*")
+#: what may fail the gate: everything, or only the deterministic costs (timings then shown as info)
+GATES = ("all", "costs")
+#: recipe metrics whose regression fails the gate besides the registries (a direction is needed too)
+GATING_METRICS = ("metrics.*",)
 #: metrics left out of comparisons: ``window_ms`` is the acknowledgement plus a constant tail
 EXCLUDED_METRICS = frozenset({"window_ms"})
 #: left out too: the simulated-storage counters describe the M10 condition, not the system under test
 EXCLUDED_PATTERNS = ("metrics.storage.*",)
 #: what the idle control is compared on (its submission and acknowledgement are a timer's)
 CONTROL_METRICS = ("max_gap_ms", "stalls.*", "lag_us.*", "lag_us_uncorrected.*", "gc.*")
-#: shown in the terminal and Markdown tables even when unchanged (the rest only when changed, or ``--all``)
-HEADLINE_METRICS = (
-    "max_gap_ms",
-    "stalls.longest_ms",  # M9: loop stalls, the heartbeat's companion, gated like the max gap
-    "submission_ms",
-    "ack_ms",
-    "drain_ms",
-    "lag_us.p99",
-    "metrics.bytes_written",
-    "allocation.total_bytes",
-    "allocation.peak_bytes",
-)
+
+
+def _headline_metrics() -> tuple[str, ...]:
+    return (*TIMING_HEADLINES, *SHOWN_METRICS)
+
+
+#: shown in tables even when unchanged (the rest only when changed, or ``--all``); see :mod:`._metrics`
+HEADLINE_METRICS = _headline_metrics()
 
 
 def _conditions_text(result: Result) -> str:
     return "; ".join(conditions_of(result).lines) or "the machine as it is"
-
-
-def metric_direction(metric: str) -> str | None:
-    """``"lower"`` or ``"higher"`` (which way is better) for a flattened metric name, else ``None``."""
-    for pattern, direction in METRIC_DIRECTIONS:
-        if fnmatchcase(metric, pattern):
-            return direction
-    return None
 
 
 @cache
@@ -115,9 +106,11 @@ def _min_p(n_base: int, n_new: int) -> float:
 
 @dataclass(frozen=True, slots=True)
 class MetricChange:
-    """One recipe/mode/metric: medians, ratio, p-value and the verdict: ``regressed``, ``improved``,
-    ``changed`` (no known direction), ``inconclusive`` (ratio beyond the factor, but too few samples for
-    the test ever to reach ``alpha``) or ``unchanged``."""
+    """One recipe/mode/metric: medians, ratio (Hodges-Lehmann for timings, of medians for costs) and the
+    verdict: ``regressed``, ``improved``, ``changed`` (no known direction), ``inconclusive`` (a gating timing
+    beyond the factor whose test did not reach alpha) or ``unchanged``. ``kind`` is ``cost`` (tolerance;
+    ``p_value`` is ``None``) or ``timing`` (Mann-Whitney U; ``detectable`` is the smallest ratio the test
+    could have seen, ``None`` when none at these counts)."""
 
     recipe: str
     mode: str
@@ -126,10 +119,13 @@ class MetricChange:
     base: Stat
     new: Stat
     ratio: float
-    p_value: float
+    p_value: float | None
     status: str
     gating: bool
     underpowered: bool
+    kind: str = "timing"
+    detectable: float | None = None
+    tolerance: float | None = None
     reference: str | None = None  # a by-design reference mode: compared, shown as such, never gating
 
     @property
@@ -145,12 +141,19 @@ class MetricChange:
     @property
     def headline(self) -> bool:
         """Whether the metric is shown even when unchanged."""
-        return self.metric in HEADLINE_METRICS
+        return self.metric in TIMING_HEADLINES or self.metric in SHOWN_METRICS
+
+    @property
+    def worse(self) -> bool:
+        """Whether the new median lies on the worse side of the base (direction-aware)."""
+        if self.direction is None or self.ratio == 1.0:
+            return False
+        return (self.ratio > 1.0) == (self.direction == LOWER)
 
 
 @dataclass(frozen=True, slots=True)
 class Comparison:
-    """Every compared metric, the thresholds, and notes on what could not be compared."""
+    """Every compared metric, the thresholds, what could not be compared and why, and the verdict."""
 
     base: str
     new: str
@@ -158,51 +161,119 @@ class Comparison:
     factor: float
     changes: tuple[MetricChange, ...]
     notes: tuple[str, ...]
+    only_base: tuple[str, ...] = ()
+    only_new: tuple[str, ...] = ()
+    cross_machine: tuple[str, ...] = ()
+    incomplete: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()
+    flags: tuple[str, ...] = field(default=())
 
     @property
     def regressions(self) -> tuple[MetricChange, ...]:
-        """Significant regressions in gating metrics (they make the exit status 1)."""
+        """Regressions in gating metrics (significant timings, costs beyond tolerance): exit status 1."""
         return tuple(c for c in self.changes if c.status == "regressed" and c.gating)
 
     @property
     def improvements(self) -> tuple[MetricChange, ...]:
-        """Significant improvements in gating metrics."""
+        """Improvements in gating metrics."""
         return tuple(c for c in self.changes if c.status == "improved" and c.gating)
 
     @property
+    def inconclusive(self) -> tuple[MetricChange, ...]:
+        """Gating timings beyond the factor, the worse way, whose test could not tell: exit status 3."""
+        return tuple(c for c in self.changes if c.status == "inconclusive" and c.gating and c.worse)
+
+    @property
     def exit_status(self) -> int:
-        """1 on a significant regression, else 0 (the CI gate)."""
-        return 1 if self.regressions else 0
+        """1 regression, 3 inconclusive (or an incomplete document compared on purpose), 0 otherwise."""
+        if self.regressions:
+            return 1
+        if self.inconclusive or self.incomplete:
+            return 3
+        return 0
 
     def shown(self, everything: bool = False) -> tuple[MetricChange, ...]:
         """Headline metrics plus every metric that changed (all of them with ``everything``)."""
         return tuple(c for c in self.changes if everything or c.headline or c.status != "unchanged")
 
 
-def _change(
+# -- one metric -------------------------------------------------------------------------------------------
+
+
+def _ratio(mb: float, mn: float) -> float:
+    if mb == mn:
+        return 1.0
+    if mb == 0:
+        return math.inf
+    return mn / mb
+
+
+def _gating(metric: str, mode: str, direction: str | None, reference: str | None = None) -> bool:
+    if direction is None or mode == "control" or reference is not None:
+        return False
+    return metric in COST_METRICS or metric in TIMING_HEADLINES or any(fnmatchcase(metric, p) for p in GATING_METRICS)
+
+
+def _cost_change(recipe: str, mode: str, metric: str, base: Sequence[float], new: Sequence[float],
+                 reference: str | None = None) -> MetricChange:
+    cost = COST_METRICS[metric]
+    b, n = Stat.from_values(base), Stat.from_values(new)
+    delta = n.median - b.median
+    tolerance = cost.tolerance(b.median)
+    if delta == 0 or abs(delta) < tolerance:
+        status = "unchanged"
+    elif (delta > 0) == (cost.direction == LOWER):
+        status = "regressed"
+    else:
+        status = "improved"
+    return MetricChange(
+        recipe=recipe,
+        mode=mode,
+        metric=metric,
+        direction=cost.direction,
+        base=b,
+        new=n,
+        ratio=_ratio(b.median, n.median),
+        p_value=None,
+        status=status,
+        gating=_gating(metric, mode, cost.direction, reference),
+        underpowered=False,
+        kind="cost",
+        tolerance=float(tolerance),
+        reference=reference,
+    )
+
+
+def _timing_change(
     recipe: str, mode: str, metric: str, base: Sequence[float], new: Sequence[float], alpha: float, factor: float,
+    gate: str = "all",
     reference: str | None = None,
 ) -> MetricChange:
     import numpy as np
+
     require("report", "scipy")
     from scipy.stats import mannwhitneyu
 
     b, n = np.asarray(base, dtype=float), np.asarray(new, dtype=float)
-    mb, mn = float(np.median(b)), float(np.median(n))
-    if mb == mn:
-        ratio = 1.0
-    elif mb == 0:
-        ratio = math.inf
-    else:
-        ratio = mn / mb
+    sb, sn = Stat.from_values(b), Stat.from_values(n)
+    estimate = hodges_lehmann_ratio(b, n)
+    ratio = _ratio(sb.median, sn.median) if estimate is None else estimate
     p = float(mannwhitneyu(b, n, alternative="two-sided").pvalue)
     if math.isnan(p):
         p = 1.0
     direction = metric_direction(metric)
-    beyond = ratio >= factor or ratio <= 1.0 / factor
+    gating = _gating(metric, mode, direction, reference) and gate == "all"
+    headline = TIMING_HEADLINES.get(metric)
+    floor = headline.min_change_ms if headline is not None and mode != "control" else 0.0
+    beyond = (ratio >= factor or ratio <= 1.0 / factor) and abs(ratio - 1.0) * abs(sb.median) >= floor
     underpowered = _min_p(b.size, n.size) >= alpha
-    if not (p < alpha and beyond):
-        status = "inconclusive" if beyond and underpowered else "unchanged"
+    detectable = None
+    if gating:
+        detectable = smallest_detectable_ratio(b, n, alpha, higher_is_better=direction == HIGHER)
+    if not beyond:
+        status = "unchanged"
+    elif p >= alpha:
+        status = "inconclusive" if gating else "unchanged"
     elif direction is None:
         status = "changed"
     elif (ratio > 1.0) == (direction == LOWER):
@@ -214,28 +285,50 @@ def _change(
         mode=mode,
         metric=metric,
         direction=direction,
-        base=Stat.from_values(b),
-        new=Stat.from_values(n),
+        base=sb,
+        new=sn,
         ratio=ratio,
         p_value=p,
         status=status,
-        gating=direction is not None and mode != "control" and reference is None
-        and any(fnmatchcase(metric, p) for p in GATING_METRICS),
+        gating=gating,
         underpowered=underpowered,
+        kind="timing",
+        detectable=detectable,
         reference=reference,
     )
 
 
-def _pair(base: Sequence[Result], new: Sequence[Result], base_name: str, new_name: str) -> list[tuple[Result, Result]]:
-    """Match results by recipe: one file each side may name different files but must hold the same recipe."""
-    lb, ln = latest_by_recipe(base), latest_by_recipe(new)
-    for recipe in ln:
-        if recipe not in lb:
-            raise PerfsuiteError(f"recipe {recipe!r} is in {new_name} but absent from {base_name}")
-    for recipe in lb:
-        if recipe not in ln:
-            raise PerfsuiteError(f"recipe {recipe!r} is in {base_name} but absent from {new_name}")
-    return [(lb[r], ln[r]) for r in lb]
+# -- pairs of documents -------------------------------------------------------------------------------
+
+
+def _machine_differences(pairs: Sequence[tuple[Result, Result]]) -> tuple[str, ...]:
+    """What differs between the machines of each pair that are not of one kind (:meth:`Machine.same_kind`:
+    CPU model, cores, work-dir filesystem, Python implementation and minor version; the host may differ)."""
+    found: list[str] = []
+    for b, n in pairs:
+        mb, mn = machine_of(b), machine_of(n)
+        if mb.same_kind(mn):  # the one definition of a machine (issue 16) decides; the loop below names why
+            continue
+        for name, x, y in (("cpu model", mb.cpu_model, mn.cpu_model), ("cores", mb.cores, mn.cores),
+                           ("filesystem", mb.filesystem, mn.filesystem), ("python", mb.python, mn.python)):
+            text = f"{name} {x!r} vs {y!r}"
+            if x != y and text not in found:
+                found.append(text)
+    return tuple(found)
+
+
+def _check_complete(results: Sequence[Result], side: str, allow: bool) -> list[str]:
+    found = []
+    for r in results:
+        if r.complete:
+            continue
+        where = str(r.path) if r.path is not None else r.recipe
+        if not allow:
+            hint = f"; finish it with `perfsuite run --resume {r.path}`" if r.path is not None else ""
+            raise PerfsuiteError(f"{where} ({side}) is incomplete ({r.progress}): refusing to compare it{hint} "
+                                 "or pass --allow-incomplete")
+        found.append(f"{side} {r.name} is incomplete ({r.progress})")
+    return found
 
 
 def compare_results(
@@ -246,177 +339,173 @@ def compare_results(
     factor: float = DEFAULT_FACTOR,
     base_name: str = "BASE",
     new_name: str = "NEW",
+    require_all: bool = False,
+    cross_machine: bool = False,
+    allow_incomplete: bool = False,
+    notes: Sequence[str] = (),
+    flags: Sequence[str] = (),
+    skipped: Sequence[str] = (),
+    gate: str = "all",
 ) -> Comparison:
-    """Compare loaded results (the latest of each recipe per side); see the module docstring."""
+    """Compare loaded results (the latest of each recipe per side); see the module docstring. ``gate="costs"``
+    lets only the deterministic costs fail the gate (timings are still compared, and shown as info)."""
+    if gate not in GATES:
+        raise PerfsuiteError(f"--gate must be one of {', '.join(GATES)}, got {gate!r}")
     if not 0 < alpha < 1:
         raise PerfsuiteError(f"--alpha must be between 0 and 1, got {alpha:g}")
     if not factor > 1:
         raise PerfsuiteError(f"--factor must be greater than 1, got {factor:g}")
-    changes: list[MetricChange] = []
-    notes: list[str] = []
-    for b, n in _pair(base, new, base_name, new_name):
-        modes = [m for m in b.modes if m in n.modes]
-        if conditions_of(b) != conditions_of(n):  # M10: e.g. two storage profiles are not a regression
-            notes.append(f"{b.recipe}: measured under different conditions ({_conditions_text(b)} vs "
-                         f"{_conditions_text(n)})")
-        for side, result, other in ((base_name, b, n), (new_name, n, b)):
-            for mode in result.modes:
-                if mode not in other.modes:
-                    notes.append(f"{b.recipe}: mode {mode!r} only in {side}")
-        for mode in [*modes, "control"]:
-            vb, vn = b.values(mode), n.values(mode)
-            for metric in sorted(set(vb) | set(vn)):
-                if metric in EXCLUDED_METRICS or any(fnmatchcase(metric, p) for p in EXCLUDED_PATTERNS):
-                    continue
-                if mode == "control" and not any(fnmatchcase(metric, p) for p in CONTROL_METRICS):
-                    continue
-                if metric not in vb or metric not in vn:  # absent (an older document) or null: not measured
-                    side = new_name if metric in vb else base_name
-                    notes.append(f"{b.recipe}/{mode}: {metric} not measured in {side}")
-                    continue
-                changes.append(_change(b.recipe, mode, metric, vb[metric], vn[metric], alpha, factor,
-                                       n.reference(mode) or b.reference(mode)))
-    if any(c.underpowered and c.gating for c in changes):
-        sizes = sorted({(c.base.n, c.new.n) for c in changes if c.underpowered and c.gating})
-        notes.append(
-            "too few samples for p < {:g} with {} (Mann-Whitney U cannot reach it): those metrics cannot change".format(
-                alpha, ", ".join(f"{x} vs {y}" for x, y in sizes)
-            )
+    lb, ln = latest_by_recipe(base), latest_by_recipe(new)
+    only_base = tuple(r for r in lb if r not in ln)
+    only_new = tuple(r for r in ln if r not in lb)
+    if require_all and (only_base or only_new):
+        parts = [f"{', '.join(only_base)} only in {base_name}" if only_base else "",
+                 f"{', '.join(only_new)} only in {new_name}" if only_new else ""]
+        raise PerfsuiteError(f"--require-all: recipe sets differ: {'; '.join(p for p in parts if p)}")
+    pairs = [(lb[r], ln[r]) for r in lb if r in ln]
+    if not pairs:
+        raise PerfsuiteError(f"{base_name} and {new_name} have no recipe in common")
+    out_notes = list(notes)
+    for side, results, latest in ((base_name, base, lb), (new_name, new, ln)):
+        for recipe, chosen in latest.items():
+            count = sum(1 for r in results if r.recipe == recipe)
+            if count > 1 and recipe in lb and recipe in ln:
+                out_notes.append(f"{recipe}: {count} documents in {side}; compared the newest, {chosen.name}")
+    incomplete = _check_complete([b for b, _ in pairs], base_name, allow_incomplete)
+    incomplete += _check_complete([n for _, n in pairs], new_name, allow_incomplete)
+    machines = _machine_differences(pairs)
+    if machines and not cross_machine:
+        raise PerfsuiteError(
+            f"{base_name} and {new_name} were measured on different machines ({'; '.join(machines)}): their timings "
+            "are not comparable; run both on one machine (`perfsuite ab`) or pass --cross-machine"
         )
-    return Comparison(base_name, new_name, alpha, factor, tuple(changes), tuple(notes))
+    changes: list[MetricChange] = []
+    for b, n in pairs:
+        changes += _compare_pair(b, n, base_name, new_name, alpha, factor, out_notes, gate)
+    if gate == "costs":
+        flags = [*flags, "costs-only gate: timings shown, not gating"]
+    underpowered = sorted({(c.base.n, c.new.n) for c in changes if c.underpowered and c.gating})
+    if underpowered:
+        out_notes.append(
+            "too few samples for p < {:g} with {} (Mann-Whitney U cannot reach it): timings there can only be "
+            "unchanged or inconclusive".format(alpha, ", ".join(f"{x} vs {y}" for x, y in underpowered))
+        )
+    if only_base:
+        out_notes.append(f"only in BASE ({base_name}), not compared: {', '.join(only_base)}")
+    if only_new:
+        out_notes.append(f"only in NEW ({new_name}), not compared: {', '.join(only_new)}")
+    return Comparison(
+        base=base_name,
+        new=new_name,
+        alpha=alpha,
+        factor=factor,
+        changes=tuple(changes),
+        notes=tuple(out_notes),
+        only_base=only_base,
+        only_new=only_new,
+        cross_machine=machines,
+        incomplete=tuple(incomplete),
+        skipped=tuple(skipped),
+        flags=tuple(flags),
+    )
+
+
+def _compare_pair(
+    b: Result, n: Result, base_name: str, new_name: str, alpha: float, factor: float, notes: list[str], gate: str
+) -> list[MetricChange]:
+    import numpy as np
+
+    changes: list[MetricChange] = []
+    modes = [m for m in b.modes if m in n.modes]
+    for side, result, other in ((base_name, b, n), (new_name, n, b)):
+        for mode in result.modes:
+            if mode not in other.modes:
+                notes.append(f"{b.recipe}: mode {mode!r} only in {side}")
+    if conditions_of(b) != conditions_of(n):  # M10: e.g. two storage profiles are not a regression
+        notes.append(f"{b.recipe}: measured under different conditions ({_conditions_text(b)} vs "
+                     f"{_conditions_text(n)})")
+    bd, nd = (b.data.get("fixture") or {}).get("digest"), (n.data.get("fixture") or {}).get("digest")
+    if bd and nd and bd != nd:
+        notes.append(f"{b.recipe}: the fixtures differ (digest {bd[:19]} in {base_name}, {nd[:19]} in {new_name})")
+    for mode in [*modes, "control"]:
+        vb, vn = b.values(mode), n.values(mode)
+        for metric in sorted(set(vb) | set(vn)):
+            if metric in EXCLUDED_METRICS or any(fnmatchcase(metric, p) for p in EXCLUDED_PATTERNS):
+                continue
+            if mode == "control" and not any(fnmatchcase(metric, p) for p in CONTROL_METRICS):
+                continue
+            if metric not in vb or metric not in vn:  # absent (an older document) or null: not measured
+                side = new_name if metric in vb else base_name
+                notes.append(f"{b.recipe}/{mode}: {metric} not measured in {side}")
+                continue
+            reference = n.reference(mode) or b.reference(mode)
+            if metric in COST_METRICS and mode != "control":
+                change = _cost_change(b.recipe, mode, metric, vb[metric], vn[metric], reference)
+                for side, values in ((base_name, vb[metric]), (new_name, vn[metric])):
+                    spread = float(np.ptp(values))
+                    if change.tolerance is not None and spread >= change.tolerance:
+                        notes.append(f"{change.label}: not deterministic in {side} (range {spread:g} >= tolerance "
+                                     f"{change.tolerance:g}); compared by medians")
+            else:
+                change = _timing_change(b.recipe, mode, metric, vb[metric], vn[metric], alpha, factor, gate,
+                                        reference)
+            changes.append(change)
+    return changes
 
 
 def compare(
-    base: Path | str, new: Path | str, *, alpha: float = DEFAULT_ALPHA, factor: float = DEFAULT_FACTOR
+    base: Path | str,
+    new: Path | str | None = None,
+    *,
+    alpha: float | None = None,
+    factor: float | None = None,
+    require_all: bool = False,
+    cross_machine: bool = False,
+    allow_incomplete: bool = False,
+    skip_bad: bool = False,
+    gate: str | None = None,
 ) -> Comparison:
-    """Compare two results files or directories of results (matched by recipe name).
-
-    Directory against directory (or file against file) must hold the same recipes; a single file
-    against a directory compares that file's recipe only.
+    """Compare two results files or directories of results (matched by recipe name), or, with ``new``
+    omitted, the two sides of an A/B pairing (``perfsuite ab``'s output directory or its ``ab.json``), with
+    the pairing's own thresholds unless given. A single file against a directory compares that file's recipe.
     """
-    b, n = read_results(base), read_results(new)
+    if new is None:
+        return _compare_pairing(base, alpha=alpha, factor=factor, require_all=require_all,
+                                cross_machine=cross_machine, allow_incomplete=allow_incomplete, gate=gate)
+    b, skipped_b = scan_results(base, skip_bad=skip_bad)
+    n, skipped_n = scan_results(new, skip_bad=skip_bad)
     if Path(base).is_dir() != Path(new).is_dir():
         recipe = (n if Path(base).is_dir() else b)[0].recipe
         b, n = [r for r in b if r.recipe == recipe], [r for r in n if r.recipe == recipe]
         for side, name in ((b, base), (n, new)):
             if not side:
                 raise PerfsuiteError(f"recipe {recipe!r} is absent from {name}")
-    return compare_results(b, n, alpha=alpha, factor=factor, base_name=str(base), new_name=str(new))
-
-
-# -- rendering ------------------------------------------------------------------------------------
-
-
-def _value(metric: str, value: float) -> str:
-    if "bytes" in metric or "allocations" in metric:
-        return fmt_bytes(value)
-    if metric.endswith("_ms") or metric.startswith("phases_ms."):
-        return fmt_ms(value)
-    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
-
-
-def _ratio(ratio: float) -> str:
-    return "inf" if math.isinf(ratio) else f"{ratio:.2f}x"
-
-
-def _p(p: float) -> str:
-    return f"{p:.2g}" if p < 0.001 else f"{p:.3f}"
-
-
-_STYLE = {
-    "regressed": "bold red",
-    "improved": "green",
-    "changed": "yellow",
-    "inconclusive": "yellow",
-    "unchanged": "dim",
-}
-
-
-def _rows(changes: Iterable[MetricChange]) -> list[list[str]]:
-    return [
-        [
-            c.recipe,
-            c.mode_label,
-            c.metric,
-            _value(c.metric, c.base.median),
-            _value(c.metric, c.new.median),
-            _ratio(c.ratio),
-            _p(c.p_value),
-            c.status + ("" if c.gating or c.status == "unchanged" else " (info)"),
-        ]
-        for c in changes
-    ]
-
-
-_HEADER = ["recipe", "mode", "metric", "base median", "new median", "ratio", "p", "status"]
-
-
-def _headline(comparison: Comparison) -> str:
-    n = len(comparison.regressions)
-    if n:
-        return f"{n} significant regression{'s' if n != 1 else ''}"
-    return "no significant regression"
-
-
-def _rule(comparison: Comparison) -> str:
-    return (
-        f"changed = Mann-Whitney U p < {comparison.alpha:g} and a median ratio beyond {comparison.factor:g}x "
-        "either way; direction-aware"
+    return compare_results(
+        b, n, alpha=DEFAULT_ALPHA if alpha is None else alpha, factor=DEFAULT_FACTOR if factor is None else factor,
+        base_name=str(base), new_name=str(new), require_all=require_all, cross_machine=cross_machine,
+        allow_incomplete=allow_incomplete, skipped=[*skipped_b, *skipped_n], gate=gate or "all",
     )
 
 
-def compare_table(comparison: Comparison, everything: bool = False) -> object:
-    """A rich ``Table`` of the headline and changed metrics (every metric with ``everything``)."""
-    from rich import box
-    from rich.table import Table
+def _compare_pairing(path: Path | str, *, alpha: float | None, factor: float | None, gate: str | None,
+                     **options: bool) -> Comparison:
+    from perfsuite.report._load import read_result
 
-    table = Table(
-        title=f"perfsuite compare: {_headline(comparison)}",
-        caption=_rule(comparison) + "".join(f"\n{note}" for note in comparison.notes),
-        box=box.SIMPLE_HEAD,
-        title_justify="left",
-        caption_justify="left",
+    if find_pairing(path) is None:
+        raise PerfsuiteError(
+            f"{path}: give BASE and NEW, or an A/B output directory (with ab.json) written by `perfsuite ab`")
+    pairing = read_pairing(path)
+    base = [read_result(b) for _, b, _ in pairing.pairs]
+    new = [read_result(h) for _, _, h in pairing.pairs]
+    names = []
+    for side in ("base", "head"):
+        info = pairing.side(side)
+        commit = str(info.get("commit") or "")[:7] or "?"
+        names.append(f"{side} {info.get('revision', side)} ({commit}{', dirty' if info.get('dirty') else ''})")
+    recorded = pairing.data.get("options") or {}  # the thresholds `perfsuite ab` used: the same verdict again
+    return compare_results(
+        base, new, base_name=names[0], new_name=names[1], notes=pairing.notes, flags=pairing.flags,
+        alpha=float(recorded.get("alpha", DEFAULT_ALPHA)) if alpha is None else alpha,
+        factor=float(recorded.get("factor", DEFAULT_FACTOR)) if factor is None else factor,
+        gate=str(recorded.get("gate", "all")) if gate is None else gate, **options,
     )
-    for column in _HEADER:
-        table.add_column(column, justify="right" if column in ("base median", "new median", "ratio", "p") else "left")
-    shown = comparison.shown(everything)
-    for change, row in zip(shown, _rows(shown)):
-        style = _STYLE[change.status]
-        table.add_row(*row[:-1], f"[{style}]{row[-1]}[/]")
-    return table
-
-
-def _md_table(changes: Sequence[MetricChange]) -> list[str]:
-    lines = ["| " + " | ".join(_HEADER) + " |", "|---|---|---|---:|---:|---:|---:|---|"]
-    for change, row in zip(changes, _rows(changes)):
-        if change.status == "regressed" and change.gating:
-            row[-1] = f"**{row[-1]}**"
-        row[:3] = [f"`{cell}`" for cell in row[:3]]
-        lines.append("| " + " | ".join(row) + " |")
-    return lines
-
-
-def compare_markdown(comparison: Comparison, everything: bool = False) -> str:
-    """A Markdown report for a PR comment or a job summary: verdict, regressions, table, full details."""
-    lines = [f"### perfsuite compare: {_headline(comparison)}", ""]
-    for c in comparison.regressions:
-        lines.append(
-            f"- **regressed** `{c.recipe}` `{c.mode}` `{c.metric}`: {_value(c.metric, c.base.median)} -> "
-            f"{_value(c.metric, c.new.median)} (median ratio {_ratio(c.ratio)}, p = {_p(c.p_value)})"
-        )
-    for c in comparison.improvements:
-        lines.append(
-            f"- improved `{c.recipe}` `{c.mode}` `{c.metric}`: {_value(c.metric, c.base.median)} -> "
-            f"{_value(c.metric, c.new.median)} (median ratio {_ratio(c.ratio)}, p = {_p(c.p_value)})"
-        )
-    if comparison.regressions or comparison.improvements:
-        lines.append("")
-    lines += [f"`{comparison.base}` -> `{comparison.new}`; {_rule(comparison)}.", ""]
-    lines += _md_table(comparison.shown(everything))
-    if comparison.notes:
-        lines += ["", *(f"- {note}" for note in comparison.notes)]
-    if not everything and len(comparison.changes) > len(comparison.shown()):
-        lines += ["", f"<details><summary>All {len(comparison.changes)} metrics</summary>", ""]
-        lines += _md_table(comparison.changes)
-        lines += ["", "</details>"]
-    return "\n".join(lines) + "\n"

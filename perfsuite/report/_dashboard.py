@@ -59,8 +59,18 @@ class MachineStory:
         return [st for s in self.series for st in s.steps]
 
     def count(self, status: str) -> int:
-        """Gating metrics of the latest runs with this status against the previous ones."""
+        """Gating metrics of the latest runs with this status against the previous ones ("inconclusive": those
+        the gate could not tell, the worse way, which make `compare` exit 3)."""
+        if status == "inconclusive":
+            return sum(len(c.inconclusive) for c in self.comparisons.values())
         return sum(1 for c in self.comparisons.values() for m in c.changes if m.gating and m.status == status)
+
+    @property
+    def verdict(self) -> str:
+        """``bad`` (a regression), ``unsure`` (inconclusive: never a pass, issue 15) or ``good``: the story's
+        colour, from the gate's own exit status of each latest-vs-previous comparison."""
+        statuses = {c.exit_status for c in self.comparisons.values()}
+        return "bad" if 1 in statuses else "unsure" if 3 in statuses else "good"
 
 
 def _stories(runs: Sequence[Result], hist: History) -> list[MachineStory]:
@@ -98,10 +108,11 @@ def _chips(comparison: Comparison, reference: dict[str, str]) -> str:
     for c in comparison.changes:
         if c.mode == "control" or not c.gating:
             continue
-        if c.status == "unchanged" and (c.metric not in INDEX_METRICS or c.mode in reference):
+        if c.status == "unchanged" and (c.metric not in INDEX_METRICS or c.mode in reference or c.reference):
             continue
         text = f"{c.mode} {c.metric} {c.ratio:.2f}x"
-        tip = f"{c.status}: {c.base.median:.4g} -> {c.new.median:.4g}, p = {c.p_value:.3g}"
+        test = f"p = {c.p_value:.3g}" if c.p_value is not None else f"cost, tolerance {c.tolerance:.4g}"
+        tip = f"{c.status}: {c.base.median:.4g} -> {c.new.median:.4g}, {test}"
         chips.append((c.status != "unchanged", f"<span class='chip {e(c.status)}' title='{e(tip)}'>{e(text)}</span>"))
     chips.sort(key=lambda chip: not chip[0])
     return "".join(html for _, html in chips) or "<span class='dim'>no gating metric</span>"
@@ -116,7 +127,7 @@ def _story_line(story: MachineStory) -> str:
         text = (f"Fewer than two finished runs per recipe on this machine (latest {e(latest.date[:16])}): "
                 "nothing to compare yet.")
         return f"<p class='story'>{text} {len(story.steps)} change point(s).</p>"
-    cls = "bad" if regressed else "good"
+    cls = story.verdict
     text = (
         f"Latest run ({e(latest.date[:16])}, commit {e((latest.commit or 'unknown')[:7])}) against the previous one: "
         f"<span class='{'regressed' if regressed else ''}'>{regressed} regressed</span>, "

@@ -45,9 +45,10 @@ from typing import Any
 
 from perfsuite._extras import require
 from perfsuite.errors import PerfsuiteError
-from perfsuite.report._compare import LOWER, compare_results, metric_direction
+from perfsuite.report._compare import compare_results
 from perfsuite.report._load import Result
 from perfsuite.report._machine import Machine, machine_of
+from perfsuite.report._metrics import LOWER, metric_direction
 from perfsuite.report._store import read_source
 
 __all__ = [

@@ -42,6 +42,7 @@ __all__ = [
     "read_result",
     "read_results",
     "read_siblings",
+    "scan_results",
 ]
 
 #: a mode with this operation suffix measures the fsync floor (``perfsuite.workloads.basic:fsync_floor``)
@@ -152,6 +153,17 @@ class Result:
         return self.path.name if self.path is not None else self.recipe
 
     @property
+    def complete(self) -> bool:
+        """Whether the run finished (``status`` is ``complete``, not ``running`` or ``interrupted``)."""
+        return self.data.get("status") == "complete"
+
+    @property
+    def progress(self) -> str:
+        """``running, 6 of 18 plan entries`` (for one-line messages about incomplete documents)."""
+        progress = self.data.get("progress") or {}
+        return f"{self.data.get('status')}, {progress.get('done', '?')} of {progress.get('total', '?')} plan entries"
+
+    @property
     def is_floor(self) -> bool:
         """Whether this is an fsync-floor run."""
         return any(str(m.get("operation", "")).endswith(FLOOR_OPERATION_SUFFIX) for m in self.data["modes"].values())
@@ -227,6 +239,10 @@ def read_result(path: Path | str) -> Result:
     return Result(path, data)
 
 
+def _looks_perfsuite(data: object) -> bool:
+    return isinstance(data, dict) and "schema" in data and "recipe" in data and "modes" in data
+
+
 def _is_perfsuite_json(path: Path) -> bool:
     """Whether ``path`` looks like a perfsuite results document (of any schema version)."""
     try:
@@ -234,28 +250,64 @@ def _is_perfsuite_json(path: Path) -> bool:
             data = json.load(fh)
     except (OSError, ValueError):
         return False
-    return isinstance(data, dict) and "schema" in data and "recipe" in data and "modes" in data
+    return _looks_perfsuite(data)
 
 
-def read_results(path: Path | str) -> list[Result]:
-    """A results file, or every results file under a directory (recursively, sorted by path).
+def _candidates(directory: Path) -> list[Path]:
+    return [p for p in sorted(directory.rglob("*.json"))
+            if not p.name.endswith(".pyperf.json") and not p.name.startswith(".")]
 
-    Skips pyperf exports and foreign JSON; raises :class:`PerfsuiteError` for a missing path, an empty
-    directory, or a perfsuite document that does not load (wrong schema version, invalid).
+
+_SKIP_HINT = "remove it (report, compare and bars can leave it out: --skip-bad)"
+
+
+def scan_results(path: Path | str, *, skip_bad: bool = False) -> tuple[list[Result], list[str]]:
+    """``(results, skipped)`` for a results file or a directory of them (recursively, sorted by path).
+
+    Issue 14 case 8: in a directory, a ``*.json`` that does not parse (a torn write, a full disk) or a
+    perfsuite document that does not validate is an error naming it, never silently passed over (a
+    report would quietly use an older document instead); with ``skip_bad`` it is left out and described
+    in ``skipped`` (one line each). Pyperf exports, hidden files and JSON that is not a perfsuite document
+    (e.g. an A/B pairing) are skipped as before.
     """
     path = Path(path)
     if not path.exists():
         raise PerfsuiteError(f"{path}: no such results file or directory")
     if not path.is_dir():
-        return [read_result(path)]
-    found = [
-        read_result(p)
-        for p in sorted(path.rglob("*.json"))
-        if not p.name.endswith(".pyperf.json") and not p.name.startswith(".") and _is_perfsuite_json(p)
-    ]
+        return [read_result(path)], []
+    found: list[Result] = []
+    skipped: list[str] = []
+    for p in _candidates(path):
+        try:
+            with open(p, encoding="utf-8") as fh:
+                data = json.load(fh)
+        except (OSError, ValueError) as exc:
+            problem = f"{p}: unreadable results document ({type(exc).__name__}: {str(exc).splitlines()[0]})"
+            if not skip_bad:
+                raise PerfsuiteError(f"{problem}; {_SKIP_HINT}") from None
+            skipped.append(problem)
+            continue
+        if not _looks_perfsuite(data):
+            continue
+        try:
+            found.append(read_result(p))
+        except PerfsuiteError as exc:
+            if not skip_bad:
+                raise PerfsuiteError(f"{exc}; {_SKIP_HINT}") from None
+            skipped.append(str(exc))
     if not found:
         raise PerfsuiteError(f"{path}: no perfsuite results files in this directory")
-    return found
+    return found, skipped
+
+
+def read_results(path: Path | str, *, skip_bad: bool = False) -> list[Result]:
+    """A results file, or every results file under a directory (recursively, sorted by path).
+
+    Skips pyperf exports and foreign JSON; raises :class:`PerfsuiteError` for a missing path, an empty
+    directory, or a document that does not load (torn, wrong schema version, invalid) unless ``skip_bad``
+    (then use :func:`scan_results` to learn what was left out).
+    """
+    return scan_results(path, skip_bad=skip_bad)[0]
 
 
 def read_siblings(path: Path | str) -> list[Result]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from perfsuite.report._compare import Comparison
+from perfsuite.report._compare import Comparison, MetricChange
 from perfsuite.report._format import short_commit
 from perfsuite.report._history import Series, Step
 from perfsuite.report._load import Result, find_floor
@@ -69,6 +69,11 @@ def _summary_html(result: Result, candidates: Sequence[Result]) -> str:
     return "".join(out)
 
 
+def _test(c: MetricChange) -> str:
+    """A timing's p-value, or a cost's tolerance (costs are compared against it, not tested)."""
+    return f"{c.p_value:.3g}" if c.p_value is not None else f"tol {fmt_value(c.metric, c.tolerance or 0.0)}"
+
+
 def comparison_rows(comparison: Comparison, reference: Mapping[str, str]) -> str:
     """The headline and changed metrics of a latest-vs-previous comparison as an HTML table."""
     out = ["<table><tr><th class='text'>mode</th><th class='text'>metric</th><th>previous</th><th>latest</th>"
@@ -80,7 +85,7 @@ def comparison_rows(comparison: Comparison, reference: Mapping[str, str]) -> str
         out.append(
             f"<tr><td>{e(c.mode)}</td><td class='text'><code>{e(c.metric)}</code></td>"
             f"<td>{e(fmt_value(c.metric, c.base.median))}</td><td>{e(fmt_value(c.metric, c.new.median))}</td>"
-            f"<td>{c.ratio:.2f}x</td><td>{c.p_value:.3g}</td><td class='text {e(c.status)}'>{e(status)}</td></tr>"
+            f"<td>{c.ratio:.2f}x</td><td>{_test(c)}</td><td class='text {e(c.status)}'>{e(status)}</td></tr>"
         )
     out.append("</table>")
     return "".join(out)
@@ -129,7 +134,8 @@ def _against_previous(comparison: Comparison | None) -> str:
     if comparison is None:
         return "<p class='story'>Fewer than two finished runs of this recipe on this machine: nothing to compare.</p>"
     counts = {k: sum(1 for c in comparison.changes if c.gating and c.status == k)
-              for k in ("regressed", "improved", "unchanged", "inconclusive")}
+              for k in ("regressed", "improved", "unchanged")}
+    counts["inconclusive"] = len(comparison.inconclusive)  # the worse way: `compare` exits 3 (issue 15)
     extra = f", {counts['inconclusive']} inconclusive" if counts["inconclusive"] else ""
     named = [f"{c.mode} {c.metric} {c.ratio:.2f}x" for c in comparison.changes
              if c.gating and c.status in ("regressed", "improved")]
@@ -138,7 +144,8 @@ def _against_previous(comparison: Comparison | None) -> str:
             f"{counts['improved']} improved</span>, {counts['unchanged']} unchanged gating metrics"
             f"{extra}"
             f"{': ' + e(', '.join(named)) if named else ''} (table below the history).")
-    return f"<p class='story {'bad' if counts['regressed'] else 'good'}'>{text}</p>"
+    cls = {1: "bad", 3: "unsure"}.get(comparison.exit_status, "good")  # the gate's verdict: unsure is no pass
+    return f"<p class='story {cls}'>{text}</p>"
 
 
 def recipe_page(

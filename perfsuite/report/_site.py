@@ -40,7 +40,7 @@ code { background: #f4f4f4; padding: 0 .2em; } .note { color: #555; font-size: .
 .inconclusive, .changed { color: #9a6700; } .unchanged, .dim { color: #888; }
 .reference { color: #888; font-style: italic; }
 .story { font-size: 1.05em; background: #f6f8fa; border-left: 4px solid #888; padding: .5em .8em; }
-.story.bad { border-color: #cf222e; } .story.good { border-color: #1a7f37; }
+.story.bad { border-color: #cf222e; } .story.good { border-color: #1a7f37; } .story.unsure { border-color: #9a6700; }
 .synthetic { background: #fff8c5; border: 1px solid #d4a72c; padding: .4em .8em; }
 .chip { display: inline-block; margin: 0 .6em .15em 0; white-space: nowrap; }
 nav a { margin-right: 1em; } tr:target { background: #fff8c5; }

@@ -17,7 +17,7 @@ import asyncio
 import os
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from perfsuite.engine import (
     DrainTimeout,
     Event,
     FileSystem,
+    FsOp,
     FullRewriteLog,
     LatencyFileSystem,
     Message,
@@ -51,6 +52,7 @@ __all__ = [
     "checkpoint",
     "diagnostic_append",
     "drain_after_submit",
+    "io_counts",
     "mailbox_delivery",
     "registry_save",
     "stalled_admission",
@@ -105,6 +107,26 @@ def _workdir(ctx: OperationContext) -> Path:
     if ctx.workdir is None:
         raise PerfsuiteError(f"mode {ctx.mode}: this operation needs a session fixture")
     return ctx.workdir
+
+
+_CREATING = os.O_EXCL | os.O_TRUNC
+
+
+def io_counts(ops: Sequence[FsOp]) -> dict[str, int]:
+    """Per-publication costs from the recording I/O layer (E1, issue 15): file fsyncs, directory fsyncs,
+    renames (``replace``) and files created (opened with ``O_CREAT`` and ``O_EXCL`` or ``O_TRUNC``: a file
+    written from scratch; an append-open of an existing log is not one). Deterministic, so gated exactly."""
+    counts = {"fsyncs": 0, "dir_fsyncs": 0, "renames": 0, "files_created": 0}
+    for op in ops:
+        if op.kind == "fsync":
+            counts["fsyncs"] += 1
+        elif op.kind == "fsync_dir":
+            counts["dir_fsyncs"] += 1
+        elif op.kind == "replace":
+            counts["renames"] += 1
+        elif op.kind == "open" and op.flags & os.O_CREAT and op.flags & _CREATING:
+            counts["files_created"] += 1
+    return counts
 
 
 def _text(rng: random.Random, chars: int, label: str) -> str:
@@ -194,14 +216,13 @@ class SessionOperation(Operation):
         out: dict[str, Any] = {
             "phases_ms": phases,
             "bytes_written": self.fs.bytes_written - self.bytes_before,
-            "fsyncs": sum(op.kind == "fsync" for op in ops),
-            "dir_fsyncs": sum(op.kind == "fsync_dir" for op in ops),
             "publications": len(reports),
             "generations": sum(r.outcome == "adopted" for r in reports),
             "new_chunks": sum(r.new_chunks for r in reports),
             "bytes_stored": stored,
             "staged_bytes": sum(r.staged_bytes for r in reports),
             "hashed_bytes": sum(r.hashed_bytes for r in reports),
+            **io_counts(ops),  # fsyncs, dir_fsyncs, renames, files_created: costs (issue 15)
         }
         if main:
             out["main_thread_ms"] = main
@@ -443,19 +464,21 @@ class _DiagnosticAppend(Operation):
         self.delta = 0
         self.written = 0
         self.flush_bytes = 0
+        self.counts: dict[str, int] = {}
         self.path = directory / name
 
     def submit(self, ack: AckCallback) -> None:
-        mark = self.fs.bytes_written
+        mark, ops = self.fs.bytes_written, self.fs.mark()
         self.layers.mark()
         self.written = self.log.flush()
         self.delta = os.path.getsize(self.path) - self.size_before
         self.flush_bytes = self.fs.bytes_written - mark
+        self.counts = io_counts(self.fs.since(ops))
         ack(None)
 
     def metrics(self) -> Mapping[str, Any]:
         return {"bytes_written": self.flush_bytes, "delta_bytes": self.delta, "log_bytes": self.size_before,
-                **self.layers.metrics()}
+                **self.counts, **self.layers.metrics()}
 
     def close(self) -> None:
         if isinstance(self.log, DiagnosticLog):
@@ -555,13 +578,15 @@ class _TranscriptBarrier(Operation):
         for n, size in self.sizes.items():
             out[f"rewrite_bytes_at_{n}"] = size  # results/README.md quotes these sizes (issue 17 item 8)
         out["transcript_bytes"] = self.final_bytes
+        out["bytes_written"] = self.layers.fs.bytes_written  # the recording layer: costs
+        out.update(io_counts(self.layers.fs.ops))
         out.update(self.layers.metrics())
         return out
 
 
 def transcript_barrier(ctx: OperationContext) -> Operation:
     """E2 latency by transcript length. Params: ``operation_kind`` = "append", "append+barrier" or "rewrite";
-    ``messages`` (6000)."""
+    ``messages`` (6000). Bytes written and the I/O counts of the whole run are reported as costs."""
     return _TranscriptBarrier(ctx)
 
 

@@ -67,7 +67,15 @@ def test_json_keys_are_the_documented_ones() -> None:
     assert compare["exit_status"] == 0 and compare["regressions"] == 0
     assert {c["status"] for c in compare["changes"]} == {"unchanged"}
     assert list(compare["changes"][0]) == ["recipe", "mode", "metric", "base", "new", "ratio", "p_value", "status",
-                                           "gating", "headline", "underpowered"]
+                                           "gating", "headline", "underpowered", "kind", "detectable", "tolerance",
+                                           "reference"]
+    # issue 15: the verdict line, "cannot tell" counted, what was not compared and why
+    assert compare["verdict"] == "no regression" and compare["inconclusive"] == 0
+    assert compare["only_base"] == compare["only_new"] == compare["cross_machine"] == compare["incomplete"] == []
+    costs = [c for c in compare["changes"] if c["kind"] == "cost"]
+    assert costs and all(c["p_value"] is None and c["tolerance"] >= 1 for c in costs)
+    ack = next(c for c in compare["changes"] if (c["mode"], c["metric"]) == ("async", "ack_ms"))
+    assert ack["kind"] == "timing" and ack["gating"] and ack["detectable"] > 1
 
 
 def test_history_json_with_a_step_and_a_ratio_from_zero() -> None:

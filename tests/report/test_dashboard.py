@@ -263,3 +263,23 @@ def test_what_a_person_sees_in_headless_chromium(site: Any, tmp_path: Path) -> N
         shot = browser.screenshot(tmp_path / "recipe.png")
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
         assert all(url.startswith("file://") for url in browser.requested())  # nothing from the network
+
+
+def test_an_inconclusive_latest_run_is_not_painted_as_a_pass(tmp_path: Path) -> None:
+    """Issue 15: "cannot tell" is never a pass. Three samples against three cannot reach p < 0.05, so an
+    acknowledgement 1.5x slower is inconclusive (`compare` exits 3): the story says so and is not green."""
+    from .conftest import SYNC_ASYNC
+
+    for i, scale in enumerate((1.0, 1.5)):
+        modes = {m: dict(shape) for m, shape in SYNC_ASYNC.items()}
+        modes["async"]["ack_ms"] *= scale
+        doc = make_doc(modes=modes, n=3, seed=i, commit=_commit(i), date=f"2026-09-0{i + 1}T08:00:00+00:00",
+                       epoch=1_788_000_000.0 + i * 86_400)
+        write_doc(tmp_path / "runs" / f"mailbox-delivery-{i}.json", doc)
+    site = dashboard(tmp_path / "runs", tmp_path / "site")
+    index = site.index.read_text()
+    story = re.search(r"<p class='story ([^']*)'>(.*?)</p>", index, re.S)
+    assert story and story.group(1) == "unsure", story
+    assert "1 inconclusive" in re.sub("<[^>]+>", "", story.group(2))
+    page = next(p for p in site.pages if p.name == "mailbox-delivery.html").read_text()
+    assert "<p class='story unsure'>Latest run against the previous one" in page

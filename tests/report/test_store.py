@@ -177,7 +177,7 @@ def test_history_and_compare_read_the_store_per_machine(
     argv = ["compare", _commit(4)[:8], _commit(5)[:8], "--store", str(store), "--machine", "box-a", "--markdown"]
     assert cli.main(argv) == 1
     out = capsys.readouterr().out
-    assert "1 significant regression" in out and f"{_commit(5)[:8]} on box-a" in out
+    assert "1 regression" in out and f"{_commit(5)[:8]} on box-a" in out
     assert cli.main(["compare", "previous", "latest", "--store", str(store), "--machine", "box-b"]) == 0
     assert cli.main(["compare", "nope", "latest", "--store", str(store), "--machine", "box-b"]) == 2
     assert "no run matches 'nope'" in capsys.readouterr().err

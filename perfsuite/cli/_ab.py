@@ -1,0 +1,125 @@
+"""`perfsuite ab BASE [HEAD]` (SPEC section 5, issue 15): parsing and printing only; see :mod:`perfsuite.ab`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from perfsuite.cli._common import (
+    add_gate_option,
+    finite_float,
+    fixture_hook,
+    non_empty,
+    non_negative_int,
+    output_dir,
+    positive_int,
+    thresholds,
+)
+from perfsuite.cli._console import console
+from perfsuite.cli._formats import add_format_option
+from perfsuite.errors import PerfsuiteError
+
+
+def _cmd_ab(args: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from perfsuite.ab import AB_SAMPLES, run_ab
+    from perfsuite.cli._report import print_comparison
+    from perfsuite.cli._run import DEFAULT_RUN_RECIPES
+    from perfsuite.harness import SampleEvent, list_recipes, load_recipe
+
+    if os.getcwd() not in sys.path:  # operations import like `python -m` would (workers get the same)
+        sys.path.insert(0, os.getcwd())
+    if args.all and args.recipes:
+        raise PerfsuiteError("--all runs the whole catalogue: give no --recipe with it")
+    names = list_recipes(catalogue_only=True) if args.all else args.recipes or list(DEFAULT_RUN_RECIPES)
+    recipes = [
+        load_recipe(ref).with_overrides(samples=args.samples or AB_SAMPLES, warmup=args.warmup, gc=args.gc,
+                                        allocation_samples=args.allocation_samples, isolation="process")
+        for ref in names
+    ]
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    output = Path(args.output_dir) if args.output_dir else Path("results/local") / f"ab-{stamp}"
+    resolver = fixture_hook()
+    out = console()
+    err = out.rich(stderr=True)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    # the bar is for a terminal (never with -q, in a pipe or a CI log); started at the first sample, so an
+    # error before it stays one line
+    progress = Progress(*columns, console=err, disable=out.quiet or not err.is_terminal)
+    tasks: dict[str, Any] = {}
+
+    def on_sample(event: SampleEvent) -> None:
+        if not tasks:
+            progress.start()
+        task = tasks.get(event.recipe)
+        if task is None:
+            task = tasks[event.recipe] = progress.add_task(event.recipe, total=event.total)
+        who = f"{event.variant} " if event.variant else ""
+        what = event.kind if event.mode is None else f"{who}{event.mode} {event.kind} {event.index}"
+        progress.update(task, completed=event.done, total=event.total, description=f"{event.recipe}: {what}")
+
+    try:
+        result = run_ab(
+            args.base, args.head, recipes, resolve_fixture=lambda name: resolver(name, None), output_dir=output,
+            seed=args.seed, work_root=Path(args.work_dir) if args.work_dir else None, on_sample=on_sample,
+            gate=args.gate, skip_machine_only=not (args.all or args.recipes), **thresholds(args),
+        )
+    finally:
+        if tasks:
+            progress.stop()
+    print_comparison(result.comparison, "ab", fmt=args.format, everything=False)
+    line = (f"ab: BASE {result.base.describe()} vs HEAD {result.head.describe()}: {', '.join(result.recipes)}, "
+            f"{result.samples} samples per mode per revision, interleaved (seed {result.seed}), "
+            f"{result.seconds:.0f} s; pairing: {result.pairing}")
+    if args.format == "markdown":
+        print(f"<!-- {line} -->")
+    elif args.format == "json":  # stdout holds the one JSON document: side notes go to stderr
+        print(line, file=sys.stderr)
+    else:
+        out.line(line)  # hidden by -q: the verdict line and what made it are what -q keeps
+    return result.comparison.exit_status
+
+
+def register(sub: Any) -> None:
+    """`ab`."""
+    from perfsuite.ab import AB_SAMPLES
+
+    ab = sub.add_parser(
+        "ab",
+        help="A/B two git revisions on this machine, samples interleaved; exit 1 on a regression (the CI gate)",
+        description="Measures BASE and HEAD (default: the working tree, uncommitted changes included) in one run: "
+        "each revision's perfsuite.engine is imported from its own git worktree, the harness, operations and "
+        "recipes are this checkout's; samples interleaved round by round in a seeded random order, on the same "
+        "fixture copies and idle control. Writes base/ and head/ results and the pairing ab.json, then compares "
+        "them as `perfsuite compare` does. Exit status: 0 no regression, 1 regression, 2 unusable input, "
+        "3 inconclusive.",
+    )
+    ab.add_argument("base", metavar="BASE", type=non_empty,
+                    help="the baseline revision (branch, tag, commit, e.g. the merge base)")
+    ab.add_argument("head", metavar="HEAD", nargs="?", type=non_empty,
+                    help="the revision to test (default: the working tree)")
+    ab.add_argument("-r", "--recipe", action="append", dest="recipes", metavar="RECIPE", type=non_empty,
+                    help="a recipe name or .toml path, repeatable (default: the quick set's recipes that import the "
+                    "engine: mailbox-delivery, root-checkpoint, diagnostic-append)")
+    ab.add_argument("--all", action="store_true", help="the whole catalogue instead of the quick set")
+    ab.add_argument("--samples", type=positive_int, help=f"samples per mode per revision (default: {AB_SAMPLES})")
+    ab.add_argument("--warmup", type=non_negative_int,
+                    help="discarded warm-up samples per mode per revision (recipe default: 1)")
+    ab.add_argument("--allocation-samples", type=positive_int, help="allocation-pass samples per mode per revision "
+                    "(recipe default: 3; costs need no p-value)")
+    ab.add_argument("--gc", choices=("collect-before", "natural"), help="GC policy before each sample")
+    ab.add_argument("--seed", type=non_negative_int, help="seed of the interleaved order (default: random, recorded)")
+    ab.add_argument("--output-dir", metavar="DIR", type=output_dir,
+                    help="a new or empty directory for base/, head/ and ab.json (default: results/local/ab-<time>)")
+    ab.add_argument("--work-dir", metavar="DIR", type=output_dir,
+                    help="where private fixture copies live (default: temp dir)")
+    add_format_option(ab)
+    ab.add_argument("--alpha", type=finite_float, help="Mann-Whitney U significance level (default: 0.05)")
+    ab.add_argument("--factor", type=finite_float, help="ratio that counts as a change, either way (default: 1.1)")
+    add_gate_option(ab)
+    ab.set_defaults(func=_cmd_ab)

@@ -1,0 +1,261 @@
+"""M4 for several versions of the code under test: one run, their samples interleaved (issue 15).
+
+Between-run variance is larger than within-run variance, so two separate runs are not comparable
+sample for sample. :func:`run_variants` measures one recipe for several :class:`CodeVariant` in **one
+plan**:
+
+* warm-ups: one per variant and mode, in a seeded random order;
+* rounds: one latency sample per variant and mode, in a seeded random order per round, then one
+  idle-control window shared by every variant (the same machine at the same moment: it measures the
+  machine, not the code, so it runs without any variant's code);
+* the allocation pass (M3), interleaved the same way.
+
+Every sample runs in a fresh worker process (``process`` isolation, required: one interpreter cannot hold
+two versions of one package) that imports the variant's ``packages`` from its ``root`` before anything
+else (:func:`perfsuite.harness._worker.load_code`); the harness, the operations and everything else are
+the running interpreter's. All variants share the fixture (the same private copies, copied per sample).
+
+Each variant gets its own results document (the schema of :func:`run_recipe`), whose ``order`` is its
+own part of the plan, plus a ``variant`` section (its name, the others, the seed, the code it imported
+and where from). :func:`probe_variant` checks, before measuring, that operations import against a variant.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfsuite.errors import PerfsuiteError
+from perfsuite.harness._recipe import Recipe
+from perfsuite.harness._results import collect_environment, describe_fixture, git_state, now_iso, write_json_atomic
+from perfsuite.harness._runner import (
+    DEFAULT_CONTROL_WINDOW_MS,
+    RunResult,
+    SampleEvent,
+    _new_document,
+    _one_line,
+    _Run,
+    _work_dir,
+)
+
+__all__ = ["CodeVariant", "VariantsResult", "imports_packages", "plan_variants", "probe_variant", "run_variants"]
+
+OnSample = Callable[[SampleEvent], None]
+
+
+@dataclass(frozen=True, slots=True)
+class CodeVariant:
+    """One version of the code under test: ``packages`` (dotted names) imported from the directory ``root``.
+
+    ``git`` replaces ``environment.git`` in this variant's document (the commit measured, not the
+    harness's); ``info`` is recorded as is in its ``variant`` section (revision name, fallbacks...).
+    """
+
+    name: str
+    root: Path
+    packages: tuple[str, ...]
+    git: Mapping[str, Any] | None = None
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+    def request(self) -> dict[str, Any]:
+        """The ``code`` entry of a worker request."""
+        return {"root": str(self.root), "packages": list(self.packages)}
+
+
+@dataclass(frozen=True, slots=True)
+class VariantsResult:
+    """One recipe measured for every variant: a :class:`RunResult` per variant name, and the plan run."""
+
+    results: Mapping[str, RunResult]
+    plan: tuple[Mapping[str, Any], ...]
+    seed: int
+
+
+def plan_variants(recipe: Recipe, names: Sequence[str], seed: int) -> list[dict[str, Any]]:
+    """The interleaved plan: ``{"variant", "kind", "mode", "index"}`` entries (``variant`` is ``None`` for
+    the shared control windows), each round's variant/mode pairs in a seeded random order."""
+    rng = random.Random(seed)
+    modes = [m.name for m in recipe.modes]
+
+    def round_of(kind: str, index: int) -> list[dict[str, Any]]:
+        pairs = [(v, m) for v in names for m in modes]
+        rng.shuffle(pairs)
+        return [{"variant": v, "kind": kind, "mode": m, "index": index} for v, m in pairs]
+
+    plan: list[dict[str, Any]] = []
+    for w in range(recipe.warmup):
+        plan += round_of("warmup", w)
+    for i in range(max(recipe.samples, recipe.control_windows)):
+        if i < recipe.samples:
+            plan += round_of("sample", i)
+        if i < recipe.control_windows:
+            plan.append({"variant": None, "kind": "control", "mode": None, "index": i})
+    if recipe.allocation:
+        for i in range(recipe.allocation_samples):
+            plan += round_of("allocation", i)
+    return plan
+
+
+def _worker(request: Mapping[str, Any], timeout: float) -> dict[str, Any]:
+    try:
+        proc = subprocess.run([sys.executable, "-m", "perfsuite.harness._worker"], input=json.dumps(request),
+                              capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise PerfsuiteError(f"worker process did not finish within {timeout:g} s") from None
+    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+    try:
+        reply = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        reply = None
+    if isinstance(reply, dict) and "error" in reply:
+        raise PerfsuiteError(str(reply["error"]))
+    if proc.returncode != 0 or not isinstance(reply, dict):
+        err = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        raise PerfsuiteError(f"worker process failed (exit {proc.returncode}): {err[-1] if err else 'no output'}")
+    return reply
+
+
+def probe_variant(variant: CodeVariant, operations: Sequence[str], *, timeout: float = 120.0) -> dict[str, str]:
+    """Load ``variant`` in a worker and import ``operations`` against it; returns ``{package: file}``.
+    Raises a one-line :class:`PerfsuiteError` saying what failed (the caller may try another variant)."""
+    request = {"kind": "probe", "operations": list(operations), "code": variant.request(),
+               "sys_path": [p for p in sys.path if p]}
+    return dict(_worker(request, timeout).get("code") or {})
+
+
+def imports_packages(operation: str, packages: Sequence[str], *, timeout: float = 120.0) -> bool:
+    """Whether importing ``operation`` (in a fresh worker, the running code) imports any of ``packages``: an
+    operation that does not cannot tell two versions of them apart (it measures the machine)."""
+    request = {"kind": "probe", "operations": [operation], "watch": list(packages),
+               "sys_path": [p for p in sys.path if p]}
+    record = _worker(request, timeout).get("record") or {}
+    return any((record.get("imported") or {}).values())
+
+
+def _document(recipe: Recipe, variant: CodeVariant, names: Sequence[str], plan: Sequence[Mapping[str, Any]],
+              seed: int, fixture_doc: Mapping[str, Any], work_dir: Path, run_id: str | None) -> dict[str, Any]:
+    environment = collect_environment(work_dir)
+    environment["git"] = dict(variant.git) if variant.git is not None else None
+    doc = _new_document(recipe, fixture_doc, environment)
+    order = [{"kind": e["kind"], "mode": e["mode"], "index": e["index"]}
+             for e in plan if e["variant"] in (variant.name, None)]
+    doc["order"] = order
+    doc["progress"] = {"done": 0, "total": len(order)}
+    doc["variant"] = {
+        **dict(variant.info),  # the caller's notes first: the harness's own keys below win
+        "name": variant.name,
+        "of": list(names),
+        "seed": seed,
+        "interleaved": "one plan for all variants: each round's variant/mode pairs in a seeded random order, "
+                       "one shared idle-control window per round",
+        "code": {"root": str(variant.root), "packages": list(variant.packages), "imported": None},
+        "instrument": git_state(),
+    }
+    if run_id is not None:
+        doc["run_id"] = run_id
+    return doc
+
+
+def run_variants(
+    recipe: Recipe,
+    variants: Sequence[CodeVariant],
+    *,
+    outputs: Mapping[str, Path],
+    fixture: Path | None = None,
+    fixture_info: Mapping[str, Any] | None = None,
+    work_root: Path | None = None,
+    seed: int = 0,
+    on_sample: OnSample | None = None,
+    run_id: str | None = None,
+) -> VariantsResult:
+    """Measure ``recipe`` for every variant in one interleaved plan (see the module docstring); each
+    variant's document goes to ``outputs[variant.name]``. A failed sample raises a one-line
+    :class:`PerfsuiteError`; every document then keeps what was measured, marked ``failed`` (with the
+    reason in ``error``) or ``interrupted`` (SIGINT, SIGTERM)."""
+    names = [v.name for v in variants]
+    if len(set(names)) != len(names) or not names:
+        raise PerfsuiteError(f"{recipe.name}: variants need distinct names, got {names}")
+    if recipe.isolation != "process":
+        raise PerfsuiteError(f"{recipe.name}: code variants need process isolation (one interpreter cannot hold two "
+                             "versions of a package)")
+    if recipe.fixture and fixture is None:
+        raise PerfsuiteError(f"{recipe.name}: the recipe needs fixture {recipe.fixture!r}, none was given")
+    info = dict(fixture_info or {})
+    info.setdefault("name", recipe.fixture)
+    fixture_doc = describe_fixture(Path(fixture) if fixture else None, info)
+    plan = plan_variants(recipe, names, seed)
+    work_dir = _work_dir(work_root)
+    try:
+        runs: dict[str, _Run] = {}
+        for v in variants:
+            run = _Run(recipe, {}, Path(outputs[v.name]), Path(fixture) if fixture else None, work_dir, None,
+                       code=v.request())
+            run.doc = _document(recipe, v, names, plan, seed, fixture_doc, work_dir, run_id)
+            write_json_atomic(run.path, run.doc)
+            runs[v.name] = run
+        _execute(recipe, runs, plan, on_sample)
+        return VariantsResult({name: run.finish() for name, run in runs.items()}, tuple(plan), seed)
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _execute(recipe: Recipe, runs: Mapping[str, _Run], plan: Sequence[Mapping[str, Any]],
+             on_sample: OnSample | None) -> None:
+    first = next(iter(runs.values()))
+    try:
+        for done, entry in enumerate(plan, start=1):
+            own = {"kind": entry["kind"], "mode": entry["mode"], "index": entry["index"]}
+            if entry["variant"] is None:  # the shared idle control: as long as the median sample window so far
+                windows = [s["window_ms"] for r in runs.values() for b in r.doc["modes"].values() for s in b["samples"]]
+                window = float(statistics.median(windows)) if windows else DEFAULT_CONTROL_WINDOW_MS
+                record = _control(first, own, window)
+                for run in runs.values():
+                    run.complete(own, record)
+            else:
+                run = runs[entry["variant"]]
+                record = run._in_worker(own)
+                if run.doc["variant"]["code"]["imported"] is None and run.last_code:
+                    run.doc["variant"]["code"]["imported"] = dict(run.last_code)
+                run.complete(own, record)
+            if on_sample is not None:
+                on_sample(SampleEvent(recipe=recipe.name, kind=entry["kind"], mode=entry["mode"],
+                                      index=int(entry["index"]), done=done, total=len(plan), path=first.path,
+                                      record=record if entry["kind"] != "allocation" else None,
+                                      variant=entry["variant"]))
+    except BaseException as exc:
+        # keep what was measured; readers see it is not complete (M4): SIGINT/SIGTERM interrupt, anything
+        # else fails every variant's document with its one-line reason, as run_recipe does (issue 14)
+        interrupted = isinstance(exc, KeyboardInterrupt)
+        for run in runs.values():
+            run.doc["status"] = "interrupted" if interrupted else "failed"
+            if not interrupted:
+                run.doc["error"] = _one_line(exc)
+            run.doc["updated_at"] = now_iso()
+            try:
+                run.write(run.path, run.doc)
+            except OSError:
+                pass
+        raise
+
+
+def _control(run: _Run, entry: Mapping[str, Any], window_ms: float) -> dict[str, Any]:
+    spec = run.spec(entry)
+    params = {"window_ms": max(window_ms - run.recipe.window_tail_ms, 0.0)}
+    spec = dataclasses.replace(spec, params=params)
+    request = {"kind": "sample", "spec": spec.to_dict(), "sys_path": [p for p in sys.path if p]}
+    try:
+        reply = _worker(request, run.recipe.ack_timeout_s + 120.0)
+    except PerfsuiteError as exc:
+        raise PerfsuiteError(f"{spec.label}: {exc}") from None
+    if "record" not in reply:
+        raise PerfsuiteError(f"{spec.label}: worker process gave no record")
+    return dict(reply["record"])
