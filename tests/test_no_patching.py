@@ -14,6 +14,9 @@ ROOT = Path(perfsuite.__file__).parent
 #: remaining patching, named so it cannot grow unseen: none (the open-path seeded bugs of issue 14 are
 #: fault hooks on the I/O layer now, ``with_fault_hooks``)
 KNOWN: set[str] = set()
+#: not patching: binding a freshly imported submodule to its parent package is what the import system
+#: itself does (``perfsuite ab`` loads each revision's copy of the code under test by hand)
+BINDS_A_SUBMODULE = {("harness/_worker.py", "setattr(parent, ...)")}
 
 
 def _engine_names(tree: ast.AST) -> set[str]:
@@ -65,7 +68,8 @@ def test_nothing_outside_the_engine_patches_engine_classes() -> None:
         rel = path.relative_to(ROOT).as_posix()
         if rel.startswith("engine/") or rel in KNOWN:
             continue
-        found = patches(path.read_text(encoding="utf-8"))
+        found = [f for f in patches(path.read_text(encoding="utf-8"))
+                 if (rel, f.split(": ", 1)[1]) not in BINDS_A_SUBMODULE]
         if found:
             offenders[rel] = found
     assert offenders == {}
