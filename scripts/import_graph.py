@@ -106,6 +106,7 @@ def layout(package: pathlib.Path = PACKAGE) -> dict[str, list[tuple[str, int]]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layout", action="store_true", help="also list every module with its line count")
+    parser.add_argument("--max-lines", type=int, default=500, help="name the modules longer than this (500)")
     args = parser.parse_args(argv)
     imports = all_imports()
     edges = package_edges(imports)
@@ -124,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name} ({total} lines)")
             for path, lines in entries:
                 print(f"    {path:45} {lines:5}")
+    long = [(path, n) for entries in layout().values() for path, n in entries if n > args.max_lines]
+    print(f"modules over {args.max_lines} lines: {', '.join(f'{p} ({n})' for p, n in long) or 'none'}")
     return 0
 
 
