@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import sys
+import textwrap
 from typing import IO, Any
 
 __all__ = ["DEFAULT_WIDTH", "NAME_COLUMNS", "Console", "abbreviate", "configure", "console", "console_width"]
@@ -131,13 +132,14 @@ class Console:
         if title:
             self._rich(10_000, buffer).print(title)
         self._rich(max(self.width, natural), buffer).print(table)
-        if caption:
-            self._rich(10_000, buffer).print(caption)
+        if caption:  # each line folded at the console's width, never cut (issue 18)
+            caption = caption.plain if hasattr(caption, "plain") else str(caption)
+            buffer.write("\n".join(textwrap.fill(line, width=self.width, subsequent_indent="  ",
+                                                  break_on_hyphens=False, break_long_words=False)
+                                    for line in caption.splitlines()) + "\n")
         table.title, table.caption = title, caption
         self._write(buffer.getvalue().rstrip("\n"))
         if legend:
-            import textwrap
-
             text = "shortened: " + "; ".join(f"{short} = {full}" for short, full in legend)
             self._write(textwrap.fill(text, width=self.width, subsequent_indent="  ", break_on_hyphens=False))
         self._write("")  # a blank line between one table and what follows

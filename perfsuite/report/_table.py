@@ -154,7 +154,8 @@ def floor_caption(floor: Floor | None) -> str | None:
     if floor is None:
         return None
     column = "ack/fsync floor" if floor.kind == "fsync" else "ack/pub floor"
-    return f"{floor.name} {floor.ack_ms.median:.2f} ms (median ack of {floor.source}, {floor.mode}; column {column})"
+    source = floor.source if floor.source == f"mode {floor.mode}" else f"{floor.source}, {floor.mode}"
+    return f"{floor.name} {floor.ack_ms.median:.2f} ms (median ack of {source}; column {column})"
 
 
 def floors_caption(document: Mapping[str, Any] | Result, floor: Floor | None) -> str | None:
@@ -185,6 +186,10 @@ def row_cells(row: SummaryRow, columns: list[str]) -> list[str]:
     return [by_column[c] for c in columns]
 
 
+#: headers printed on two lines (the column keys stay one string, as in captions and the dashboard)
+HEADERS = {"ack/fsync floor": "ack/fsync\nfloor", "ack/pub floor": "ack/pub\nfloor"}
+
+
 def summary_table(document: Mapping[str, Any] | Result, floor: Floor | None = None) -> Any:
     """A rich ``Table``: medians, max-gap range, longest loop callback, ack against the floors, GC samples and
     the M7 verdict per mode. ``floor`` (see :func:`~perfsuite.report.find_floor`) adds the
@@ -194,21 +199,27 @@ def summary_table(document: Mapping[str, Any] | Result, floor: Floor | None = No
     from rich.table import Table
 
     columns = summary_columns(document, floor)
+    rows = summary_rows(document, floor)
+    # a reference's reason goes under the table, not in its verdict cell: a sentence in a cell made the
+    # table wider than a CI log's 100 columns (issue 18)
+    reasons = [f"{row.mode} is a reference: {row.reference}" for row in rows if row.reference and not row.control]
+    caption = "\n".join(line for line in (floors_caption(document, floor), *reasons) if line) or None
     table = Table(
         title=table_title(document),
         box=box.SIMPLE_HEAD,
         title_justify="left",
-        caption=floors_caption(document, floor),
+        caption=caption,
         caption_justify="left",
     )
-    for column in columns:
-        table.add_column(column, justify="left" if column in ("mode", "verdict") else "right")
-    for row in summary_rows(document, floor):
+    for column in columns:  # the two ratio headers on two lines: a 100-column CI log fits the table
+        header = HEADERS.get(column, column)
+        table.add_column(header, justify="left" if column in ("mode", "verdict") else "right")
+    for row in rows:
         cells = [escape(c) for c in row_cells(row, columns)]
         if row.control:
             cells[0], cells[-1] = f"[dim]{cells[0]}[/]", f"[dim]{cells[-1]}[/]"
         elif row.reference:
-            cells[-1] = f"[cyan]{cells[-1]}[/]"
+            cells[-1] = "[cyan]reference[/]"
         elif row.met is True:
             cells[-1] = cells[-1].replace("met", "[green]met[/]", 1)
         elif row.met is False:

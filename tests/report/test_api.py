@@ -66,13 +66,17 @@ def test_report_names_both_floors_stalls_and_references(
     out = capsys.readouterr().out
     header = next(ln for ln in out.splitlines() if ln.strip().startswith("mode "))
     assert header.split()[:7] == ["mode", "n", "max", "gap", "gap", "range", "stall"]
-    assert "ack/fsync floor" in header and "ack/pub floor" in header
+    above = out.splitlines()[out.splitlines().index(header) - 1]  # the ratio headers take two lines
+    assert above.split() == ["ack/fsync", "ack/pub"] and "ack floor floor GC verdict" in " ".join(header.split())
     assert "publication floor 2." in out
-    assert "(median ack of mode publication-floor, publication-floor; column ack/pub floor)" in out
+    assert "(median ack of mode publication-floor; column ack/pub floor)" in out
     (sync,) = [ln for ln in out.splitlines() if ln.strip().startswith("sync ")]
-    (floor,) = [ln for ln in out.splitlines() if ln.strip().startswith("publication-floor ")]
+    (floor,) = [ln for ln in out.splitlines()
+                if ln.strip().startswith("publication-floor ") and " is a reference: " not in ln]
     assert float(sync.split()[4]) > 60 and sync.split()[7].endswith("x") and sync.split()[8].endswith("x")
-    assert "reference: the publication floor" in floor and "missed" not in floor and "met" not in floor
+    # the verdict cell says "reference"; its reason is under the table (a sentence made the table too wide)
+    assert floor.split()[-1] == "reference" and "missed" not in floor and "met" not in floor
+    assert "publication-floor is a reference: the publication floor" in out
     assert "n/m" not in sync
 
 
@@ -88,3 +92,17 @@ def test_report_of_a_missing_file_is_one_line(tmp_path: Path, capsys: pytest.Cap
     assert cli.main(["report", str(tmp_path / "missing.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"perfsuite: error: {tmp_path / 'missing.json'}: no such results file or directory"]
+
+
+def test_report_of_a_run_with_both_floors_fits_a_ci_log(
+    tmp_path: Path, docs: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 18: piped (100 columns), a table with both floor columns and a reference mode wraps no cell:
+    the ratio headers take two lines and a reference's reason is printed under the table."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    docs.write(tmp_path / "mailbox-delivery-1.json", docs.make(modes=docs.new_modes, mode_order="random"))
+    docs.write(tmp_path / "fsync-floor-1.json", docs.floor(epoch=1_795_000_050.0))
+    assert cli.main(["report", str(tmp_path / "mailbox-delivery-1.json")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    assert any(line.startswith("publication-floor is a reference: ") for line in lines)
