@@ -239,8 +239,7 @@ def test_order_and_seed_options_are_recorded(tmp_path: Path, monkeypatch: pytest
     assert fixed["recipe"]["order"] == "fixed"
     assert [e["mode"] for e in fixed["order"] if e["kind"] == "sample"] == ["a", "b"] * 8
     assert (seeded["recipe"]["order"], seeded["recipe"]["seed"]) == ("random", 11)
-    from perfsuite.harness import Recipe
-    from perfsuite.harness._runner import plan_order
+    from perfsuite.harness import Recipe, plan_order
 
     assert seeded["order"] == plan_order(Recipe.from_dict(seeded["recipe"]))  # reproducible from the document
     assert [e["mode"] for e in seeded["order"] if e["kind"] == "sample"] != ["a", "b"] * 8

@@ -11,9 +11,9 @@ from pathlib import Path
 import perfsuite
 
 ROOT = Path(perfsuite.__file__).parent
-#: remaining patching, named so it cannot grow unseen: the open-path seeded bugs of issue 14 put old
-#: GenerationStore/TranscriptLog code back (not yet turned into fault hooks; see the issue 19 report)
-KNOWN = {"crash/_open_bugs.py"}
+#: remaining patching, named so it cannot grow unseen: none (the open-path seeded bugs of issue 14 are
+#: fault hooks on the I/O layer now, ``with_fault_hooks``)
+KNOWN: set[str] = set()
 #: not patching: binding a freshly imported submodule to its parent package is what the import system
 #: itself does (``perfsuite ab`` loads each revision's copy of the code under test by hand)
 BINDS_A_SUBMODULE = {("harness/_worker.py", "setattr(parent, ...)")}

@@ -314,7 +314,7 @@ def add_phase_options(parser: argparse.ArgumentParser) -> None:
 
 def phase_outputs(results: Sequence[Any], phase_dir: str | None) -> None:
     """--phase: per results document, the phase table and ``<stem>.phases.png`` (plain path lines)."""
-    from perfsuite.report._phases import phase_breakdown, phase_table, write_phase_plot
+    from perfsuite.report import phase_breakdown, phase_table, write_phase_plot
 
     out = console()
     for r in results:

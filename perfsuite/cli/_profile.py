@@ -32,7 +32,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 def _cmd_profile(args: argparse.Namespace) -> int:
     from perfsuite.harness import load_recipe, recipe_dirs, resolve_operation
     from perfsuite.profile import diff_profiles, load_callgrind_profile, profile_recipe, profiler_command
-    from perfsuite.report._phases import phase_table
+    from perfsuite.report import phase_table
 
     if args.diff:
         return _cmd_diff(args)

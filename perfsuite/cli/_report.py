@@ -45,9 +45,7 @@ def _read(paths: list[str], skip_bad: bool) -> list[Any]:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from perfsuite.report import find_floor, summary_table
-    from perfsuite.report._history import order_results
-    from perfsuite.report._load import read_siblings
+    from perfsuite.report import find_floor, order_results, read_siblings, summary_table
 
     results = _read(args.results, args.skip_bad)
     pool = {str(r.path): r for r in results}
@@ -192,8 +190,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
     from rich import box
     from rich.table import Table
 
-    from perfsuite.report import MIN_PELT_RUNS, history
-    from perfsuite.report._format import fmt_level, short_commit
+    from perfsuite.report import MIN_PELT_RUNS, fmt_level, history, short_commit
 
     options = {"penalty_per_log_n": args.penalty, "min_change": args.min_change}
     hist = history(_source(args), metrics=args.metric, machine=args.machine,

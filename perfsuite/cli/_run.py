@@ -27,6 +27,7 @@ from perfsuite.cli._common import (
 )
 from perfsuite.cli._console import console
 from perfsuite.errors import PerfsuiteError, Terminated
+from perfsuite.workloads.plan import DEFAULT_RUN_RECIPES
 
 
 def add_condition_options(parser: argparse.ArgumentParser) -> None:
@@ -54,11 +55,6 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 # -- perfsuite run (issue 5; SPEC M4, M7, M8) -------------------------------------------------------
-
-#: what `perfsuite run` measures when no RECIPE is named (later: the quick set)
-DEFAULT_RUN_RECIPES: tuple[str, ...] = (
-    "idle-control", "fsync-floor", "mailbox-delivery", "root-checkpoint", "diagnostic-append")
-
 
 def _run_table(doc: Mapping[str, Any], floor: Any = None) -> Any:
     """The summary table (:func:`perfsuite.report.summary_table`); ``floor`` adds the ack/floor column."""
@@ -104,17 +100,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import perfsuite.cli
     from perfsuite.harness import (
         SampleEvent,
-        check_resumable,
         instructions_unavailable,
-        list_recipes,
-        load_recipe,
         new_results_path,
         plan_order,
-        recipe_dirs,
-        resolve_operation,
         resume_run,
         run_recipe,
     )
+    from perfsuite.workloads.plan import RunOptions, plan_resume, plan_run
 
     if args.phase:
         require("report", "matplotlib")  # the phase plot: say so before measuring, not after
@@ -127,56 +119,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
     out = console()
     err = out.rich(stderr=True)
     plans: list[tuple[Any, Path | None, Path | None, dict[str, Any]]] = []
+    options = RunOptions(samples=args.samples, warmup=args.warmup, isolation=args.isolation, gc=args.gc,
+                         order=args.order, seed=args.seed, storage=args.storage, storage_file=args.storage_file,
+                         heap=args.heap, gc_freeze=args.gc_freeze or None,
+                         instructions=True if args.instructions else None)
     if args.resume:
-        overrides = (args.samples, args.warmup, args.isolation, args.gc, args.order, args.seed, args.storage,
-                     args.storage_file, args.heap, args.gc_freeze or None)
-        if args.recipes or args.instructions or any(v is not None for v in overrides):
-            raise PerfsuiteError(
-                "--resume continues the recorded recipe and plan: give no RECIPE, --samples, --warmup, --isolation, "
-                "--gc, --order, --seed, --instructions or run conditions (--storage, --storage-file, --heap, "
-                "--gc-freeze)"
-            )
-        path = Path(args.resume)
-        _, recipe = check_resumable(path)  # schema, plan, progress, no live writer (issue 14 cases 7, 9)
-        for mode in recipe.modes:
-            resolve_operation(mode.operation)
-        plans.append((recipe, path, *fixture_hook()(recipe.fixture, args.session)))
+        recipe = plan_resume(args.resume, args.recipes, options)
+        plans.append((recipe, Path(args.resume), *fixture_hook()(recipe.fixture, args.session)))
     else:
-        from perfsuite.workloads.conditions import apply_conditions, parse_heaps
-
-        heap = None
-        if args.heap is not None:
-            heaps = parse_heaps(args.heap)
-            if len(heaps) != 1:
-                raise PerfsuiteError("--heap: `run` takes one size (a grid of sizes is `perfsuite sweep`)")
-            heap = heaps[0]
-        if args.all and args.recipes:
-            raise PerfsuiteError("--all runs the whole catalogue: give no RECIPE with it")
-        recipes = []
-        dirs = recipe_dirs(args.recipes_dir)
-        for ref in (list_recipes(catalogue_only=True, dirs=dirs) if args.all else args.recipes or DEFAULT_RUN_RECIPES):
-            recipe = apply_conditions(
-                load_recipe(ref, dirs).with_overrides(samples=args.samples, warmup=args.warmup,
-                                                      isolation=args.isolation, order=args.order, seed=args.seed,
-                                                      instructions=True if args.instructions else None),
-                storage=args.storage, storage_file=args.storage_file, heap=heap, freeze=args.gc_freeze, gc=args.gc)
-            reason = None
-            for mode in recipe.modes:  # fail before measuring anything
-                try:
-                    factory = resolve_operation(mode.operation)
-                except PerfsuiteError as exc:
-                    raise PerfsuiteError(f"{recipe.path or ref}: modes.{mode.name}.operation: {exc}") from None
-                hook = getattr(factory, "unavailable", None)  # e.g. a peer whose package is not installed
-                why = hook() if callable(hook) else None
-                if why and reason is None:
-                    reason = f"modes.{mode.name}: {why}"
-            if reason:
-                skipped.append(f"skipped: {recipe.name}: {reason}")
-                continue
-            recipes.append(recipe)
-        if recipes:  # every recipe checked: nothing measured, nothing written until here
+        plan = plan_run(args.recipes, options, all_recipes=args.all, recipes_dir=args.recipes_dir)
+        skipped = [f"skipped: {s.recipe}: {s.reason}" for s in plan.skipped]
+        if plan.recipes:  # every recipe checked: nothing measured, nothing written until here
             Path(args.output_dir).mkdir(parents=True, exist_ok=True)  # unusable: fail before building fixtures
-        for recipe in recipes:
+        for recipe in plan.recipes:
             plans.append((recipe, None, *fixture_hook()(recipe.fixture, args.session)))
     if any(plan[0].instructions for plan in plans):  # one line, once: the pass records "not measured"
         why = instructions_unavailable(args.valgrind)

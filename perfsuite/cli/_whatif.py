@@ -102,7 +102,7 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
 
 
 def _whatif_cached() -> bool:
-    from perfsuite.whatif._costs import cache_path
+    from perfsuite.whatif import cache_path
 
     return cache_path().is_file()
 

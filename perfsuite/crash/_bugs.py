@@ -1,26 +1,23 @@
 """Seeded bugs: deliberately broken engines the checker must catch (SPEC section 7, issue 10).
 
-A bug wraps the file system the engine is given (``wrap``), overriding E1 *policy* only, or opens the
-workload's sessions with the engine's documented fault hooks (``faults``: ``FaultHooks``, issue 19);
-nothing patches an engine class for these. The open-path bugs of issue 14 (``_open_bugs``) still put
-old code back for as long as they are held (``patch``); the engine's source is never edited. The
-primitives still go through the recorder, so the trace shows exactly what the broken engine did. A
-bug is caught when the campaign reports at least one violation with it and none without it.
-File-system bugs also apply to recovery (a broken engine recovers brokenly too); fault hooks apply to
-the workload run only.
+A bug wraps the file system the engine is given (``wrap``), overriding E1 *policy* only or carrying the
+engine's documented open-path fault hooks (``with_fault_hooks``: the open-path bugs of issue 14,
+``_open_bugs``), or opens the workload's sessions with fault hooks (``faults``: ``FaultHooks``, issue 19).
+Nothing patches an engine class and the engine's source is never edited. The primitives still go through
+the recorder, so the trace shows exactly what the broken engine did. A bug is caught when the campaign
+reports at least one violation with it and none without it. What ``wrap`` does also applies to recovery
+(a broken engine recovers brokenly too); ``faults`` apply to the workload run only.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from perfsuite.crash._model import CrashCheckError
-from perfsuite.crash._open_bugs import head_lost_fallback, lease_pid_zero, mid_transcript_cut
-from perfsuite.engine import FaultHooks, FileSystem, FsyncFailed, Step
-from perfsuite.engine._fs import DelegatingFileSystem
+from perfsuite.crash._open_bugs import HEAD_LOST_FALLBACK, LEASE_PID_ZERO, MID_TRANSCRIPT_CUT
+from perfsuite.engine import DelegatingFileSystem, FaultHooks, FileSystem, FsyncFailed, Step, with_fault_hooks
 
 TEMP_MARK = ".tmp-"  # E1 atomic replace names its temp file ".<name>.tmp-<pid>-<serial>"
 
@@ -82,25 +79,33 @@ SIDECAR_BEFORE_TRANSCRIPT = FaultHooks(reorder_steps=_sidecar_before_transcript)
 
 @dataclass(frozen=True, slots=True)
 class SeededBug:
-    """A named broken engine: ``wrap`` turns the recording file system into the one the engine gets;
-    ``faults`` (optional) are the engine's documented fault hooks the workload's sessions open with;
-    ``patch`` (optional; the open-path bugs of issue 14 only) is held while the workload runs, and also
-    during recovery when ``in_recovery``; ``shows_in`` names the standard workloads expected to expose it
-    in the crash campaign, ``corrupt`` whether the corruption campaign (``crashcheck --corrupt``) must
-    catch it."""
+    """A named broken engine: ``wrap`` turns the recording file system into the one the engine gets (in the
+    workload run and in recovery); ``faults`` (optional) are the engine's documented fault hooks the
+    workload's sessions open with; ``shows_in`` names the standard workloads expected to expose it in the
+    crash campaign, ``corrupt`` whether the corruption campaign (``crashcheck --corrupt``) must catch it."""
 
     name: str
     description: str
     wrap: Callable[[FileSystem], FileSystem]
     shows_in: tuple[str, ...]
-    patch: Callable[[], contextlib.AbstractContextManager[None]] | None = None
-    in_recovery: bool = False
     corrupt: bool = False
     faults: FaultHooks | None = None
 
 
 def _same(fs: FileSystem) -> FileSystem:
     return fs
+
+
+def _lease_pid_zero(fs: FileSystem) -> FileSystem:
+    return with_fault_hooks(fs, LEASE_PID_ZERO)
+
+
+def _head_lost_fallback(fs: FileSystem) -> FileSystem:
+    return with_fault_hooks(fs, HEAD_LOST_FALLBACK)
+
+
+def _mid_transcript_cut(fs: FileSystem) -> FileSystem:
+    return with_fault_hooks(fs, MID_TRANSCRIPT_CUT)
 
 
 SEEDED_BUGS: Mapping[str, SeededBug] = {
@@ -118,16 +123,14 @@ SEEDED_BUGS: Mapping[str, SeededBug] = {
                   ("transcript-fsync-eio", "session-fault", "session-file-fault")),
         SeededBug("no-temp-fsync", "rewrite without fsyncing the temp file before replace", NoTempFsync,
                   ("transcript", "transcript-fsync-eio")),
-        # Issue 14: bugs of the open path, so they also hold during recovery.
+        # Issue 14: bugs of the open path, carried by the I/O layer, so they also hold during recovery.
         SeededBug("lease-pid-zero", "a torn LEASE is read as pid 0, which os.kill(0, 0) finds alive: the session "
-                  "is unopenable for good", _same, ("session-create",), patch=lease_pid_zero, in_recovery=True,
-                  corrupt=True),
+                  "is unopenable for good", _lease_pid_zero, ("session-create",), corrupt=True),
         SeededBug("head-lost-fallback", "a lost HEAD falls back to the newest generation named as a parent (or to "
-                  "an empty session), a damaged one to an older generation, and retire deletes newer ones", _same,
-                  (), patch=head_lost_fallback, in_recovery=True, corrupt=True),
+                  "an empty session), a damaged one to an older generation, and retire deletes newer ones",
+                  _head_lost_fallback, (), corrupt=True),
         SeededBug("mid-transcript-cut", "a damaged line in the middle of a transcript is taken for a torn tail: "
-                  "every later message is cut off", _same, (), patch=mid_transcript_cut, in_recovery=True,
-                  corrupt=True),
+                  "every later message is cut off", _mid_transcript_cut, (), corrupt=True),
     )
 }
 

@@ -113,25 +113,23 @@ def run_cases(workload: str, bug: str | None, bases: Mapping[str, FsState], case
     CRASHED.clear()
     CRASHED.update(crashed)
     broken = seeded_bug(bug) if bug else None
-    patch = broken.patch() if broken and broken.patch and broken.in_recovery else contextlib.nullcontext()
     base_dir = os.path.realpath(tempfile.mkdtemp(prefix="perfsuite-corrupt-", dir=scratch))
     out: list[CaseOutcome] = []
     try:
-        with patch:
-            for index, case in enumerate(cases):
-                root = os.path.join(base_dir, f"c{index}")
-                materialize(bases[case.base], root)
-                apply(root, case.target, case.kind, seed)
-                expect = expects[case.base]
-                # Judged before open, which may repair the file: a flip that leaves it decodable.
-                silent = expect.profile == "file" and case.kind == "flip" and _still_decodes(root, case.target)
-                fs = broken.wrap(OsFileSystem()) if broken else OsFileSystem()
-                try:
-                    with _deadline(timeout_s):
-                        out.append(exercise(root, case, expect, fs, seed, silent=silent))
-                except _Hang as exc:
-                    out.append(CaseOutcome(case, "failed", str(exc), (("T", f"hang: {exc}"),)))
-                shutil.rmtree(root, ignore_errors=True)
+        for index, case in enumerate(cases):
+            root = os.path.join(base_dir, f"c{index}")
+            materialize(bases[case.base], root)
+            apply(root, case.target, case.kind, seed)
+            expect = expects[case.base]
+            # Judged before open, which may repair the file: a flip that leaves it decodable.
+            silent = expect.profile == "file" and case.kind == "flip" and _still_decodes(root, case.target)
+            fs = broken.wrap(OsFileSystem()) if broken else OsFileSystem()
+            try:
+                with _deadline(timeout_s):
+                    out.append(exercise(root, case, expect, fs, seed, silent=silent))
+            except _Hang as exc:
+                out.append(CaseOutcome(case, "failed", str(exc), (("T", f"hang: {exc}"),)))
+            shutil.rmtree(root, ignore_errors=True)
     finally:
         shutil.rmtree(base_dir, ignore_errors=True)
     return out

@@ -10,7 +10,6 @@ worker processes find workloads by name in :data:`WORKLOADS`.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 from collections.abc import Callable, Mapping
@@ -87,8 +86,7 @@ def record_workload(workload: Workload, root: str, bug: str | None = None) -> Tr
     fs = broken.wrap(recorder) if broken else recorder
     env = WorkloadEnv(fs, recorder, root)
     env.faults = broken.faults if broken else None
-    with broken.patch() if broken and broken.patch else contextlib.nullcontext():
-        workload.run(env)
+    workload.run(env)
     return Trace(workload.name, root, tuple(recorder.ops), env.oracle(), bug, initial, os.getpid())
 
 

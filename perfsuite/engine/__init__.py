@@ -44,6 +44,7 @@ from perfsuite.engine._generations import (
     owner_alive,
     pid_alive,
 )
+from perfsuite.engine._job import Admission, DrainTimeout
 from perfsuite.engine._latency import (
     LATENCY_OPS,
     DelayModel,
@@ -61,9 +62,10 @@ from perfsuite.engine._profiles import repair_session
 from perfsuite.engine._recording import FsOp, RecordingFileSystem
 from perfsuite.engine._repair import RepairReport
 from perfsuite.engine._runner import JobRunner, LoopRunner, VirtualRunner
+from perfsuite.engine._schedulers import Observations
 from perfsuite.engine._session import SaveAbandoned, Session, SessionSettings
-from perfsuite.engine._sessiontypes import Activity, FaultHooks
-from perfsuite.engine._sidecar import MailRecord
+from perfsuite.engine._sessiontypes import Activity, FaultHooks, SchedulerStats, with_fault_hooks
+from perfsuite.engine._sidecar import ACTIVITY_FLAVOURS, ROOT, TERMINAL, MailRecord
 from perfsuite.engine._transcript import (
     TEMP_MARK,
     Message,
@@ -76,12 +78,16 @@ from perfsuite.engine._transcript import (
 )
 
 __all__ = [
+    "ACTIVITY_FLAVOURS",
     "FORMAT",
     "FORMAT_VERSION",
     "LATENCY_OPS",
     "PHASES",
+    "ROOT",
     "TEMP_MARK",
+    "TERMINAL",
     "Activity",
+    "Admission",
     "Clock",
     "ConversationBuffer",
     "DelayModel",
@@ -89,6 +95,7 @@ __all__ = [
     "DiagnosticLog",
     "DirectoryFsyncUnsupported",
     "Distribution",
+    "DrainTimeout",
     "Event",
     "Fault",
     "FaultHooks",
@@ -114,6 +121,7 @@ __all__ = [
     "MemoryFileSystem",
     "Message",
     "NotAFile",
+    "Observations",
     "Observers",
     "OsFileSystem",
     "OwnerConflict",
@@ -131,6 +139,7 @@ __all__ = [
     "SaveFailed",
     "SchedulerDeferred",
     "SchedulerFired",
+    "SchedulerStats",
     "Session",
     "SessionError",
     "SessionInput",
@@ -152,4 +161,5 @@ __all__ = [
     "read_log",
     "repair_session",
     "scan_lines",
+    "with_fault_hooks",
 ]

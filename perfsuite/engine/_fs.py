@@ -15,6 +15,7 @@ import threading
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
+from typing import Any
 
 # Errors a filesystem uses to say "I do not support fsync on a directory" (E1). Anything else is real.
 DIR_FSYNC_REJECTED = frozenset(
@@ -47,6 +48,11 @@ class FsyncFailed(OSError):
 
 class FileSystem(ABC):
     """Primitives (abstract) and durability policy (concrete, built from the primitives)."""
+
+    #: documented fault hooks (``FaultHooks``, issue 19) a checker attaches with ``with_fault_hooks``: the
+    #: open path of every session and log on this layer (lease, HEAD recovery, transcript load, retirement)
+    #: consults them. ``None`` in production.
+    fault_hooks: Any = None
 
     def __init__(self) -> None:
         self._warned_dirs: set[str] = set()
@@ -325,6 +331,11 @@ class DelegatingFileSystem(FileSystem):
 
     def for_worker(self) -> FileSystem:
         return self.inner.for_worker()
+
+    @property
+    def fault_hooks(self) -> Any:  # type: ignore[override]
+        """A wrapper carries the hooks of the layer it wraps (issue 19)."""
+        return self.inner.fault_hooks
 
     def path_of(self, fd: int) -> tuple[str, bool]:
         return self._paths.get(fd, (f"<fd {fd}>", False))

@@ -103,10 +103,12 @@ class GenerationStore:
         is fenced at adoption, which checks the lease's token and epoch (issue 14 case 1). Returns the
         lease and, when one was broken, a line saying so."""
         broke: str | None = None
+        torn_owned = self.fs.fault_hooks is not None and self.fs.fault_hooks.torn_lease_owned  # a seeded bug
         for _attempt in range(5):
             existing = self.read_lease()
             if existing is not None:
-                if existing.pid > 0 and (existing.host != socket.gethostname() or alive(existing.pid)):
+                if (existing.pid > 0 and (existing.host != socket.gethostname() or alive(existing.pid))) or (
+                        existing.pid <= 0 and torn_owned):
                     raise OwnerConflict(
                         f"{self.path(LEASE)}: session is owned by pid {existing.pid} on {existing.host} "
                         f"(epoch {existing.epoch}); refusing a second owner"
@@ -296,14 +298,14 @@ class GenerationStore:
             raise NotAFile(f"{exc}; run `perfsuite session repair {self.root}`") from None
         except ValueError as exc:
             problems.append(one_line(f"{self.path(HEAD)}: corrupt HEAD ({exc})"))
-            return recover_lost_head(self, None, problems)
+            return self._recover_head(None, problems)
         if head is None:
-            return recover_lost_head(self, None, problems)
+            return self._recover_head(None, problems)
         try:
             manifest, contents = self.load_verified(head.manifest, head.digest)
         except SessionError as exc:
             problems.append(str(exc))
-            return recover_lost_head(self, head, problems)
+            return self._recover_head(head, problems)
         verified = HeadRef(manifest.seq, head.manifest, head.digest, manifest.epoch, manifest.parent)
         if verified != head and not (head.parent is None and verified == HeadRef(head.seq, head.manifest, head.digest,
                                                                                   head.epoch, manifest.parent)):
@@ -312,6 +314,13 @@ class GenerationStore:
                             "digest; HEAD rewritten from the manifest")
             return verified, manifest, contents, problems
         return head, manifest, contents, problems
+
+    def _recover_head(self, hint: HeadRef | None, problems: list[str]
+                      ) -> tuple[HeadRef | None, Manifest | None, dict[str, bytes], list[str]]:
+        hooks = self.fs.fault_hooks
+        if hooks is not None and hooks.recover_head is not None:  # a seeded bug (FaultHooks, issue 19)
+            return hooks.recover_head(self, hint, problems)
+        return recover_lost_head(self, hint, problems)
 
     def staged_publications(self) -> set[str]:
         """Publication ids with a staging directory (a publication that was never adopted keeps one)."""
@@ -348,7 +357,11 @@ class GenerationStore:
         removed (damage: a directory where a chunk was) is left alone and reported in ``problems``."""
         floor = head.seq if head is not None else 0
         manifests = self.list_manifests()
-        retained = set(pinned) | set(self.adopted_chain(head, keep)) | {m for m in manifests if manifest_seq(m) > floor}
+        retained = set(pinned) | set(self.adopted_chain(head, keep))
+        if self.fs.fault_hooks is not None and self.fs.fault_hooks.retire_newer:  # a seeded bug (issue 19)
+            retained |= set(manifests[:keep]) if head is None else set()
+        else:
+            retained |= {m for m in manifests if manifest_seq(m) > floor}
         removed = 0
         doomed = [m for m in manifests if m not in retained]
         for name in doomed[:max_deletions]:
@@ -397,7 +410,7 @@ class GenerationStore:
         return refs
 
 
-# The layout's names are re-exported: the store's users (and the seeded bugs that patch it) name them here.
+# The layout's names are re-exported: the store's users name them here.
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",

@@ -61,6 +61,7 @@ from perfsuite.engine._sessiontypes import (
     FaultHooks,
     PendingPublication,
     SaveAbandoned,
+    SchedulerStats,
     SessionSettings,
     artifact_for,
 )
@@ -221,6 +222,16 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
                         self.gate.preparing.label if self.gate.preparing is not None else None,
                         len(self.gate.queue), self.active is not None, len(self.notifications.fifo),
                         self.registry_debounce.pending)
+
+    def scheduler_stats(self) -> SchedulerStats:
+        """Counters of the debouncer, the checkpoint timer and the notification queue (read-only copy)."""
+        debounce = self.registry_debounce
+        return SchedulerStats(debounce.fired, debounce.absorbed, debounce.deferred, self.checkpoint_timer.ticks,
+                              tuple(self.notifications.waits))
+
+    def stop_checkpoints(self) -> None:
+        """Stop the periodic checkpoint timer (E7): a replay's trace has ended and no new tick may start."""
+        self.checkpoint_timer.stop()
 
     def _input(self, operation: str, conversation: str, size: int = 0, **detail: Any) -> None:
         """Engine event: a caller's input, after it returned (not the engine's own nested calls)."""

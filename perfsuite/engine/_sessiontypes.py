@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
+from perfsuite.engine._fs import DelegatingFileSystem, FileSystem
 from perfsuite.engine._pipeline import Batch, Step
 
 Ack = Callable[[BaseException | None], None]
@@ -58,6 +60,18 @@ class Activity:
 
 
 @dataclass(frozen=True, slots=True)
+class SchedulerStats:
+    """What a session's schedulers have done so far (issue 19: a read-only view, so a simulation counts
+    debounced saves, checkpoint ticks and notification waits without reaching into the schedulers; E6/E7)."""
+
+    debounce_fired: int  # debounced registry saves that ran
+    debounce_absorbed: int  # observational changes folded into a save already due
+    debounce_deferred: int  # saves postponed because a publication was in flight
+    checkpoint_ticks: int  # periodic checkpoint timer ticks
+    notification_waits: tuple[float, ...]  # offer-to-run delay of every notification that ran, seconds
+
+
+@dataclass(frozen=True, slots=True)
 class FaultHooks:
     """Documented fault hooks (issue 19): how a checker builds a deliberately broken engine without
     patching its classes. Never set in production; ``Session.open(..., faults=...)``.
@@ -65,10 +79,42 @@ class FaultHooks:
     ``acknowledge_after``: run a publication's acknowledgements right after this phase (e.g. "commit":
     before HEAD adoption, the E4 violation the crash checker must catch) instead of after finish.
     ``reorder_steps``: rewrite the order of a publication's steps (e.g. a file-backed sidecar replaced
-    before its transcripts' barrier, E3/E7)."""
+    before its transcripts' barrier, E3/E7).
+
+    Open-path hooks (issue 14's seeded bugs) ride on the I/O layer, ``with_fault_hooks(fs, hooks)``, so
+    recovery and every reopen on that layer consult them too:
+    ``torn_lease_owned``: a torn LEASE (read as pid 0) counts as a live owner, so open refuses for good.
+    ``recover_head``: replaces the proof of adoption when HEAD is lost or does not verify; called as
+    ``recover_head(store, hint, problems)`` with the session's generation store and returns what open loads
+    (head, manifest, contents, problems), like the engine's own recovery (E3).
+    ``retire_newer``: retirement also deletes generations newer than HEAD's.
+    ``cut_at_first_bad_line``: a transcript's first undecodable line ends it, wherever it is (the rest is
+    set aside as a torn tail) and no committed size is checked (E2)."""
 
     acknowledge_after: str | None = None
     reorder_steps: Callable[[Iterator[Step]], Iterator[Step]] | None = None
+    torn_lease_owned: bool = False
+    recover_head: Callable[[Any, Any, list[str]], tuple[Any, Any, dict[str, bytes], list[str]]] | None = None
+    retire_newer: bool = False
+    cut_at_first_bad_line: bool = False
+
+
+class _HookedFileSystem(DelegatingFileSystem):
+    """The I/O layer ``inner`` with fault hooks attached; every primitive passes through unchanged."""
+
+    def __init__(self, inner: FileSystem, hooks: FaultHooks) -> None:
+        super().__init__(inner)
+        self._hooks = hooks
+
+    @property
+    def fault_hooks(self) -> FaultHooks:
+        return self._hooks
+
+
+def with_fault_hooks(fs: FileSystem, hooks: FaultHooks) -> FileSystem:
+    """``fs`` carrying ``hooks`` for the open path of every session and log opened on it (a checker's
+    broken engine, issue 19; never production)."""
+    return _HookedFileSystem(fs, hooks)
 
 
 def artifact_for(conversation: str) -> str:

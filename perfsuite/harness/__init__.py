@@ -24,12 +24,20 @@ from perfsuite.harness._callgrind import (
     find_valgrind,
     instructions_unavailable,
 )
+from perfsuite.harness._exports import write_exports
 from perfsuite.harness._gc import GcEvent, GcRecorder, GcWindow, apply_gc_policy
 from perfsuite.harness._heap import LiveHeap, build_heap, probe_full_collection
 from perfsuite.harness._heartbeat import GapWindow, Heartbeat, LagPercentiles
-from perfsuite.harness._instructions import InstructionRecord, measure_instructions
+from perfsuite.harness._instructions import InstructionRecord, instructions_section, measure_instructions
 from perfsuite.harness._lock import ResultsBusy, ResultsLock
-from perfsuite.harness._operation import AckCallback, Operation, OperationContext, resolve_operation
+from perfsuite.harness._operation import (
+    AckCallback,
+    Operation,
+    OperationContext,
+    call_optional,
+    create_operation,
+    resolve_operation,
+)
 from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe, recipe_dirs
 from perfsuite.harness._results import (
     HOST_LABEL_ENV,
@@ -37,7 +45,6 @@ from perfsuite.harness._results import (
     load_results,
     sample_metrics,
     validate_results,
-    write_exports,
     write_json_atomic,
 )
 from perfsuite.harness._runner import (
@@ -50,7 +57,14 @@ from perfsuite.harness._runner import (
     resume_run,
     run_recipe,
 )
-from perfsuite.harness._sample import HEAP_SEED, SampleFailed, SampleRecord, SampleSpec, measure_sample
+from perfsuite.harness._sample import (
+    HEAP_SEED,
+    SampleFailed,
+    SampleRecord,
+    SampleSpec,
+    measure_sample,
+    prepare_workdir,
+)
 from perfsuite.harness._stalls import (
     InstrumentedLoop,
     StallEntry,
@@ -105,11 +119,14 @@ __all__ = [
     "apply_gc_policy",
     "build_heap",
     "build_library",
+    "call_optional",
     "callgrind_totals",
     "check_conditions",
     "check_resumable",
+    "create_operation",
     "find_valgrind",
     "imports_packages",
+    "instructions_section",
     "instructions_unavailable",
     "list_recipes",
     "load_recipe",
@@ -120,6 +137,7 @@ __all__ = [
     "new_results_path",
     "plan_order",
     "plan_variants",
+    "prepare_workdir",
     "probe_full_collection",
     "probe_variant",
     "recipe_dirs",

@@ -36,6 +36,7 @@ from perfsuite import __version__
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness._alloc import measure_allocation
 from perfsuite.harness._callgrind import Valgrind, ValgrindUnavailable, client_library, find_valgrind
+from perfsuite.harness._exports import write_exports
 from perfsuite.harness._gc import GcRecorder
 from perfsuite.harness._heartbeat import Heartbeat
 from perfsuite.harness._instructions import instructions_section, measure_instructions
@@ -54,7 +55,6 @@ from perfsuite.harness._results import (
     summarize_samples,
     validate_results,
     verdict,
-    write_exports,
     write_json_atomic,
 )
 from perfsuite.harness._sample import SampleSpec, measure_sample

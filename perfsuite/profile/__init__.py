@@ -48,7 +48,7 @@ from perfsuite.profile._summary import (
     speedscope_summary,
     svg_ok,
 )
-from perfsuite.report._phases import (
+from perfsuite.report import (
     PHASES,
     PhaseBreakdown,
     PhaseRow,

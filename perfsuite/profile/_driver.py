@@ -97,8 +97,7 @@ class _Prepared:
 
 
 async def _prepare(request: Mapping[str, Any], factory: Any, index: int) -> _Prepared:
-    from perfsuite.harness._operation import OperationContext, call_optional, create_operation
-    from perfsuite.harness._sample import prepare_workdir
+    from perfsuite.harness import OperationContext, call_optional, create_operation, prepare_workdir
 
     root = Path(tempfile.mkdtemp(prefix=f"profile-{index}-", dir=request.get("work_root")))
     started = time.perf_counter()
@@ -158,7 +157,7 @@ async def _record(
     recorder: Any,
 ) -> dict[str, Any]:
     """One iteration's record, computed after the batch (max gap, GC, ``metrics()``)."""
-    from perfsuite.harness._operation import call_optional
+    from perfsuite.harness import call_optional
 
     start_ns, submitted_ns, ack_ns = times
     end_ns = ack_ns + round(float(request.get("tail_ms", 12.0)) * 1e6)
@@ -180,7 +179,7 @@ async def _record(
 
 
 async def _close(prepared: list[_Prepared]) -> None:
-    from perfsuite.harness._operation import call_optional
+    from perfsuite.harness import call_optional
 
     for item in prepared:
         try:
@@ -192,8 +191,7 @@ async def _close(prepared: list[_Prepared]) -> None:
 async def _batch(
     request: Mapping[str, Any], factory: Any, count: int, first: int, switch: Any, handshake: bool
 ) -> list[dict[str, Any]]:
-    from perfsuite.harness._gc import GcRecorder, apply_gc_policy
-    from perfsuite.harness._heartbeat import Heartbeat
+    from perfsuite.harness import GcRecorder, Heartbeat, apply_gc_policy
 
     prepared: list[_Prepared] = []
     try:
@@ -224,7 +222,7 @@ async def _batch(
 
 
 async def _serve(request: Mapping[str, Any]) -> dict[str, Any]:
-    from perfsuite.harness._operation import resolve_operation
+    from perfsuite.harness import resolve_operation
 
     factory = resolve_operation(str(request["operation"]))
     control = request.get("control", "none")

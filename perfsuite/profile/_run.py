@@ -56,7 +56,7 @@ from perfsuite.profile._summary import (
     speedscope_summary,
     svg_ok,
 )
-from perfsuite.report._phases import PhaseBreakdown, breakdown_from_samples
+from perfsuite.report import PhaseBreakdown, breakdown_from_samples
 
 __all__ = [
     "DEFAULT_REPEAT",
@@ -638,7 +638,7 @@ def profile_recipe(
     result = ProfileRun(recipe.name, profiler, profiles, record)
     png = None
     if phase:
-        from perfsuite.report._phases import write_phase_plot
+        from perfsuite.report import write_phase_plot
 
         png = write_phase_plot(result.breakdown(), Path(f"{prefix}.{profiler}.phases.png"))
     document = {

@@ -37,6 +37,7 @@ from perfsuite.report._crossover import (
 from perfsuite.report._dashboard import Dashboard, build_dashboard, dashboard
 from perfsuite.report._evidence import Evidence, evidence, evidence_for
 from perfsuite.report._figures import Figure
+from perfsuite.report._format import fmt_level, short_commit
 from perfsuite.report._history import (
     MIN_PELT_RUNS,
     History,
@@ -46,6 +47,7 @@ from perfsuite.report._history import (
     detect_steps,
     history,
     history_results,
+    order_results,
 )
 from perfsuite.report._load import (
     Floor,
@@ -56,6 +58,7 @@ from perfsuite.report._load import (
     latest_by_recipe,
     read_result,
     read_results,
+    read_siblings,
     scan_results,
 )
 from perfsuite.report._machine import Machine, machine_fingerprint, machine_of
@@ -70,6 +73,17 @@ from perfsuite.report._metrics import (
     register_timing_headline,
 )
 from perfsuite.report._pairing import PAIRING_FILE, PAIRING_FORMAT, Pairing, read_pairing
+from perfsuite.report._phases import (
+    PHASES,
+    PhaseBreakdown,
+    PhaseRow,
+    breakdown_from_samples,
+    phase_breakdown,
+    phase_figure,
+    phase_table,
+    sample_phases,
+    write_phase_plot,
+)
 from perfsuite.report._power import smallest_detectable_ratio
 from perfsuite.report._references import ReferenceMode, reference_modes, references_markdown
 from perfsuite.report._results_branch import (
@@ -106,6 +120,7 @@ __all__ = [
     "MIN_PELT_RUNS",
     "PAIRING_FILE",
     "PAIRING_FORMAT",
+    "PHASES",
     "TIMING_HEADLINES",
     "Bar",
     "Comparison",
@@ -122,6 +137,8 @@ __all__ = [
     "MetricChange",
     "ModeCell",
     "Pairing",
+    "PhaseBreakdown",
+    "PhaseRow",
     "Point",
     "PullReport",
     "PushReport",
@@ -138,6 +155,7 @@ __all__ = [
     "TimingHeadline",
     "bars",
     "branch_path",
+    "breakdown_from_samples",
     "build_dashboard",
     "compare",
     "compare_headline",
@@ -151,6 +169,7 @@ __all__ = [
     "evidence_for",
     "find_floor",
     "find_publication_floor",
+    "fmt_level",
     "history",
     "history_results",
     "ingest",
@@ -160,11 +179,16 @@ __all__ = [
     "machine_of",
     "metric_direction",
     "open_store",
+    "order_results",
+    "phase_breakdown",
+    "phase_figure",
+    "phase_table",
     "pull_results",
     "push_results",
     "read_pairing",
     "read_result",
     "read_results",
+    "read_siblings",
     "read_source",
     "read_sweeps",
     "rebuild_store",
@@ -172,8 +196,10 @@ __all__ = [
     "references_markdown",
     "register_cost_metric",
     "register_timing_headline",
+    "sample_phases",
     "scan_results",
     "select_runs",
+    "short_commit",
     "smallest_detectable_ratio",
     "stall_ms",
     "summary_rows",
@@ -181,5 +207,6 @@ __all__ = [
     "sweep_evidence",
     "sweep_figure",
     "sweep_table",
+    "write_phase_plot",
     "write_sweep_plot",
 ]

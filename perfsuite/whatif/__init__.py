@@ -12,7 +12,15 @@ Traces are JSON lines (:func:`read_trace`, :data:`KINDS`); generated (:func:`per
 simulation against a real session replaying the same trace in (compressed) real time.
 """
 
-from perfsuite.whatif._costs import KindCost, PublicationCosts, load_costs, measure_costs, read_costs, write_costs
+from perfsuite.whatif._costs import (
+    KindCost,
+    PublicationCosts,
+    cache_path,
+    load_costs,
+    measure_costs,
+    read_costs,
+    write_costs,
+)
 from perfsuite.whatif._export import build_table, describe_notes, write_csv, write_json, write_plot
 from perfsuite.whatif._record import TraceRecorder, recording
 from perfsuite.whatif._simulate import Publication, Replay, Setting, TraceSummary, replay, summarize_trace
@@ -28,7 +36,7 @@ from perfsuite.whatif._sweep import (
     sweep,
 )
 from perfsuite.whatif._validate import Validation, validate
-from perfsuite.workloads._trace_gen import StormSpec, UnattendedSpec, permission_storm, unattended_run
+from perfsuite.workloads.trace_gen import StormSpec, UnattendedSpec, permission_storm, unattended_run
 from perfsuite.workloads.traces import KINDS, Trace, TraceEvent, make_trace, parse_lines, read_trace, write_trace
 
 __all__ = [
@@ -51,6 +59,7 @@ __all__ = [
     "Validation",
     "WhatIf",
     "build_table",
+    "cache_path",
     "describe_notes",
     "load_costs",
     "make_grid",

@@ -21,6 +21,7 @@ from perfsuite.engine import (
     Event,
     MemoryFileSystem,
     Message,
+    Observations,
     PublicationAcknowledged,
     PublicationFailed,
     PublicationSubmitted,
@@ -30,7 +31,6 @@ from perfsuite.engine import (
     VirtualClock,
     VirtualRunner,
 )
-from perfsuite.engine._schedulers import Observations
 from perfsuite.errors import PerfsuiteError
 from perfsuite.workloads.traces import OBSERVATIONAL, Trace, TraceEvent
 
@@ -311,7 +311,7 @@ def replay(trace: Trace, setting: Setting, durations: Mapping[str, float] | None
                                  f"cannot be replayed: {exc}") from None
     clock.run_until(trace.duration_s)
     for model in models.values():
-        model.session.checkpoint_timer.stop()
+        model.session.stop_checkpoints()
     limit = trace.duration_s + _TAIL_LIMIT_S
     while not all(m.session.activity().quiet for m in models.values()):
         due = clock.next_due()
@@ -319,19 +319,20 @@ def replay(trace: Trace, setting: Setting, durations: Mapping[str, float] | None
             break
         clock.run_until(due)
     sessions = [m.session for m in models.values()]
+    stats = [s.scheduler_stats() for s in sessions]
     return Replay(
         setting=setting,
         duration_s=trace.duration_s,
         publications=tuple(sorted(sink, key=lambda p: p.done_at)),
         observational_losses=tuple(x for m in models.values() for x in m.obs_losses),
         text_losses=tuple(x for m in models.values() for x in m.text_losses),
-        notification_waits=tuple(x for s in sessions for x in s.notifications.waits),
+        notification_waits=tuple(x for s in stats for x in s.notification_waits),
         unpublished=sum(m.driver.unpublished() for m in models.values()),
         notifications_pending=sum(s.activity().notifications for s in sessions),
-        debounce_fired=sum(s.registry_debounce.fired for s in sessions),
-        debounce_absorbed=sum(s.registry_debounce.absorbed for s in sessions),
-        debounce_deferred=sum(s.registry_debounce.deferred for s in sessions),
-        checkpoint_ticks=sum(s.checkpoint_timer.ticks for s in sessions),
+        debounce_fired=sum(s.debounce_fired for s in stats),
+        debounce_absorbed=sum(s.debounce_absorbed for s in stats),
+        debounce_deferred=sum(s.debounce_deferred for s in stats),
+        checkpoint_ticks=sum(s.checkpoint_ticks for s in stats),
         recorded_publications=recorded,
     )
 

@@ -215,7 +215,7 @@ async def _real_run(trace: Trace, setting: Setting, directory: Path) -> Observed
         for event in trace.events:
             loop.call_at(started + event.time, replayer.apply, event)
         await asyncio.sleep(max(0.0, started + trace.duration_s - time.monotonic()))
-        session.checkpoint_timer.stop()
+        session.stop_checkpoints()
         deadline = time.monotonic() + setting.debounce_s + 30.0
         while not replayer.idle():
             if time.monotonic() > deadline:

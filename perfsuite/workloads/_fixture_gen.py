@@ -14,7 +14,6 @@ then finished by messages whose plain-text content is sized to the byte; the las
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from collections.abc import Callable, Mapping, Sequence
@@ -22,26 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfsuite.engine import (
-    DiagnosticLog,
-    Message,
-    OsFileSystem,
-    Session,
-    SessionSettings,
-    VirtualClock,
-)
 from perfsuite.errors import PerfsuiteError
+from perfsuite.workloads._fixture_blocks import AGENT_ROLES, MODELS, ROOT, Builder, open_session, write_log_exact
 from perfsuite.workloads._fixture_text import TextGen, log_uniform, split_budget
 
 __all__ = ["GENERATORS", "Generator", "Progress", "tree_stats"]
 
 #: step description, fraction done in [0, 1]
 Progress = Callable[[str, float], None]
-
-ROOT = "root"
-_MODELS = ("claude-sonnet-4", "claude-opus-4", "gpt-4.1", "o3")
-_AGENT_ROLES = ("researcher", "test-runner", "reviewer", "refactorer", "doc-writer", "profiler",
-                "bisector", "migrator", "linter", "planner", "builder", "verifier")
 
 
 def tree_stats(path: str | os.PathLike[str]) -> tuple[int, int]:
@@ -55,189 +42,6 @@ def tree_stats(path: str | os.PathLike[str]) -> tuple[int, int]:
                 files += 1
                 total += st.st_size
     return files, total
-
-
-# -- building blocks -----------------------------------------------------------------------------------
-
-
-class _Builder:
-    """Drives one session: seeded text, virtual time, and exact-size transcript growth."""
-
-    def __init__(self, session: Session, clock: VirtualClock, text: TextGen) -> None:
-        self.session = session
-        self.clock = clock
-        self.text = text
-        self.rng = text.rng
-
-    def wait(self, low: float, high: float) -> None:
-        """Let virtual time pass (think time, generation time)."""
-        self.clock.advance(self.rng.uniform(low, high))
-
-    def size(self, conversation: str) -> int:
-        return self.session.conversation(conversation).size
-
-    def count(self, conversation: str) -> int:
-        return len(self.session.conversation(conversation))
-
-    def add(self, conversation: str, role: str, content: str, meta: Mapping[str, Any] | None = None) -> int:
-        """Append one message now; return its encoded size."""
-        message = Message(role, content, round(self.clock.wall(), 3), dict(meta) if meta else None)
-        self.session.add_message(conversation, message)
-        return len(message.encode())
-
-    def user(self, conversation: str, low: int = 300, high: int = 1200) -> int:
-        self.wait(15.0, 140.0)
-        return self.add(conversation, "user", self.text.user_message(int(log_uniform(self.rng, low, high))))
-
-    def assistant(self, conversation: str, low: int = 300, high: int = 2000) -> int:
-        self.wait(4.0, 70.0)
-        chars = int(log_uniform(self.rng, low, high))
-        meta = {"model": _MODELS[self.rng.randrange(len(_MODELS))],
-                "usage": {"input_tokens": self.rng.randrange(2_000, 180_000), "output_tokens": chars // 4}}
-        return self.add(conversation, "assistant", self.text.assistant_message(chars), meta)
-
-    def tool(self, conversation: str, low: int = 200, high: int = 6000) -> int:
-        self.wait(0.5, 20.0)
-        name = self.text.tool_name()
-        body = self.text.code(int(log_uniform(self.rng, low, high))) if name in ("read_file", "edit_file") \
-            else self.text.tool_output(int(log_uniform(self.rng, low, high)))
-        return self.add(conversation, "tool", body, {"tool": name, "call": self.text.hexid(12)})
-
-    def exchange(self, conversation: str, agent: bool) -> None:
-        """One step of a conversation: a user turn and an answer (root), or an agent's tool round."""
-        if agent:
-            self.assistant(conversation, 200, 1500)
-            self.tool(conversation)
-        else:
-            self.user(conversation)
-            self.assistant(conversation)
-
-    def grow_to(self, conversation: str, target: int, *, agent: bool = False) -> None:
-        """Ordinary messages until the transcript holds at least ``target`` bytes."""
-        while self.size(conversation) < target:
-            self.exchange(conversation, agent)
-
-    def fill_exact(self, conversation: str, target: int, *, agent: bool = False) -> None:
-        """Grow to exactly ``target`` bytes: ordinary messages while far away, then plain assistant
-        messages whose content is sized to the byte (their encoded length is known exactly)."""
-        margin = 12_000  # an ordinary exchange is far smaller than this (tool output <= ~6.5 KB)
-        while target - self.size(conversation) > margin:
-            self.exchange(conversation, agent)
-        remaining = target - self.size(conversation)
-        if remaining < 0:
-            raise PerfsuiteError(f"{conversation}: already {self.size(conversation)} bytes, over the "
-                                 f"target of {target}")
-        parts = max(1, remaining // 1500)
-        for index in range(parts):
-            share = remaining // (parts - index)
-            self.wait(4.0, 40.0)
-            stamp = round(self.clock.wall(), 3)
-            overhead = len(Message("assistant", "", stamp).encode())
-            if share - overhead < 1:
-                raise PerfsuiteError(f"{conversation}: cannot place {share} bytes in one message")
-            message = Message("assistant", self.text.plain(share - overhead), stamp)
-            self.session.add_message(conversation, message)
-            remaining -= len(message.encode())
-        if self.size(conversation) != target:
-            raise PerfsuiteError(f"{conversation}: exact fill reached {self.size(conversation)}, not {target}")
-
-    def permission_pair(self, agent: str) -> None:
-        """A permission decision: blocked, saved; running again, saved (observational, E7)."""
-        self.session.set_activity(agent, "permission-blocked")
-        self.session.save_registry()
-        self.wait(0.5, 25.0)
-        self.session.set_activity(agent, "running")
-        self.session.save_registry()
-
-    def result_body(self, low: int = 500, high: int = 4000) -> str:
-        chars = int(log_uniform(self.rng, low, high))
-        summary = self.text.plain(min(chars, 300))
-        return f"{summary}\n\n{self.text.tool_output(max(0, chars - len(summary)))}"
-
-    def retire_all(self) -> int:
-        removed = 0
-        while True:
-            n, more = self.session.retire()
-            removed += n
-            if not more:
-                return removed
-
-
-def _open(dest: Path, settings: Mapping[str, Any], wall_start: float) -> tuple[Session, VirtualClock]:
-    clock = VirtualClock(wall_start=wall_start)
-    session = Session.open(dest, create=True, fs=OsFileSystem(), clock=clock,
-                           settings=SessionSettings(**dict(settings)))
-    return session, clock
-
-
-def _line(record: Mapping[str, Any]) -> bytes:
-    """A diagnostic log line exactly as :class:`DiagnosticLog` encodes it (E8)."""
-    return json.dumps(record, separators=(",", ":"), sort_keys=True).encode() + b"\n"
-
-
-def _telemetry(text: TextGen, log: str, t: float, seq: int) -> dict[str, Any]:
-    """One realistic telemetry record for the log called ``log``."""
-    rng = text.rng
-    base: dict[str, Any] = {"t": round(t, 3), "seq": seq, "pid": 41_000 + rng.randrange(8)}
-    kind = log.split(".")[0].split("-")[0]
-    if kind == "transport":
-        base.update(kind="request", model=_MODELS[rng.randrange(len(_MODELS))], status=200 if rng.random() < 0.97
-                    else 529, ms=round(log_uniform(rng, 300, 90_000), 1), bytes_in=rng.randrange(200, 400_000),
-                    bytes_out=rng.randrange(100, 60_000), stream_chunks=rng.randrange(1, 900))
-    elif kind == "permissions":
-        base.update(kind="decision", agent=f"agent-{text.hexid(6)}", tool=text.tool_name(),
-                    decision="allow" if rng.random() < 0.93 else "deny", wait_ms=round(log_uniform(rng, 40, 60_000), 1),
-                    command=text.plain(rng.randrange(20, 160)))
-    elif kind == "publications":
-        phases = {p: round(log_uniform(rng, 0.01, 40.0), 3) for p in
-                  ("freeze", "stage", "hash", "select", "commit", "adopt", "finish")}
-        base.update(kind="publication", id=f"p1-{seq}-checkpoint-{text.hexid(6)}", phases_ms=phases,
-                    bytes=rng.randrange(300, 1_400_000), chunks=rng.randrange(0, 24), outcome="adopted")
-    elif kind == "render":
-        base.update(kind="render", view=text.identifier(), lines=rng.randrange(1, 4000),
-                    ms=round(log_uniform(rng, 0.05, 120.0), 3), reason=text.plain(rng.randrange(10, 60)))
-    elif kind == "gc":
-        base.update(kind="gc", generation=rng.randrange(3), ms=round(log_uniform(rng, 0.05, 60.0), 3),
-                    collected=rng.randrange(0, 90_000), uncollectable=0)
-    else:  # telemetry: heartbeat gaps and loop lag
-        base.update(kind="heartbeat", gap_ms=round(5.0 + log_uniform(rng, 0.01, 80.0), 3),
-                    lag_us=rng.randrange(0, 75_000), phase=("idle", "stream", "publish", "render")[rng.randrange(4)],
-                    note=text.plain(rng.randrange(10, 80)))
-    return base
-
-
-def write_log_exact(text: TextGen, directory: str | os.PathLike[str], log: str, target: int, *,
-                    start: float, end: float, flush_every: int = 500) -> int:
-    """Write ``log`` in ``directory`` with :class:`DiagnosticLog` (delta appends, E8) until it holds
-    exactly ``target`` bytes: ordinary records, then one record whose ``note`` is sized to the byte."""
-    per = 260  # rough record size, only used to spread timestamps over [start, end]
-    expected = max(1, target // per)
-    written = seq = 0
-    tail = 1200  # room kept for the last, exactly sized record
-    with DiagnosticLog(directory) as dlog:
-        while True:
-            t = start + (end - start) * min(1.0, seq / expected)
-            record = _telemetry(text, log, t, seq)
-            size = len(_line(record))
-            if target - written - size < tail:
-                break
-            dlog.log(log, record)
-            written += size
-            seq += 1
-            if seq % flush_every == 0:
-                dlog.flush()
-        record = _telemetry(text, log, end, seq)
-        record["note"] = ""
-        need = target - written - len(_line(record))
-        if need < 0:
-            raise PerfsuiteError(f"{log}: cannot reach exactly {target} bytes")
-        record["note"] = text.plain(need)
-        dlog.log(log, record)
-        written += len(_line(record))
-    actual = os.path.getsize(os.path.join(directory, log))
-    if actual != target:
-        raise PerfsuiteError(f"{log}: wrote {actual} bytes, expected exactly {target}")
-    return seq + 1
 
 
 # -- the generators ----------------------------------------------------------------------------------------
@@ -264,8 +68,8 @@ def _build_synthetic(spec: Any, dest: Path, progress: Progress) -> dict[str, Any
     p = spec.params
     total = int(p["root_messages"])
     text = TextGen(f"{spec.name}:{spec.seed}")
-    session, clock = _open(dest, spec.settings, float(p["wall_start"]))
-    b = _Builder(session, clock, text)
+    session, clock = open_session(dest, spec.settings, float(p["wall_start"]))
+    b = Builder(session, clock, text)
     agents = [f"agent-{text.hexid(6)}" for _ in range(int(p["agents"]))]
     per_agent = max(1, int(p["results"]) // max(1, len(agents)))
     # Event schedule keyed by the root message count (deliveries count as root messages).
@@ -287,14 +91,14 @@ def _build_synthetic(spec: Any, dest: Path, progress: Progress) -> dict[str, Any
     try:
         session.set_control("goal", text.plain(200))
         session.set_control("plan", [text.plain(80) for _ in range(5)])
-        session.set_control("provider", {"name": "anthropic", "model": _MODELS[0]})
+        session.set_control("provider", {"name": "anthropic", "model": MODELS[0]})
         last_checkpoint = 0
         next_role = "user"
         while (count := b.count(ROOT)) < total:
             for kind, arg in events.pop(count, []):
                 if kind == "spawn":
                     b.wait(2.0, 10.0)
-                    session.spawn_agent(arg, name=_AGENT_ROLES[len(session.sidecar.agents) % len(_AGENT_ROLES)],
+                    session.spawn_agent(arg, name=AGENT_ROLES[len(session.sidecar.agents) % len(AGENT_ROLES)],
                                         prompt=text.plain(600))
                     b.permission_pair(arg)
                     for _ in range(b.rng.randrange(lo_agent, hi_agent + 1) // 2):
@@ -384,16 +188,16 @@ def _build_copied(spec: Any, dest: Path, progress: Progress) -> dict[str, Any]:
     n_live = int(p["active_agents"])
     live = {agents[selected], *(agents[len(agents) - n_live :] if n_live > 0 else ())}  # never settled
     wall_start = float(p["wall_start"])
-    session, clock = _open(dest, spec.settings, wall_start)
-    b = _Builder(session, clock, text)
+    session, clock = open_session(dest, spec.settings, wall_start)
+    b = Builder(session, clock, text)
     main_share = float(p["main_share"])
     try:
         session.set_control("goal", text.plain(240))
         session.set_control("plan", [text.plain(90) for _ in range(7)])
-        session.set_control("provider", {"name": "anthropic", "model": _MODELS[0]})
+        session.set_control("provider", {"name": "anthropic", "model": MODELS[0]})
         for i, agent in enumerate(agents):
             b.grow_to(ROOT, int(root_target * main_share * (i + 0.5) / n_agents))
-            session.spawn_agent(agent, name=_AGENT_ROLES[i % len(_AGENT_ROLES)], prompt=text.plain(900))
+            session.spawn_agent(agent, name=AGENT_ROLES[i % len(AGENT_ROLES)], prompt=text.plain(900))
             session.set_activity(agent, "running")
             if agent == agents[selected]:
                 b.grow_to(agent, int(agent_target * 0.3), agent=True)
@@ -504,7 +308,7 @@ def _build_diag_log(spec: Any, dest: Path, progress: Progress) -> dict[str, Any]
 def _build_storm(spec: Any, dest: Path, progress: Progress) -> dict[str, Any]:
     """The permission storm (SPEC M6, section 6) in the trace format `perfsuite whatif` reads: the shared
     seeded generator, so the fixture and `perfsuite whatif --storm` are the same trace."""
-    from perfsuite.workloads._trace_gen import StormSpec, permission_storm
+    from perfsuite.workloads.trace_gen import StormSpec, permission_storm
     from perfsuite.workloads.traces import write_trace
 
     p = spec.params

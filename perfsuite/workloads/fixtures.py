@@ -33,7 +33,6 @@ import json
 import os
 import re
 import shutil
-import stat
 import tempfile
 import time
 import tomllib
@@ -43,9 +42,10 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite._paths import builtin_dir
+from perfsuite.engine import FORMAT as ENGINE_FORMAT
 from perfsuite.engine import SessionSettings
-from perfsuite.engine._generations import FORMAT as ENGINE_FORMAT
 from perfsuite.errors import PerfsuiteError
+from perfsuite.workloads._fixture_digest import content_digest, describe_session
 from perfsuite.workloads._fixture_gen import GENERATORS, Generator, tree_stats
 
 __all__ = [
@@ -299,99 +299,6 @@ def parse_spec(data: Mapping[str, Any], label: str, *, default_name: str) -> Fix
         raise PerfsuiteError(f"{label}: expect.{missing[0]}: missing (generator {generator.name} builds to it)")
     return FixtureSpec(name=name, generator=generator.name, seed=seed, params=params, settings=settings,
                        expect=expect, description=description, source=label)
-
-
-# -- digests and descriptions -------------------------------------------------------------------------------
-
-_PUBLICATION_ID = re.compile(rb"(p\d+-\d+-[A-Za-z0-9_:.]+)-[0-9a-f]{6}(?![0-9a-f])")
-
-
-def _normalized(rel: str, data: bytes) -> tuple[str, bytes]:
-    """Mask what differs between two builds of the same spec: the random suffix of publication ids
-    (manifest names, their ``publication`` and ``parent`` fields) and HEAD's digest of the manifest."""
-    rel = _PUBLICATION_ID.sub(rb"\1-xxxxxx", rel.encode()).decode()
-    base = os.path.basename(rel)
-    if base == "HEAD" or (base.startswith("manifest-") and base.endswith(".json")):
-        data = _PUBLICATION_ID.sub(rb"\1-xxxxxx", data)
-        if base == "HEAD":
-            with contextlib.suppress(ValueError, AttributeError):
-                record = json.loads(data)
-                record["digest"] = "masked"
-                data = json.dumps(record, sort_keys=True).encode()
-    return rel, data
-
-
-def content_digest(path: str | os.PathLike[str], *, normalize: bool = True) -> str:
-    """``sha256:<hex>`` over relative paths, symlink targets and file contents under ``path``.
-
-    With ``normalize`` the random parts of publication ids and HEAD's manifest digest are masked, so
-    two builds of one spec give the same digest; without it the digest is of the exact bytes.
-    """
-    root = os.fspath(path)
-    entries: list[tuple[str, str]] = []
-    for directory, dirs, names in os.walk(root):
-        dirs.sort()
-        for name in names:
-            full = os.path.join(directory, name)
-            entries.append((os.path.relpath(full, root), full))
-    records: list[tuple[str, bytes, bytes]] = []
-    for rel, full in entries:
-        st = os.lstat(full)
-        if stat.S_ISLNK(st.st_mode):
-            records.append((rel, b"L", os.fsencode(os.readlink(full))))
-            continue
-        if not stat.S_ISREG(st.st_mode):
-            continue
-        with open(full, "rb") as fh:
-            data = fh.read()
-        if normalize:
-            rel, data = _normalized(rel, data)
-        records.append((rel, b"F", data))
-    h = hashlib.sha256()
-    for rel, kind, data in sorted(records):
-        h.update(kind + os.fsencode(rel) + b"\0" + str(len(data)).encode() + b"\0")
-        h.update(data)
-    return "sha256:" + h.hexdigest()
-
-
-def _session_kind(path: Path) -> str | None:
-    if (path / "HEAD").is_file() or (path / "objects").is_dir():
-        return "portable"
-    if (path / "sidecar.json").is_file() or (path / "session.pid").is_file() or (path / "conversations").is_dir():
-        return "file-backed"
-    if (path / "conversation.jsonl").is_file():
-        return "transcript-log"
-    return None
-
-
-def describe_session(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Fixture info for a user's session directory (``--session PATH``): its kind, file count, bytes
-    and exact content digest. A missing path or a directory that is no session is a one-line error."""
-    given = os.fspath(path)
-    p = Path(given).expanduser()
-    if not p.exists():
-        raise PerfsuiteError(f"--session: no such session directory: {given}")
-    if not p.is_dir():
-        raise PerfsuiteError(f"--session: {given} is not a directory")
-    kind = _session_kind(p)
-    if kind is None:
-        raise PerfsuiteError(f"--session: {given} is not a session directory (expected HEAD and objects/ of a "
-                             "portable session, sidecar.json or conversations/ of a file-backed one, or the "
-                             "conversation.jsonl of a transcript log)")
-    files, nbytes = tree_stats(p)
-    info: dict[str, Any] = {
-        "name": f"session:{p.resolve().name}",
-        "source": "session",
-        "session": str(p.resolve()),
-        "kind": kind,
-        "digest": content_digest(p, normalize=False),
-        "digest_kind": "content",
-        "files": files,
-        "bytes": nbytes,
-    }
-    if (p / "LEASE").exists():
-        info["lease"] = "present"  # an open (or uncleanly closed) portable session: copies carry it
-    return info
 
 
 # -- the cache ----------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfsuite.engine._sidecar import ACTIVITY_FLAVOURS, ROOT, TERMINAL
+from perfsuite.engine import ACTIVITY_FLAVOURS, ROOT, TERMINAL
 from perfsuite.errors import PerfsuiteError
 
 FORMAT = "perfsuite-trace"

@@ -21,9 +21,9 @@ from perfsuite.crash import (
     session_workloads,
 )
 from perfsuite.crash._damage import apply, damaged_range
-from perfsuite.crash._open_bugs import lease_pid_zero
+from perfsuite.crash._open_bugs import LEASE_PID_ZERO
 from perfsuite.crash._sessions import recover_portable, setup_portable
-from perfsuite.engine import Message, OsFileSystem, OwnerConflict, Session, SessionError
+from perfsuite.engine import Message, OsFileSystem, OwnerConflict, Session, SessionError, with_fault_hooks
 
 BUDGET = 30  # cases per workload in the clean run (every case: `perfsuite crashcheck --corrupt`)
 
@@ -114,8 +114,8 @@ def test_the_crash_checker_judges_a_torn_lease_with_the_real_ownership_check(tmp
     view = recover_portable(str(tmp_path), OsFileSystem())
     assert view["open"]["conversations"]["root"]
     (tmp_path / "sess" / "LEASE").write_bytes(b"")
-    with lease_pid_zero(), pytest.raises(OwnerConflict, match="pid 0"):
-        recover_portable(str(tmp_path), OsFileSystem())
+    with pytest.raises(OwnerConflict, match="pid 0"):  # the seeded bug, through the I/O layer's fault hooks
+        recover_portable(str(tmp_path), with_fault_hooks(OsFileSystem(), LEASE_PID_ZERO))
 
 
 def test_cli_crashcheck_corrupt_exit_status(tmp_path, capsys):

@@ -183,3 +183,30 @@ def test_in_flight_requests_drive_checkpoints_in_virtual_time(tmp_path):
     clock.run_until(500)
     assert len([r for r in session.reports if r.kind == "checkpoint"]) == 3
     assert session.buffers["root"].modified
+
+
+def test_scheduler_stats_is_a_read_only_view_of_the_schedulers(tmp_path):
+    """Issue 19 item 3: what a simulation reads (debounced saves, checkpoint ticks) without reaching into the
+    schedulers; a copy, so later activity does not change a view already taken. ``stop_checkpoints`` ends the
+    periodic ticks (E7)."""
+    clock = VirtualClock()
+    session = _session(tmp_path, clock, checkpoint_interval_s=30.0)
+    session.spawn_agent("a1")
+    for i in range(10):
+        clock.run_until(i * 0.04)
+        session.set_activity("a1", "permission-blocked" if i % 2 == 0 else "running")
+    clock.run_until(10)
+    first = session.scheduler_stats()
+    assert first.debounce_fired == session.registry_debounce.fired == 1
+    assert first.debounce_absorbed == session.registry_debounce.absorbed
+    assert first.checkpoint_ticks == 0
+    session.request_started("root")
+    session.add_message("root", Message("assistant", "streamed", 1.0))
+    clock.run_until(61)
+    second = session.scheduler_stats()
+    assert second.checkpoint_ticks == session.checkpoint_timer.ticks >= 1
+    assert first.checkpoint_ticks == 0  # the earlier view did not move
+    session.stop_checkpoints()
+    session.add_message("root", Message("assistant", "after stop", 2.0))
+    clock.run_until(200)
+    assert session.scheduler_stats().checkpoint_ticks == second.checkpoint_ticks

@@ -9,8 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
-from perfsuite.harness import validate_results
-from perfsuite.harness._instructions import instructions_section
+from perfsuite.harness import instructions_section, validate_results
 from perfsuite.report import (
     COST_METRICS,
     Result,

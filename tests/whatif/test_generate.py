@@ -9,7 +9,7 @@ import pytest
 
 from perfsuite.errors import PerfsuiteError
 from perfsuite.whatif import StormSpec, UnattendedSpec, permission_storm, unattended_run
-from perfsuite.workloads._trace_gen import BURST_SPACING_S, BURST_SPAN_S
+from perfsuite.workloads.trace_gen import BURST_SPACING_S, BURST_SPAN_S
 
 
 def test_storm_has_the_profiles_counts_and_shape() -> None:

@@ -35,7 +35,7 @@ from typing import Any
 
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness import AckCallback, OperationContext
-from perfsuite.workloads.engine import _TranscriptBarrier
+from perfsuite.workloads._engine_logs import _TranscriptBarrier
 from perfsuite.workloads.peers._common import missing_reason, peer_version, requires
 
 __all__ = ["DURABILITY", "GPTME", "HeadlessEnv", "load_gptme", "transcript_barrier"]

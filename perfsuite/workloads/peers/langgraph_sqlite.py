@@ -38,7 +38,7 @@ from typing import Any
 from perfsuite.engine import Message, Session
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness import AckCallback, OperationContext
-from perfsuite.workloads.engine import _text
+from perfsuite.workloads._engine_base import _text
 from perfsuite.workloads.peers._common import missing_reason, peer_version, requires
 
 __all__ = ["DURABILITY", "LANGGRAPH_SQLITE", "ROOT_TRANSCRIPT_BYTES", "checkpoint", "generated_transcript",
