@@ -47,14 +47,13 @@ from perfsuite.harness._results import (
     validate_results,
     write_json_atomic,
 )
+from perfsuite.harness._resume import check_resumable, resume_run
 from perfsuite.harness._runner import (
     RunResult,
     SampleEvent,
     check_conditions,
-    check_resumable,
     new_results_path,
     plan_order,
-    resume_run,
     run_recipe,
 )
 from perfsuite.harness._sample import (

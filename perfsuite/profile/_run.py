@@ -28,7 +28,6 @@ profiler* (distorted by it: use ``perfsuite run`` for numbers). They are kept in
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import re
@@ -42,12 +41,21 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import perfsuite
-from perfsuite._extras import install_hint
 from perfsuite.errors import PerfsuiteError
-from perfsuite.harness import Recipe, find_valgrind
+from perfsuite.harness import Recipe
+from perfsuite.profile._process import (
+    PROFILERS,
+    _driver_error,
+    _driver_records,
+    _last_line,
+    _program_path,
+    _Worker,
+    _WorkerEnded,
+    profiler_command,
+)
 from perfsuite.profile._summary import (
     load_json,
     scalene_samples,
@@ -69,7 +77,6 @@ __all__ = [
     "profiler_command",
 ]
 
-PROFILERS: tuple[str, ...] = ("py-spy", "scalene", "callgrind")
 #: operations per profiled batch when ``repeat`` is not given
 DEFAULT_REPEAT = 10
 #: how much a too-short profile's iteration count grows per retry, and how many runs are tried
@@ -86,8 +93,6 @@ PYSPY_RATE = 250
 SCALENE_INTERVAL_S = 0.002
 #: scalene's allocation sampling window (bytes): a publication allocates about a megabyte
 SCALENE_ALLOC_WINDOW = 65536
-#: environment variables naming a profiler executable (the ``--profiler-path`` option wins)
-PROFILER_ENV = {"py-spy": "PERFSUITE_PY_SPY", "scalene": "PERFSUITE_SCALENE", "callgrind": "PERFSUITE_VALGRIND"}
 
 DRIVER = Path(__file__).with_name("_driver.py")
 
@@ -152,143 +157,6 @@ class ProfileRun:
             {m.mode: m.iterations for m in self.modes},
             title=f"{self.recipe} under {self.profiler} (times distorted by the profiler)",
         )
-
-
-# -- locating the profiler --------------------------------------------------------------------------------
-
-
-def _executable(text: str, profiler: str, origin: str) -> str:
-    found = text if os.sep in text else shutil.which(text)
-    if not found or not os.path.isfile(found) or not os.access(found, os.X_OK):
-        raise PerfsuiteError(f"{profiler} not found: {text} ({origin}) is not an executable file")
-    return found
-
-
-def profiler_command(profiler: str, path: str | None = None) -> list[str]:
-    """The command that starts ``profiler``: ``path`` (``--profiler-path``), else ``$PERFSUITE_PY_SPY`` /
-    ``$PERFSUITE_SCALENE``, else py-spy from PATH or beside this interpreter, scalene as
-    ``<this interpreter> -m scalene``. One-line :class:`PerfsuiteError` when it is missing."""
-    if profiler not in PROFILERS:
-        raise PerfsuiteError(f"unknown profiler {profiler!r} (choose {' or '.join(PROFILERS)})")
-    if profiler == "callgrind":  # valgrind: --profiler-path, else $PERFSUITE_VALGRIND, else PATH
-        return [find_valgrind(path, "--profiler-path").path]
-    if path:
-        return [_executable(path, profiler, "--profiler-path")]
-    env = os.environ.get(PROFILER_ENV[profiler])
-    if env:
-        return [_executable(env, profiler, f"${PROFILER_ENV[profiler]}")]
-    if profiler == "scalene":
-        try:
-            found_scalene = importlib.util.find_spec("scalene") is not None
-        except (ImportError, ValueError):  # hidden or broken: as good as missing
-            found_scalene = False
-        if not found_scalene:
-            raise PerfsuiteError(
-                f"scalene not found: it is not installed for {sys.executable}; it is in perfsuite's profile extra "
-                f"({install_hint('profile')}), or set {PROFILER_ENV['scalene']}"
-            )
-        return [sys.executable, "-m", "scalene"]
-    found = shutil.which("py-spy")
-    beside = Path(sys.executable).parent / "py-spy"
-    if found is None and beside.is_file() and os.access(beside, os.X_OK):
-        found = str(beside)
-    if found is None:
-        raise PerfsuiteError(
-            f"py-spy not found on PATH or beside {sys.executable}; it is in perfsuite's profile extra "
-            f"({install_hint('profile')}), or set {PROFILER_ENV['py-spy']}"
-        )
-    return [found]
-
-
-def _program_path(operation: str) -> tuple[str, bool]:
-    """(directory whose files scalene profiles, profile-all?): perfsuite's package, widened to the
-    operation's module when that lives elsewhere."""
-    package = str(Path(perfsuite.__file__).resolve().parent)
-    module = operation.partition(":")[0]
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        spec = None
-    origin = spec.origin if spec is not None else None
-    if not origin or not os.path.isfile(origin):
-        return package, False
-    where = str(Path(origin).resolve().parent)
-    common = os.path.commonpath([package, where])
-    if common == package or where.startswith(package + os.sep):
-        return package, False
-    if common in ("", os.sep) or Path(common) == Path(common).anchor:
-        return package, True
-    return common, False
-
-
-# -- the worker process -------------------------------------------------------------------------------------
-
-
-def _last_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return lines[-1] if lines else "no output"
-
-
-class _Worker:
-    """The driver process of one mode (py-spy: handshake over its stdin/stdout)."""
-
-    def __init__(self, argv: list[str], stderr: IO[str]) -> None:
-        self.stderr = stderr
-        self.proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True, bufsize=1
-        )
-
-    def send(self, line: str) -> None:
-        assert self.proc.stdin is not None
-        try:
-            self.proc.stdin.write(line + "\n")
-            self.proc.stdin.flush()
-        except BrokenPipeError:
-            pass  # the worker ended; expect() reports why
-
-    def expect(self, event: str) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line:
-            self.proc.wait(timeout=30)
-            raise _WorkerEnded()
-        message = json.loads(line)
-        if message.get("event") != event:
-            raise PerfsuiteError(f"profile worker: expected {event!r}, got {line.strip()!r}")
-        return message
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=30)
-
-
-class _WorkerEnded(Exception):
-    """The worker exited early; the caller reads its result file for the reason."""
-
-
-def _driver_error(result_path: Path, stderr_path: Path, label: str) -> PerfsuiteError:
-    try:
-        result = json.loads(result_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        result = {}
-    if isinstance(result, dict) and result.get("error"):
-        return PerfsuiteError(f"{label}: {result['error']}")
-    try:
-        tail = _last_line(stderr_path.read_text(encoding="utf-8", errors="replace"))
-    except OSError:
-        tail = "no output"
-    return PerfsuiteError(f"{label}: the profiled worker failed: {tail}")
-
-
-def _driver_records(result_path: Path, stderr_path: Path, label: str) -> list[dict[str, Any]]:
-    try:
-        result = json.loads(result_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        raise _driver_error(result_path, stderr_path, label) from None
-    if not isinstance(result, dict) or "error" in result or "iterations" not in result:
-        raise _driver_error(result_path, stderr_path, label)
-    return list(result["iterations"])
 
 
 # -- one mode -------------------------------------------------------------------------------------------------
