@@ -16,7 +16,7 @@ from perfsuite.report import History, Series, Step
 
 ROOT = Path(__file__).resolve().parents[2]
 BASELINE = ROOT / "results" / "baseline"
-MAILBOX = BASELINE / "mailbox-delivery-20261129T224843.json"
+MAILBOX = next(p for p in sorted(BASELINE.glob("mailbox-delivery-*.json")) if not p.name.endswith(".pyperf.json"))
 WHATIF = ("whatif", "--storm", "--no-costs", "--debounce", "1,2")
 COMMANDS = {
     "report": ("report", str(BASELINE)),
