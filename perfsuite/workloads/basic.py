@@ -1,7 +1,7 @@
 """Fixture-less operations: the idle control, the fsync floor, and loop/GC probes for the harness's tests.
 
 Each function is an operation factory for a recipe mode (``operation = "perfsuite.workloads.basic:idle"``);
-see :mod:`perfsuite.harness._operation` for the protocol.
+see :class:`perfsuite.harness.Operation` and :class:`perfsuite.harness.OperationContext` for the protocol.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Operations that drive the engine for the recipes of SPEC section 4 (harness protocol: see
-:mod:`perfsuite.harness._operation`).
+:class:`perfsuite.harness.Operation`).
 
 Each factory opens the sample's private session copy on the recording I/O layer (bytes written per
 publication, M3) *outside* the measured window, prepares the edit the recipe adds, and returns an
