@@ -34,7 +34,7 @@ from perfsuite.crash._bugs import seeded_bug
 from perfsuite.crash._damage import NONE, apply, damaged_range
 from perfsuite.crash._model import FsState, materialize
 from perfsuite.crash._session_invariants import SESSION, acknowledged_problems, mail_problems
-from perfsuite.crash._sessions import _release, settings, snapshot_session
+from perfsuite.crash._sessions import _release, recovery_view, settings, snapshot_session
 from perfsuite.crash._trace import CRASHED, Ack, Note, owner_alive_after_crash
 from perfsuite.engine import (
     FileSession,
@@ -184,13 +184,7 @@ def exercise(root: str, case: Case, expect: Expect, fs: FileSystem, seed: int, *
         return CaseOutcome(case, "failed", _where(exc), (("T", f"open: {_where(exc)}"),))
     step, view, probe_ok, found = "recover", None, False, []
     try:
-        opened = snapshot_session(session)
-        retried = None
-        if session.pending is not None:
-            session.retry_pending()
-            retried = snapshot_session(session)
-        redelivered = {c: [r.id for r in session.deliver_mail(c)] for c in sorted(session.buffers)}
-        view = {"open": opened, "retried": retried, "final": retried or opened, "redelivered": redelivered}
+        view = recovery_view(session)
         problems = list(session.problems)
         step = "retire"
         while session.retire()[1]:

@@ -248,18 +248,24 @@ def _release(session: Session) -> None:
     session.closed = True
 
 
+def recovery_view(session: Session) -> dict[str, Any]:
+    """What an opened session shows after recovery: its state as opened, after retrying a pending
+    publication (if any), the state judged ("final") and the mail redelivered per conversation (E5)."""
+    opened = snapshot_session(session)
+    retried = None
+    if session.pending is not None:
+        session.retry_pending()
+        retried = snapshot_session(session)
+    redelivered = {c: [r.id for r in session.deliver_mail(c)] for c in sorted(session.buffers)}
+    return {"open": opened, "retried": retried, "final": retried or opened, "redelivered": redelivered}
+
+
 def _recover(session: Session) -> dict[str, Any]:
     try:
-        opened = snapshot_session(session)
-        retried = None
-        if session.pending is not None:
-            session.retry_pending()
-            retried = snapshot_session(session)
-        redelivered = {c: [r.id for r in session.deliver_mail(c)] for c in sorted(session.buffers)}
+        view = recovery_view(session)
     finally:
         _release(session)
-    return {"profile": session.profile, "open": opened, "retried": retried, "final": retried or opened,
-            "redelivered": redelivered}
+    return {"profile": session.profile, **view}
 
 
 def recover_portable(root: str, fs: FileSystem) -> Mapping[str, Any]:
