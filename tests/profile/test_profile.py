@@ -77,7 +77,9 @@ def test_pyspy_profile_of_root_checkpoint_flamegraph_and_speedscope(tmp_path: Pa
         "--mode",
         "async",
         "--repeat",
-        "4",
+        "8",
+        "--rate",
+        "1000",  # dense sampling: both threads are seen even on a loaded machine (a CI run missed one at 250 Hz)
         "--output-dir",
         str(tmp_path),
     )
