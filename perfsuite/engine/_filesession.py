@@ -64,6 +64,8 @@ class FilePublication:
     on_phase: Any = None  # the session's phase observer while someone listens (issue 19)
     early_ack: Any = None  # fault hooks (issue 19, ``FaultHooks``)
     reorder: Any = None
+    main_ms: dict[str, float] | None = None  # as Publication's: the job's loop-thread times, else None
+    driver: str = "sync"
 
     def steps(self) -> Iterator[Step]:
         yield Step("stage", self._stage, (), _ignore, True)
@@ -120,9 +122,11 @@ class FilePublication:
     def report(self) -> Any:
         from perfsuite.engine._pipeline import PublicationReport
 
-        return PublicationReport(self.batch.id, self.batch.kind, self.outcome, dict(self.phases_ms), self.changed,
+        phases = dict(self.phases_ms)
+        main = phases if self.main_ms is None else {"freeze": self.batch.freeze_ms, **self.main_ms}
+        return PublicationReport(self.batch.id, self.batch.kind, self.outcome, phases, self.changed,
                                  error=None if self.error is None else str(self.error),
-                                 failed_phase=self.failed_phase)
+                                 failed_phase=self.failed_phase, main_thread_ms=main, driver=self.driver)
 
 
 def _ignore(_: Any) -> None:

@@ -193,14 +193,15 @@ class GenerationStore:
     def read_head(self) -> HeadRef | None:
         """The current HEAD, or None when there is none. Raises ValueError when its bytes are not a head
         record (any shape: ``[1, 2]`` included) and :class:`NotAFile` when it is not a regular file."""
-        data = read_control(self.fs, self.path(HEAD))
+        path = self.path(HEAD)  # built once: HEAD is read twice per publication (allocation, issue 19)
+        data = read_control(self.fs, path)
         if data is None:
             return None
         try:
             record = json.loads(data)
             if not isinstance(record, dict):
                 raise ValueError("not a perfsuite HEAD")
-            format_version(record.get("format"), self.path(HEAD))  # a newer format: FormatTooNew, untouched
+            format_version(record.get("format"), path)  # a newer format: FormatTooNew, untouched
             head = HeadRef.from_json(record)
         except (KeyError, TypeError, OverflowError) as exc:
             raise ValueError(f"not a head record ({type(exc).__name__})") from None

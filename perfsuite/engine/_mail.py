@@ -24,7 +24,7 @@ class Mail:
         record = self._new_mail(to, sender, kind, body)
         self.sidecar.add_mail(record, owner)
         self._publish_now(kind, (), owner=owner, acks=[ack] if ack else ())
-        self._input("append_mail", to, len(body.encode("utf-8", "replace")), path="sync")
+        self._input("append_mail", to, body)
         return record
 
     def _new_mail(self, to: str, sender: str, kind: str, body: str) -> MailRecord:

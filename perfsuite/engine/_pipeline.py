@@ -123,7 +123,9 @@ class Selection:
 
 @dataclass(frozen=True, slots=True)
 class PublicationReport:
-    """What one publication did, for callers and the suite (phase times are main-thread or worker)."""
+    """What one publication did, for callers and the suite. ``phases_ms``: each phase's wall time
+    (off-loop work included); ``main_thread_ms``: the part of it on the calling (loop) thread, freeze
+    included; ``driver``: ``sync`` (the synchronous writer, every phase inline) or ``job`` (E4)."""
 
     id: str
     kind: str
@@ -136,6 +138,8 @@ class PublicationReport:
     seq: int | None = None
     error: str | None = None
     failed_phase: str | None = None
+    main_thread_ms: Mapping[str, float] = field(default_factory=dict)
+    driver: str = "sync"
 
 
 # -- blocking phase functions (run inline, in a thread, or in a worker process) ------------------------
@@ -307,6 +311,10 @@ class Publication:
     error: BaseException | None = None
     failed_phase: str | None = None
     adopted: bool = False
+    # The asynchronous job's loop-thread time per phase (its trace's own dict, so nothing is counted
+    # twice); None for the synchronous writer, whose every phase is on the calling thread.
+    main_ms: dict[str, float] | None = None
+    driver: str = "sync"
     # Set by the session only while someone listens (issue 19): (phase, done, main_ms, wall_ms, error).
     on_phase: PhaseObserver | None = None
     # Fault hooks (issue 19, ``FaultHooks``): acknowledge early after this phase; a rewritten step order.
@@ -346,11 +354,13 @@ class Publication:
 
 
     def report(self) -> PublicationReport:
+        phases = dict(self.phases_ms)
+        main = phases if self.main_ms is None else {"freeze": self.batch.freeze_ms, **self.main_ms}
         return PublicationReport(
             id=self.batch.id,
             kind=self.batch.kind,
             outcome=self.outcome,
-            phases_ms=dict(self.phases_ms),
+            phases_ms=phases,
             changed=self.selection.changed if self.selection else (),
             new_chunks=len(self.selection.fresh) if self.selection else 0,
             staged_bytes=self.staged.nbytes if self.staged else 0,
@@ -358,6 +368,8 @@ class Publication:
             seq=self.head.seq if self.adopted and self.head else None,
             error=None if self.error is None else f"{type(self.error).__name__}: {self.error}",
             failed_phase=self.failed_phase,
+            main_thread_ms=main,
+            driver=self.driver,
         )
 
 

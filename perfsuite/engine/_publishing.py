@@ -150,10 +150,11 @@ class Publishing:
             self.gate.sync_depth -= 1
             self.active = None
             self._schedule_pump()
-        self.reports.append(publication.report())
+        report = publication.report()
+        self.reports.append(report)
         self._settled(publication)
         AckSet(ack_set).resolve(None)
-        return publication.report()
+        return report
 
     def _apply_faults(self, publication: Any, acks: list[Ack]) -> None:
         """Documented fault hooks (``FaultHooks``; a checker's broken engine, never production)."""

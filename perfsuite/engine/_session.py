@@ -233,10 +233,11 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
         """Stop the periodic checkpoint timer (E7): a replay's trace has ended and no new tick may start."""
         self.checkpoint_timer.stop()
 
-    def _input(self, operation: str, conversation: str, size: int = 0, **detail: Any) -> None:
-        """Engine event: a caller's input, after it returned (not the engine's own nested calls)."""
+    def _input(self, operation: str, conversation: str, text: str | None = None, **detail: Any) -> None:
+        """Engine event: a caller's input, after it returned (not the engine's own nested calls). The
+        size of ``text`` is computed only when someone listens (a body's encoding is an allocation)."""
         if self.observers and not self._internal:
-            self.observers.emit(SessionInput(self.root, operation, conversation, size, detail))
+            self.observers.emit(SessionInput(self.root, operation, conversation, _size(text), detail))
 
     # -- acknowledged mutations (synchronous; E3 item 3) -----------------------------------------------
     def _enter_sync(self, token: Token | None) -> None:
@@ -275,7 +276,7 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
             mail = self._new_mail(str(record.get("parent", ROOT)), agent, "RESULT", result)
             self.sidecar.add_mail(mail, owner)
         self._publish_now("settle", (agent,), owner=owner)
-        self._input("settle", agent, _size(result), status=status)
+        self._input("settle", agent, result, status=status)
 
     def set_control(self, key: str, value: Any, *, token: Token | None = None) -> None:
         """Goal, plan and provider state: independently durable control state, acknowledged."""
@@ -289,7 +290,7 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
     def add_message(self, conversation: str, message: Message) -> None:
         self.conversation(conversation).insert(message)
         if self.observers:
-            self._input("add_message", conversation, _size(message.content))
+            self._input("add_message", conversation, message.content)
 
     def attach(self, name: str, data: bytes) -> None:
         """A file snapshot, published as an immutable artifact with the next full publication."""

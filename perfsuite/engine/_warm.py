@@ -118,7 +118,7 @@ class WarmLocal:
                 self.append_mail(to, body, sender=sender, kind=kind, ack=ack)
             finally:
                 self._internal -= 1
-            self._input("deliver_background", to, _size(body))
+            self._input("deliver_background", to, body)
             return
 
         def prepare(token: Token) -> None:
@@ -127,7 +127,7 @@ class WarmLocal:
             self.accept_job(self.freeze(kind, (), owner=owner), token, acks, admission=admission)
 
         self.submit_preparation(f"mail:{to}", prepare)
-        self._input("deliver_background", to, _size(body))
+        self._input("deliver_background", to, body)
 
     def request_checkpoint(self, conversation: str = ROOT, *, admission: Admission | None = None,
                            ack: Ack | None = None) -> bool:
@@ -233,6 +233,3 @@ class WarmLocal:
                 self.checkpoint(ROOT)
         self.close()
 
-
-def _size(text: str) -> int:
-    return len(text.encode("utf-8", "replace"))

@@ -16,14 +16,11 @@ from typing import Any
 from perfsuite.engine import (
     Admission,
     DelayModel,
-    Event,
     FileSystem,
     FsOp,
     LatencyFileSystem,
     OsFileSystem,
-    PhaseFinished,
     PublicationReport,
-    PublicationSubmitted,
     RecordingFileSystem,
     Session,
     SessionSettings,
@@ -129,9 +126,7 @@ class SessionOperation(Operation):
         except Exception as exc:  # a bad fixture is bad input, reported in one line
             raise PerfsuiteError(f"mode {ctx.mode}: cannot open session {ctx.workdir}: {exc}") from None
         self.session.problems.clear()
-        self.job_main_ms: dict[str, dict[str, float]] = {}  # job publication id -> phase -> main-thread ms
         self.admissions: list[Admission] = []  # held admissions this operation made, released at close
-        self.session.observers.subscribe(self._on_event)
         if self.session.warm:
             self.session.offload()  # a long-lived session's worker is already running: start it in setup
         self.reports_before = 0
@@ -147,16 +142,6 @@ class SessionOperation(Operation):
         self.bytes_before = self.fs.bytes_written
         self.ops_before = self.fs.mark()
         self.objects_before = set(self.session.store.known_objects)
-
-    def _on_event(self, event: Event) -> None:
-        """Engine events: a job's freeze and each phase's main-thread time (what ``main_thread_ms`` sums)."""
-        if isinstance(event, PublicationSubmitted):
-            if event.driver == "job":
-                self.job_main_ms[event.publication] = {"freeze": event.freeze_ms}
-        elif isinstance(event, PhaseFinished):
-            phases = self.job_main_ms.get(event.publication)
-            if phases is not None:
-                phases[event.phase] = phases.get(event.phase, 0.0) + event.main_ms
 
     async def wait_idle(self) -> None:
         """No pending job, preparation, notification or debounce; then mark (outside the window)."""
@@ -177,14 +162,11 @@ class SessionOperation(Operation):
         for report in reports:
             for name, value in report.phases_ms.items():
                 phases[name] = phases.get(name, 0.0) + value
-        main: dict[str, float] = {}
-        freeze = [self.job_main_ms[r.id]["freeze"] for r in reports if r.id in self.job_main_ms]
+        main: dict[str, float] = {}  # the asynchronous job's loop-thread time per phase, from its reports
         for report in reports:
-            for name, value in self.job_main_ms.get(report.id, {}).items():
-                if name != "freeze":
+            if report.driver == "job":
+                for name, value in report.main_thread_ms.items():
                     main[name] = main.get(name, 0.0) + value
-        if freeze:
-            main["freeze"] = sum(freeze)
         stored = sum(self._object_size(d) for d in set(self.session.store.known_objects) - self.objects_before)
         ops = self.fs.since(self.ops_before)  # a process offload's worker relays its operations here (E4)
         out: dict[str, Any] = {

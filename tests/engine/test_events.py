@@ -92,3 +92,47 @@ def test_process_listeners_see_every_session_and_nothing_is_built_without_one(tm
     session.set_activity("a1", "running")
     assert built == ["input"]  # unsubscribed: nothing built again
     session.close()
+
+
+def test_reports_say_the_driver_and_the_loop_thread_time_without_a_listener(tmp_path: Path) -> None:
+    """What the suite reads instead of listening (issue 19: a listener makes every phase build events in
+    the measured window, about 150 allocations per publication)."""
+    clock = VirtualClock()
+    session = Session.open(tmp_path / "s", create=True, clock=clock, settings=SessionSettings(offload="inline"),
+                           runner=VirtualRunner(clock, lambda kind: 0.3))
+    session.spawn_agent("a1")
+    sync = session.reports[-1]
+    assert sync.driver == "sync" and sync.main_thread_ms == sync.phases_ms and "freeze" in sync.main_thread_ms
+    session.deliver_background("root", "done", sender="bg")
+    clock.run_until(1.0)
+    job = session.reports[-1]
+    assert job.driver == "job" and job.kind == "completion" and job.outcome == "adopted"
+    assert {"freeze", "stage", "hash", "commit", "adopt"} <= set(job.main_thread_ms)
+    assert job.main_thread_ms["freeze"] == job.phases_ms["freeze"]
+    session.close()
+
+
+class _Body(str):
+    """A message body that notices being encoded."""
+
+    encoded = 0
+
+    def encode(self, *args: Any, **kwargs: Any) -> bytes:
+        type(self).encoded += 1
+        return str.encode(self, *args, **kwargs)
+
+
+def test_an_unobserved_input_never_encodes_its_body(tmp_path: Path) -> None:
+    """The input event's size is computed only for a listener: an unobserved mailbox append of a 4000-
+    character result allocated its encoding inside the acknowledgement (issue 19)."""
+    session = Session.open(tmp_path / "s", create=True, clock=VirtualClock())
+    _Body.encoded = 0
+    session.append_mail("root", _Body("x" * 4000))
+    session.deliver_background("root", _Body("y" * 4000), sender="bg")
+    assert _Body.encoded == 0
+    seen: list[Any] = []
+    unsubscribe = session.observers.subscribe(seen.append)
+    session.append_mail("root", _Body("z" * 10))
+    unsubscribe()
+    assert _Body.encoded == 1 and [e.size for e in seen if isinstance(e, SessionInput)] == [10]
+    session.close()

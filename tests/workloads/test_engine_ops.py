@@ -143,3 +143,22 @@ def test_drain_and_stalled_admission(tmp_path, small_session):
     stalled = doc["modes"]["stalled"]["samples"][0]["metrics"]
     assert stalled["signalled"] == 1 and stalled["job_retained"] == 1 and stalled["acknowledgements"] == 1
     assert stalled["time_to_signal_ms"] >= 50
+
+
+def test_engine_operations_measure_without_listening_to_the_engine(tmp_path, small_session):
+    """The operations read loop-thread times from the publication reports: no listener, so no event is
+    built inside the measured window (issue 19: listening cost ~150 allocations per publication)."""
+    import shutil
+
+    from perfsuite.harness import OperationContext
+    from perfsuite.workloads.engine import checkpoint, mailbox_delivery
+
+    for i, (factory, params) in enumerate([(mailbox_delivery, {"path": "sync"}), (mailbox_delivery, {"path": "async"}),
+                                           (checkpoint, {"path": "async", "conversation": "root"})]):
+        workdir = tmp_path / f"w{i}"
+        shutil.copytree(small_session, workdir)
+        op = factory(OperationContext(workdir=workdir, params=params, mode="m", sample=0, scratch=tmp_path))
+        try:
+            assert not op.session.observers
+        finally:
+            op.close()
