@@ -4,7 +4,7 @@ One Markdown paragraph: setup (fixture and size, samples per mode and their orde
 isolation, filesystem and whether directory fsync works), ranges per mode (loop stalls, M9, beside the
 heartbeat), GC observations, the M7 verdict (by-design reference modes get none), the idle control, the
 fsync floor and the publication floor of the same run, optional before/after ranges against a baseline,
-and the limitations that the data call for.
+and the limitations that the data call for (the context sentences are in ``_evidence_context``).
 
 **Every number comes from a named field of the files read** (the result, its run's fsync floor, the
 baseline): each printed figure goes through :class:`~perfsuite.report._figures.Figures`, which records
@@ -19,7 +19,7 @@ report`` and ``perfsuite compare``, never in the paragraph.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,36 +27,21 @@ from typing import Any
 from perfsuite.errors import PerfsuiteError
 from perfsuite.report._compare import DEFAULT_ALPHA, DEFAULT_FACTOR, Comparison, compare_results
 from perfsuite.report._conditions import conditions_of
-from perfsuite.report._figures import Figure, Figures, metric_field, sample_field
+from perfsuite.report._evidence_context import (
+    FEW_SAMPLES,
+    NOISY_CONTROL_PERIODS,
+    against_baseline,
+    fsync_floor,
+    join_and,
+    limitations,
+    mode_code,
+    publication_floor,
+)
+from perfsuite.report._figures import Figure, Figures, sample_field
 from perfsuite.report._format import short_commit
 from perfsuite.report._load import Floor, Result, find_floor, find_publication_floor, read_result, read_siblings
-from perfsuite.report._table import NO_ACK_RATIO_RECIPES
 
 __all__ = ["FEW_SAMPLES", "NOISY_CONTROL_PERIODS", "Evidence", "evidence", "evidence_for"]
-
-#: fewer samples per mode than this is called "small samples"
-FEW_SAMPLES = 20
-#: the idle control shows a noisy machine when its worst gap exceeds this many heartbeat periods
-NOISY_CONTROL_PERIODS = 2.0
-#: metrics quoted before/after against a baseline (plus any other gating metric that changed)
-BASELINE_METRICS = (
-    ("max_gap_ms", "maximum heartbeat gap"),
-    ("stalls.longest_ms", "longest loop callback"),
-    ("submission_ms", "submission"),
-    ("ack_ms", "ACK"),
-)
-#: how the fsync floor's phases (its ``phases_ms`` keys) are named
-FLOOR_PHASES = {"write": "write", "fsync": "fsync", "replace": "`os.replace`", "dir_fsync": "directory fsync"}
-#: the publication floor's operation counts (its ``metrics``), singular and plural
-FLOOR_COUNTS = (
-    ("writes", "write", "writes"),
-    ("fsyncs", "file fsync", "file fsyncs"),
-    ("replaces", "rename", "renames"),
-    ("mkdirs", "directory creation", "directory creations"),
-    ("dir_fsyncs", "directory fsync", "directory fsyncs"),
-    ("removes", "removal", "removals"),
-)
-
 
 @dataclass(frozen=True, slots=True)
 class Evidence:
@@ -89,17 +74,6 @@ class Evidence:
             if not any(doc is s for s in seen):
                 seen.append(doc)
         return tuple(seen)
-
-
-def _join(parts: Sequence[str]) -> str:
-    parts = [p for p in parts if p]
-    if len(parts) <= 1:
-        return "".join(parts)
-    return ", ".join(parts[:-1]) + " and " + parts[-1]
-
-
-def _mode_name(mode: str) -> str:
-    return f"`{mode}`"
 
 
 class _Writer:
@@ -158,12 +132,12 @@ class _Writer:
 
     def heap(self) -> str:
         """M10: what one full collection cost just after each window, with the live heap still held."""
-        parts = [f"{self.rng(mode, 'heap', 'full_gc_ms')} ms for {_mode_name(mode)}"
+        parts = [f"{self.rng(mode, 'heap', 'full_gc_ms')} ms for {mode_code(mode)}"
                  for mode in self.result.modes if self.has(mode, "heap", "full_gc_ms")]
         if not parts:
             return ""
         return ("A full collection timed just after each window, with the live heap still held, took "
-                + _join(parts) + ".")
+                + join_and(parts) + ".")
 
     def setup(self) -> str:
         doc, r, f = self.doc, self.doc["recipe"], self.f
@@ -173,10 +147,10 @@ class _Writer:
             first = result.modes[0]
             samples = f.count("result", ("modes", first, "samples"), "sample") + " per mode"
         else:
-            samples = _join([f.one("result", ("modes", m, "samples"), "len", "count") + f" {_mode_name(m)}"
+            samples = join_and([f.one("result", ("modes", m, "samples"), "len", "count") + f" {mode_code(m)}"
                               for m in result.modes]) + " samples"
         if len(result.modes) > 1:
-            names = "/".join(_mode_name(m) for m in result.modes)
+            names = "/".join(mode_code(m) for m in result.modes)
             if r.get("order") == "random":
                 samples += f" ({names}) in a seeded random order per round (seed `{r.get('seed')}`)"
             else:
@@ -228,12 +202,12 @@ class _Writer:
 
     def mode_sentence(self, mode: str) -> str:
         if not self.result.samples(mode):
-            return f"Mode {_mode_name(mode)} has no samples."
+            return f"Mode {mode_code(mode)} has no samples."
         reference = self.result.reference(mode)
-        lead = f"Mode {_mode_name(mode)} is a by-design reference ({reference}): " if reference else ""
+        lead = f"Mode {mode_code(mode)} is a by-design reference ({reference}): " if reference else ""
         if self.inline(mode):
             who = "the synchronous path" if lead else ("The synchronous path" if mode == "sync" else
-                                                        f"Mode {_mode_name(mode)}")
+                                                        f"Mode {mode_code(mode)}")
             if lead and mode != "sync":
                 who = "it"
             text = (f"{lead}{who} held the loop {self.rng(mode, 'submission_ms')} ms, acknowledging before it "
@@ -243,7 +217,7 @@ class _Writer:
             if lead:
                 who = "submission"
             else:
-                who = "Asynchronous submission" if mode == "async" else f"Mode {_mode_name(mode)}: submission"
+                who = "Asynchronous submission" if mode == "async" else f"Mode {mode_code(mode)}: submission"
             text = (f"{lead}{who} returned in {self.rng(mode, 'submission_ms')} ms and acknowledged after "
                     f"{self.rng(mode, 'ack_ms')} ms, with a maximum heartbeat gap of {self.rng(mode, 'max_gap_ms')} ms")
             text += self.stalls(mode, " and ")
@@ -268,7 +242,7 @@ class _Writer:
         if phases:
             parts = [f"{name} {self.f.one('result', sample_field(mode, 'phases_ms', name), 'median', 'ms')} ms"
                      for name in phases]
-            out.append(f"{_mode_name(mode)} phase medians: " + ", ".join(parts) + ".")
+            out.append(f"{mode_code(mode)} phase medians: " + ", ".join(parts) + ".")
         names = list(dict.fromkeys(k for s in self.result.samples(mode) for k in (s.get("metrics") or {})))
         parts = []
         for name in names:
@@ -279,7 +253,7 @@ class _Writer:
                 fmt = "bytes" if "bytes" in name else "number"
                 parts.append(f"`{name}` {self.rng(mode, 'metrics', name, fmt=fmt)}")
         if parts:
-            out.append(f"{_mode_name(mode)} per sample: " + _join(parts) + ".")
+            out.append(f"{mode_code(mode)} per sample: " + join_and(parts) + ".")
         return out
 
     def per_what(self, mode: str, section: str = "allocation") -> str:
@@ -308,14 +282,14 @@ class _Writer:
                 f"{self.f.range('result', (*path, 'total_bytes'), 'bytes')} bytes allocated "
                 f"({self.f.range('result', (*path, 'allocations'), 'bytes')} allocations, peak "
                 f"{self.f.range('result', (*path, 'peak_bytes'), 'bytes')} bytes) {self.per_what(mode)} for "
-                f"{_mode_name(mode)}"
+                f"{mode_code(mode)}"
             )
         if not parts:
             return ""
         first = next(m for m in self.result.modes if (self.doc["modes"][m].get("allocation") or {}).get("samples"))
         n = (self.f.count("result", ("modes", first, "allocation", "samples"), "sample") + " per mode"
              if len(sizes) == 1 else "samples per mode")
-        return f"A separate, untimed allocation pass (`{trackers.pop()}`, {n}) measured " + _join(parts) + "."
+        return f"A separate, untimed allocation pass (`{trackers.pop()}`, {n}) measured " + join_and(parts) + "."
 
     def instructions(self) -> str:
         """Issue 22: the instruction pass per mode (total, and the loop thread's share), or why it is missing."""
@@ -334,7 +308,7 @@ class _Writer:
             total = self.f.range("result", (*path, "total"), "bytes")
             same = all(s["total"] == s["loop_thread"] for s in section["samples"])
             share = "all" if same else self.f.range("result", (*path, "loop_thread"), "bytes")
-            parts.append(f"{total} {self.per_what(mode, 'instructions')} for {_mode_name(mode)} "
+            parts.append(f"{total} {self.per_what(mode, 'instructions')} for {mode_code(mode)} "
                          f"({share} on the loop thread)")
         if first is None:
             return f"Instructions were not measured (`{reasons[0]}`)." if reasons else ""
@@ -342,7 +316,7 @@ class _Writer:
              if len(passes) == 1 else "passes per mode")
         text = (f"A separate pass under Valgrind (`{'`, `'.join(sorted(tools))}` callgrind, {n}, each in a fresh "
                 "worker with `PYTHONHASHSEED=0`) counted the instructions from submission to acknowledgement: "
-                + _join(parts) + ".")
+                + join_and(parts) + ".")
         if reasons:
             text += f" Other modes were not measured (`{reasons[0]}`)."
         return text
@@ -353,7 +327,7 @@ class _Writer:
         for mode in self.result.modes:
             samples = self.result.samples(mode)
             if not any(s["gc"]["collections"] for s in samples):
-                quiet.append(_mode_name(mode))
+                quiet.append(mode_code(mode))
                 continue
             f = self.f
             seen = f.one("result", sample_field(mode, "gc", "collections"), "count_nonzero", "count")
@@ -361,7 +335,7 @@ class _Writer:
             gc_ms = f.range("result", ("modes", mode, "samples", "[gc.collections>0]", "gc", "gc_ms"))
             in_gap = f.one("result", ("modes", mode, "samples", "[gc.in_max_gap]", "gc", "in_max_gap"), "count",
                            "count")
-            parts.append(f"{seen} of {total} {_mode_name(mode)} samples saw a collection ({gc_ms} ms of GC in the "
+            parts.append(f"{seen} of {total} {mode_code(mode)} samples saw a collection ({gc_ms} ms of GC in the "
                          f"window, inside the largest gap in {in_gap})")
         head = ("The recipe collects garbage before each sample" if policy == "collect-before"
                 else "GC ran naturally and samples that saw it are kept")
@@ -382,17 +356,17 @@ class _Writer:
             if v.get("worst_ms") is not None:
                 worst = f"worst {self.f.one('result', (*path, 'worst_ms'), fmt='ms')} ms"
             if v["met"]:
-                parts.append(f"{_mode_name(mode)} met it in all {self.f.one('result', (*path, 'samples'))} samples "
+                parts.append(f"{mode_code(mode)} met it in all {self.f.one('result', (*path, 'samples'))} samples "
                              f"({worst})")
             else:
                 parts.append(
-                    f"{_mode_name(mode)} missed it in {self.f.one('result', (*path, 'missed'))} of "
+                    f"{mode_code(mode)} missed it in {self.f.one('result', (*path, 'missed'))} of "
                     f"{self.f.one('result', (*path, 'samples'))} samples, "
                     f"{self.f.one('result', (*path, 'missed_with_gc'))} of them with GC ({worst})"
                 )
-        references = [_mode_name(m) for m in self.result.modes if self.result.reference(m)]
+        references = [mode_code(m) for m in self.result.modes if self.result.reference(m)]
         one = len(references) == 1
-        ref = (f"{_join(references)} {'is a reference' if one else 'are references'} by design and "
+        ref = (f"{join_and(references)} {'is a reference' if one else 'are references'} by design and "
                f"{'gets' if one else 'get'} no verdict") if references else ""
         if not parts or target_mode is None:
             return ref[0].upper() + ref[1:] + "." if ref else ""
@@ -410,133 +384,9 @@ class _Writer:
         return text + "."
 
     def acks(self, skip: str | None = None) -> str:
-        return _join([f"{self.f.one('result', sample_field(m, 'ack_ms'), 'median', 'ms')} ms for {_mode_name(m)}"
+        return join_and([f"{self.f.one('result', sample_field(m, 'ack_ms'), 'median', 'ms')} ms for {mode_code(m)}"
                       for m in self.result.modes if m != skip and self.has(m, "ack_ms")])
 
-    def fsync_floor(self) -> str:
-        floor = self.floor
-        if floor is None or self.result.recipe in NO_ACK_RATIO_RECIPES:
-            return ""
-        own = floor.source == "floor section"
-        source = "result" if own or floor.result is self.result else "floor"
-        path = ("floor", "samples", "[]") if own else ("modes", floor.mode, "samples", "[]")
-        phases = list(dict.fromkeys(k for s in floor.samples for k in (s.get("phases_ms") or {})))
-        did = _join([FLOOR_PHASES.get(p, f"`{p}`") for p in phases]) or "its raw os calls"
-        acked = (f"acknowledged in {self.f.range(source, (*path, 'ack_ms'))} ms "
-                 f"(median {self.f.one(source, (*path, 'ack_ms'), 'median', 'ms')} ms)")
-        if floor.result is self.result and not own:
-            return f"This run is the fsync floor itself: {did} {acked}."
-        size = ""
-        if not own and isinstance((floor.result.data["recipe"]["modes"].get(floor.mode) or {}).get("bytes"), int):
-            size = " of " + self.f.one(source, ("recipe", "modes", floor.mode, "bytes"), fmt="bytes") + " bytes"
-        where = f"`{floor.source}`" if not own else "measured beside the modes"
-        return (f"The fsync floor of the same run ({where}: {did}{size}) {acked}, against acknowledgement medians "
-                f"of {self.acks()}.")
-
-    def publication_floor(self) -> str:
-        floor = self.publication
-        if floor is None:
-            return ""
-        mode = floor.mode
-        did = []
-        for key, one, many in FLOOR_COUNTS:
-            values = self.f.values("result", sample_field(mode, "metrics", key))
-            if values and min(values) == max(values):
-                did.append(self.f.count("result", sample_field(mode, "metrics", key), one, many, how="min"))
-            elif values:
-                did.append(f"{self.rng(mode, 'metrics', key, fmt='number')} {many}")
-        if self.has(mode, "metrics", "bytes_written"):
-            did.append(self.rng(mode, "metrics", "bytes_written", fmt="bytes") + " bytes")
-        models = {str((s.get("labels") or {}).get("models", "")) for s in self.result.samples(mode)} - {""}
-        of = f" of one `{models.pop()}` generation" if len(models) == 1 else " of one generation"
-        acked = self.rng(mode, "ack_ms")
-        median = self.f.one("result", sample_field(mode, "ack_ms"), "median", "ms")
-        return (f"The publication floor measured beside the modes ({_mode_name(mode)}: the engine's durable "
-                f"operations{of} replayed as raw os calls: {_join(did) or 'none recorded'}) acknowledged in "
-                f"{acked} ms (median {median} ms), against acknowledgement medians of {self.acks(skip=mode)}.")
-
-    def against_baseline(self, comparison: Comparison) -> str:
-        result, baseline = self.result, self.baseline
-        assert baseline is not None
-        status = {(c.mode, c.metric): c.status for c in comparison.changes if c.recipe == result.recipe}
-        gating = {(c.mode, c.metric) for c in comparison.changes if c.recipe == result.recipe and c.gating}
-        clauses = []
-        for mode in result.modes:
-            if mode not in baseline.modes:
-                clauses.append(f"{_mode_name(mode)} has no baseline")
-                continue
-            before, after = baseline.values(mode), result.values(mode)
-            metrics = [(k, label) for k, label in BASELINE_METRICS if k in before and k in after]
-            metrics += [(metric, f"`{metric}`") for (m, metric), s in status.items()
-                        if m == mode and s != "unchanged" and (m, metric) in gating
-                        and metric not in dict(BASELINE_METRICS)]
-            parts = []
-            for key, label in metrics:
-                fmt = "bytes" if "bytes" in key else "ms" if key.endswith("_ms") else "number"
-                unit = " ms" if key.endswith("_ms") else ""
-                field = metric_field(mode, key)
-                before_text = self.f.range("baseline", field, fmt)
-                after_text = self.f.range("result", field, fmt)
-                parts.append(f"{label} {before_text}{unit} before and {after_text}{unit} after "
-                             f"({status.get((mode, key), 'not compared')})")
-            clauses.append(f"{_mode_name(mode)} " + "; ".join(parts))
-        regressions = [c for c in comparison.regressions if c.recipe == result.recipe]
-        unsure = [c for c in comparison.inconclusive if c.recipe == result.recipe]
-        if regressions:
-            verdict = "Regressions: " + _join([f"{_mode_name(c.mode)} `{c.metric}`" for c in regressions])
-        elif unsure:  # issue 15: "cannot tell" is not a pass
-            verdict = "Inconclusive (beyond the factor, not significant): " + _join(
-                [f"{_mode_name(c.mode)} `{c.metric}`" for c in unsure])
-        else:
-            verdict = "No regression"
-        return (f"Against the baseline `{baseline.name}` ({self.day('baseline')}, commit "
-                f"`{short_commit(baseline.commit)}`), compared with `perfsuite compare --alpha {comparison.alpha:g} "
-                f"--factor {comparison.factor:g}` (timings: Mann-Whitney U and the ratio must both agree; costs: a "
-                "tolerance): " + ". ".join(clauses) + f". {verdict}.")
-
-    def limitations(self) -> list[str]:
-        doc, r, result = self.doc, self.doc["recipe"], self.result
-        out = []
-        n = min((len(result.samples(m)) for m in result.modes), default=0)
-        if n:
-            count = self.f.one("result", ("modes", "{}", "samples"), "min_len", "count")
-            size = f"small samples ({count} per mode)" if n < FEW_SAMPLES else f"{count} samples per mode"
-        else:
-            size = "no samples"
-        scope = "on one fixture" if doc["fixture"].get("name") else "without a fixture"
-        out.append(f"These are in-process measurements of an asyncio heartbeat with {size} {scope}, "
-                   "not graphical input latency or live-session measurements")
-        gc_seen = any(s["gc"]["collections"] for m in result.modes for s in result.samples(m))
-        if r["gc"] == "collect-before":
-            out.append("garbage was collected before each sample, so they do not bound GC pauses in a live session")
-        elif gc_seen:
-            out.append("samples that saw GC are kept, and where a collection falls varies from run to run")
-        else:
-            out.append("no collection fell inside a window here; a longer run may see one")
-        control = [float(s["max_gap_ms"]) for s in result.samples("control")]
-        if control and max(control) > NOISY_CONTROL_PERIODS * float(r["heartbeat_ms"]):
-            worst = self.f.one("result", sample_field("control", "max_gap_ms"), "max", "ms")
-            out.append(
-                f"the idle control's worst gap of {worst} ms against a "
-                f"{self.f.one('result', ('recipe', 'heartbeat_ms'))} ms period shows a noisy machine: "
-                "differences in gaps below it are noise")
-        if not self.measured_stalls() and result.modes:
-            out.append("loop stalls (every loop callback timed, M9) were not measured in this document")
-        if r["isolation"] == "inline":
-            out.append("inline isolation ran every sample in one process (shared heap, warm caches)")
-        if self.floor is None and r["name"] not in NO_ACK_RATIO_RECIPES:
-            out.append("no fsync floor from the same run was found, so acknowledgement is not set against the device")
-        if doc["environment"]["work_dir"].get("dir_fsync") != "ok":
-            out.append("directory fsync does not work on this filesystem, so renames were not made durable there")
-        if any((result.instructions(m) or {}).get("samples") for m in result.modes):
-            out.append("instruction counts include the interpreter's own work, compare only between runs on the same "
-                       "Python build and say nothing of waiting (I/O, fsync), which only the times show")
-        if conditions_of(result).storage is not None:
-            out.append("storage latency was simulated from a published profile on top of this machine's own "
-                       "device, which adds its latency wherever it is slower than the profile's draw")
-        if result.dirty:
-            out.append("the measured tree had uncommitted changes")
-        return out
 
 
 def evidence(
@@ -560,18 +410,18 @@ def evidence(
     sentences += [w.mode_sentence(m) for m in result.modes]
     for mode in result.modes:
         sentences += w.details(mode)
-    sentences += [w.allocation(), w.instructions(), w.gc(), w.heap(), w.verdict(), w.control(), w.fsync_floor(),
-                  w.publication_floor()]
+    sentences += [w.allocation(), w.instructions(), w.gc(), w.heap(), w.verdict(), w.control(), fsync_floor(w),
+                  publication_floor(w)]
     comparison = None
     if baseline is not None:
         comparison = compare_results(  # a paragraph describes what it is given; the gate is `compare`
             [baseline], [result], alpha=alpha, factor=factor, base_name=baseline.name, new_name=result.name,
             cross_machine=True, allow_incomplete=True,
         )
-        sentences.append(w.against_baseline(comparison))
-    limitations = w.limitations()
-    text = lead + " ".join(s for s in sentences if s) + " " + "; ".join(limitations) + "."
-    return Evidence(text + "\n", result, floor, baseline, comparison, tuple(limitations), tuple(w.f.figures),
+        sentences.append(against_baseline(w, comparison))
+    limits = limitations(w)
+    text = lead + " ".join(s for s in sentences if s) + " " + "; ".join(limits) + "."
+    return Evidence(text + "\n", result, floor, baseline, comparison, tuple(limits), tuple(w.f.figures),
                     publication)
 
 
