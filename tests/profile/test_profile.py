@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from perfsuite.profile import scalene_samples, speedscope_samples, svg_ok
-from perfsuite.profile._run import GROWTH, MAX_ATTEMPTS, MIN_SAMPLES
+from perfsuite.profile._modes import GROWTH, MAX_ATTEMPTS, MIN_SAMPLES
 
 pytestmark = pytest.mark.slow
 
