@@ -18,9 +18,7 @@ recorded plan and recipe. Isolation ``process`` runs every entry in a fresh work
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
-import random
 import shutil
 import statistics
 import subprocess
@@ -42,6 +40,7 @@ from perfsuite.harness._heartbeat import Heartbeat
 from perfsuite.harness._instructions import instructions_section, measure_instructions
 from perfsuite.harness._lock import ResultsLock, new_results_path
 from perfsuite.harness._operation import CONTROL_OPERATION, OperationFactory, control_operation, resolve_operation
+from perfsuite.harness._plan import check_conditions, plan_order, resolve_seed
 from perfsuite.harness._recipe import Recipe
 from perfsuite.harness._results import (
     SCHEMA_VERSION,
@@ -114,56 +113,6 @@ class RunResult:
 
 
 OnSample = Callable[[SampleEvent], None]
-
-
-def check_conditions(recipe: Recipe, factories: Mapping[str, OperationFactory]) -> None:
-    """M10: a recipe that sets a run condition (``storage``) runs only operations that declare they apply
-    it (``factory.conditions``), so a result never claims simulated latency an operation ignored."""
-    if recipe.storage is None:
-        return
-    for name, factory in factories.items():
-        if "storage" not in getattr(factory, "conditions", ()):
-            operation = recipe.mode(name).operation
-            raise PerfsuiteError(
-                f"{recipe.name}: modes.{name}: operation {operation} does not apply storage profiles "
-                "(it declares no 'storage' condition), so simulated storage latency would not be applied")
-
-
-def plan_order(recipe: Recipe) -> list[dict[str, Any]]:
-    """M4: the run's plan: warm-ups, rounds of one sample per mode with one control window per round, the
-    allocation pass. Within every round the modes run in a random order drawn from ``recipe.seed``
-    (``order = "random"``, the default) or in the recipe's order (``"fixed"``)."""
-    modes = [m.name for m in recipe.modes]
-    rng = random.Random(recipe.seed)
-
-    def round_of(kind: str, index: int) -> list[dict[str, Any]]:
-        names = list(modes)
-        if recipe.order == "random":
-            rng.shuffle(names)  # seeded: the same seed gives the same plan; the document records both
-        return [{"kind": kind, "mode": m, "index": index} for m in names]
-
-    order: list[dict[str, Any]] = []
-    for w in range(recipe.warmup):
-        order += round_of("warmup", w)
-    for i in range(max(recipe.samples, recipe.control_windows)):
-        if i < recipe.samples:
-            order += round_of("sample", i)
-        if i < recipe.control_windows:
-            order.append({"kind": "control", "mode": None, "index": i})
-    if recipe.allocation:
-        for i in range(recipe.allocation_samples):
-            order += round_of("allocation", i)
-    if recipe.instructions:
-        for i in range(recipe.instructions_samples):
-            order += round_of("instructions", i)
-    return order
-
-
-def resolve_seed(recipe: Recipe) -> Recipe:
-    """M4: a random-order recipe without a seed gets one drawn now (recorded in the results document)."""
-    if recipe.order == "random" and recipe.seed is None:
-        return dataclasses.replace(recipe, seed=random.SystemRandom().randrange(1 << 31))
-    return recipe
 
 
 def _new_document(recipe: Recipe, fixture: Mapping[str, Any], environment: Mapping[str, Any]) -> dict[str, Any]:

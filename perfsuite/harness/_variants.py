@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite.errors import PerfsuiteError
+from perfsuite.harness._plan import plan_rounds
 from perfsuite.harness._recipe import Recipe
 from perfsuite.harness._results import collect_environment, describe_fixture, git_state, now_iso, write_json_atomic
 from perfsuite.harness._runner import (
@@ -94,21 +95,7 @@ def plan_variants(recipe: Recipe, names: Sequence[str], seed: int) -> list[dict[
         rng.shuffle(pairs)
         return [{"variant": v, "kind": kind, "mode": m, "index": index} for v, m in pairs]
 
-    plan: list[dict[str, Any]] = []
-    for w in range(recipe.warmup):
-        plan += round_of("warmup", w)
-    for i in range(max(recipe.samples, recipe.control_windows)):
-        if i < recipe.samples:
-            plan += round_of("sample", i)
-        if i < recipe.control_windows:
-            plan.append({"variant": None, "kind": "control", "mode": None, "index": i})
-    if recipe.allocation:
-        for i in range(recipe.allocation_samples):
-            plan += round_of("allocation", i)
-    if recipe.instructions:
-        for i in range(recipe.instructions_samples):
-            plan += round_of("instructions", i)
-    return plan
+    return plan_rounds(recipe, round_of, lambda i: {"variant": None, "kind": "control", "mode": None, "index": i})
 
 
 def _worker(request: Mapping[str, Any], timeout: float) -> dict[str, Any]:

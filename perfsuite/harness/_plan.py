@@ -1,0 +1,74 @@
+"""M4 and M10: what a run will do, fixed before it starts: the plan of warm-ups, rounds, control windows and
+passes, the seed of its random order, and the run conditions every operation must apply (split from
+``_runner``, issue 19)."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from perfsuite.errors import PerfsuiteError
+from perfsuite.harness._operation import OperationFactory
+from perfsuite.harness._recipe import Recipe
+
+__all__ = ["check_conditions", "plan_order", "plan_rounds", "resolve_seed"]
+
+
+def check_conditions(recipe: Recipe, factories: Mapping[str, OperationFactory]) -> None:
+    """M10: a recipe that sets a run condition (``storage``) runs only operations that declare they apply
+    it (``factory.conditions``), so a result never claims simulated latency an operation ignored."""
+    if recipe.storage is None:
+        return
+    for name, factory in factories.items():
+        if "storage" not in getattr(factory, "conditions", ()):
+            operation = recipe.mode(name).operation
+            raise PerfsuiteError(
+                f"{recipe.name}: modes.{name}: operation {operation} does not apply storage profiles "
+                "(it declares no 'storage' condition), so simulated storage latency would not be applied")
+
+
+def plan_order(recipe: Recipe) -> list[dict[str, Any]]:
+    """M4: the run's plan: warm-ups, rounds of one sample per mode with one control window per round, the
+    allocation pass. Within every round the modes run in a random order drawn from ``recipe.seed``
+    (``order = "random"``, the default) or in the recipe's order (``"fixed"``)."""
+    modes = [m.name for m in recipe.modes]
+    rng = random.Random(recipe.seed)
+
+    def round_of(kind: str, index: int) -> list[dict[str, Any]]:
+        names = list(modes)
+        if recipe.order == "random":
+            rng.shuffle(names)  # seeded: the same seed gives the same plan; the document records both
+        return [{"kind": kind, "mode": m, "index": index} for m in names]
+
+    return plan_rounds(recipe, round_of, lambda i: {"kind": "control", "mode": None, "index": i})
+
+
+def plan_rounds(recipe: Recipe, round_of: Callable[[str, int], list[dict[str, Any]]],
+                control: Callable[[int], dict[str, Any]]) -> list[dict[str, Any]]:
+    """M4: the shape every plan shares (a run's and an interleaved A/B's): warm-up rounds, rounds of
+    samples each followed by a control window, then the allocation and instruction passes. ``round_of``
+    is called in that order, so a seeded shuffle inside it gives the same plan for the same seed."""
+    order: list[dict[str, Any]] = []
+    for w in range(recipe.warmup):
+        order += round_of("warmup", w)
+    for i in range(max(recipe.samples, recipe.control_windows)):
+        if i < recipe.samples:
+            order += round_of("sample", i)
+        if i < recipe.control_windows:
+            order.append(control(i))
+    if recipe.allocation:
+        for i in range(recipe.allocation_samples):
+            order += round_of("allocation", i)
+    if recipe.instructions:
+        for i in range(recipe.instructions_samples):
+            order += round_of("instructions", i)
+    return order
+
+
+def resolve_seed(recipe: Recipe) -> Recipe:
+    """M4: a random-order recipe without a seed gets one drawn now (recorded in the results document)."""
+    if recipe.order == "random" and recipe.seed is None:
+        return dataclasses.replace(recipe, seed=random.SystemRandom().randrange(1 << 31))
+    return recipe
