@@ -4,17 +4,15 @@ takes the paragraph's writer, so every figure still goes through its :class:`Fig
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from perfsuite.report._compare import Comparison
 from perfsuite.report._conditions import conditions_of
-from perfsuite.report._figures import metric_field, sample_field
+from perfsuite.report._figures import Figures, metric_field, sample_field
 from perfsuite.report._format import short_commit
+from perfsuite.report._load import Floor, Result
 from perfsuite.report._table import NO_ACK_RATIO_RECIPES
-
-if TYPE_CHECKING:
-    from perfsuite.report._evidence import _Writer
 
 #: fewer samples per mode than this is called "small samples"
 FEW_SAMPLES = 20
@@ -38,6 +36,24 @@ FLOOR_COUNTS = (
     ("dir_fsyncs", "directory fsync", "directory fsyncs"),
     ("removes", "removal", "removals"),
 )
+
+
+class _Writer(Protocol):
+    """What these sentences need of the paragraph's writer (``_evidence._Writer``; a protocol, so this
+    module does not import back the one that imports it)."""
+
+    f: Figures
+    result: Result
+    floor: Floor | None
+    baseline: Result | None
+    publication: Floor | None
+    doc: Mapping[str, Any]
+
+    def rng(self, mode: str, *keys: str, fmt: str = "ms", source: str = "result") -> str: ...
+    def has(self, mode: str, *keys: str, source: str = "result") -> bool: ...
+    def day(self, source: str = "result") -> str: ...
+    def acks(self, skip: str | None = None) -> str: ...
+    def measured_stalls(self) -> bool: ...
 
 
 def join_and(parts: Sequence[str]) -> str:
