@@ -65,7 +65,6 @@ class FilePublication:
     early_ack: Any = None  # fault hooks (issue 19, ``FaultHooks``)
     reorder: Any = None
     main_ms: dict[str, float] | None = None  # as Publication's: the job's loop-thread times, else None
-    driver: str = "sync"
 
     def steps(self) -> Iterator[Step]:
         yield Step("stage", self._stage, (), _ignore, True)
@@ -120,13 +119,13 @@ class FilePublication:
         self.outcome = "adopted"
 
     def report(self) -> Any:
-        from perfsuite.engine._pipeline import PublicationReport
+        from perfsuite.engine._pipeline import PublicationReport, thread_times
 
         phases = dict(self.phases_ms)
-        main = phases if self.main_ms is None else {"freeze": self.batch.freeze_ms, **self.main_ms}
+        main, driver = thread_times(phases, self.main_ms, self.batch.freeze_ms)
         return PublicationReport(self.batch.id, self.batch.kind, self.outcome, phases, self.changed,
                                  error=None if self.error is None else str(self.error),
-                                 failed_phase=self.failed_phase, main_thread_ms=main, driver=self.driver)
+                                 failed_phase=self.failed_phase, main_thread_ms=main, driver=driver)
 
 
 def _ignore(_: Any) -> None:

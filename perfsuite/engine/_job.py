@@ -85,8 +85,7 @@ class PublicationJob:
         self.admission = admission or Admission()
         self.label = label or publication.batch.kind
         self.trace = JobTrace()
-        publication.main_ms = self.trace.main_ms  # the report's loop-thread times (workloads read them)
-        publication.driver = "job"
+        publication.main_ms = self.trace.main_ms  # the report's loop-thread times; its driver is "job"
         self.submitted_ns = time.perf_counter_ns()
         self.done = False
         self._steps: Iterator[Step] = driven_steps(publication)

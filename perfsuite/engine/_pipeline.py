@@ -314,7 +314,6 @@ class Publication:
     # The asynchronous job's loop-thread time per phase (its trace's own dict, so nothing is counted
     # twice); None for the synchronous writer, whose every phase is on the calling thread.
     main_ms: dict[str, float] | None = None
-    driver: str = "sync"
     # Set by the session only while someone listens (issue 19): (phase, done, main_ms, wall_ms, error).
     on_phase: PhaseObserver | None = None
     # Fault hooks (issue 19, ``FaultHooks``): acknowledge early after this phase; a rewritten step order.
@@ -355,7 +354,7 @@ class Publication:
 
     def report(self) -> PublicationReport:
         phases = dict(self.phases_ms)
-        main = phases if self.main_ms is None else {"freeze": self.batch.freeze_ms, **self.main_ms}
+        main, driver = thread_times(phases, self.main_ms, self.batch.freeze_ms)
         return PublicationReport(
             id=self.batch.id,
             kind=self.batch.kind,
@@ -369,8 +368,17 @@ class Publication:
             error=None if self.error is None else f"{type(self.error).__name__}: {self.error}",
             failed_phase=self.failed_phase,
             main_thread_ms=main,
-            driver=self.driver,
+            driver=driver,
         )
+
+
+def thread_times(phases: dict[str, float], main_ms: dict[str, float] | None,
+                 freeze_ms: float) -> tuple[dict[str, float], str]:
+    """A report's ``main_thread_ms`` and ``driver``, derived from who ran it: the job's loop-thread times
+    (``main_ms``, freeze added), or for the synchronous writer (no ``main_ms``) every phase."""
+    if main_ms is None:
+        return phases, "sync"
+    return {"freeze": freeze_ms, **main_ms}, "job"
 
 
 def _ignore(_: Any) -> None:
