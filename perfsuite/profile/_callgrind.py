@@ -36,6 +36,7 @@ import perfsuite
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness import Recipe, SampleSpec, find_valgrind, measure_instructions
 from perfsuite.profile._flame import folded_lines, write_flame_graph
+from perfsuite.profile._process import artifact_prefix
 from perfsuite.profile._trampolines import OTHER, PREFIX, skip_options, trampoline_library
 
 __all__ = [
@@ -242,16 +243,6 @@ def _rewrite(source: Path, target: Path, names: Mapping[str, tuple[str, str, int
             out.write(line)
 
 
-def _prefix(output_dir: Path, recipe: str) -> Path:
-    stamp = time.strftime("%Y%m%dT%H%M%S")
-    prefix = output_dir / f"{recipe}-{stamp}"
-    n = 2
-    while Path(f"{prefix}.callgrind.profile.json").exists():
-        prefix = output_dir / f"{recipe}-{stamp}-{n}"
-        n += 1
-    return prefix
-
-
 def _profile_mode(recipe: Recipe, mode: str, prefix: Path, scratch: Path, work_root: Path, fixture: Path | None,
                   valgrind: Any, library: Path) -> dict[str, Any]:
     m = recipe.mode(mode)
@@ -325,7 +316,7 @@ def profile_callgrind(
     valgrind = find_valgrind(valgrind_path)
     library = trampoline_library()
     output_dir.mkdir(parents=True, exist_ok=True)
-    prefix = _prefix(output_dir, recipe.name)
+    prefix = artifact_prefix(output_dir, recipe.name, "callgrind")
     root = Path(work_root) if work_root is not None else Path(tempfile.gettempdir())
     root.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="perfsuite-callgrind-", dir=root))

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -25,6 +26,18 @@ PROFILER_ENV = {"py-spy": "PERFSUITE_PY_SPY", "scalene": "PERFSUITE_SCALENE", "c
 
 
 # -- locating the profiler --------------------------------------------------------------------------------
+
+
+def artifact_prefix(output_dir: Path, recipe: str, profiler: str) -> Path:
+    """``<recipe>-<stamp>`` in ``output_dir`` (``-2``, ``-3``... when a profile record of that name exists):
+    the stem every artifact of one ``perfsuite profile`` run shares."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    prefix = output_dir / f"{recipe}-{stamp}"
+    n = 2
+    while Path(f"{prefix}.{profiler}.profile.json").exists():
+        prefix = output_dir / f"{recipe}-{stamp}-{n}"
+        n += 1
+    return prefix
 
 
 def _executable(text: str, profiler: str, origin: str) -> str:

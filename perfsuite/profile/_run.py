@@ -48,7 +48,7 @@ from perfsuite.profile._modes import (
     _profile_pyspy,
     _profile_scalene,
 )
-from perfsuite.profile._process import PROFILERS, profiler_command
+from perfsuite.profile._process import PROFILERS, artifact_prefix, profiler_command
 from perfsuite.report import PhaseBreakdown, breakdown_from_samples
 
 __all__ = [
@@ -115,16 +115,6 @@ def _fixture_bytes(fixture: Path | None, info: Mapping[str, Any] | None) -> int:
     return total
 
 
-def _prefix(output_dir: Path, recipe: str, profiler: str) -> Path:
-    stamp = time.strftime("%Y%m%dT%H%M%S")
-    prefix = output_dir / f"{recipe}-{stamp}"
-    n = 2
-    while Path(f"{prefix}.{profiler}.profile.json").exists():
-        prefix = output_dir / f"{recipe}-{stamp}-{n}"
-        n += 1
-    return prefix
-
-
 def _profile_with_callgrind(recipe: Recipe, modes: Sequence[str], output: Path, fixture: Path | None,
                             fixture_info: Mapping[str, Any] | None, work_root: Path | None, valgrind: str,
                             on_event: OnEvent) -> ProfileRun:
@@ -188,7 +178,7 @@ def profile_recipe(
         return _profile_with_callgrind(recipe, chosen, output, fixture, fixture_info, work_root, command[0],
                                        on_event or (lambda _msg: None))
     output.mkdir(parents=True, exist_ok=True)
-    prefix = _prefix(output, recipe.name, profiler)
+    prefix = artifact_prefix(output, recipe.name, profiler)
     root = Path(work_root) if work_root is not None else Path(tempfile.gettempdir())
     root.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="perfsuite-profile-", dir=root))
