@@ -96,7 +96,7 @@ def test_process_listeners_see_every_session_and_nothing_is_built_without_one(tm
 
 def test_reports_say_the_driver_and_the_loop_thread_time_without_a_listener(tmp_path: Path) -> None:
     """What the suite reads instead of listening (issue 19: a listener makes every phase build events in
-    the measured window, about 150 allocations per publication)."""
+    the measured window)."""
     clock = VirtualClock()
     session = Session.open(tmp_path / "s", create=True, clock=clock, settings=SessionSettings(offload="inline"),
                            runner=VirtualRunner(clock, lambda kind: 0.3))

@@ -147,7 +147,7 @@ def test_drain_and_stalled_admission(tmp_path, small_session):
 
 def test_engine_operations_measure_without_listening_to_the_engine(tmp_path, small_session):
     """The operations read loop-thread times from the publication reports: no listener, so no event is
-    built inside the measured window (issue 19: listening cost ~150 allocations per publication)."""
+    built inside the measured window (issue 19: a listener costs allocations there)."""
     import shutil
 
     from perfsuite.harness import OperationContext
