@@ -1,9 +1,11 @@
 """One metric of one mode compared (split from ``_compare``, issue 19): a deterministic cost against its
-tolerance, or a timing by Mann-Whitney U and the Hodges-Lehmann ratio with its smallest detectable ratio
-(see :mod:`perfsuite.report._compare` for the rules and why)."""
+tolerance, or a timing by Mann-Whitney U (the signed-rank test on paired rounds) and the Hodges-Lehmann
+ratio with its smallest detectable ratio, and the Holm step over a comparison's gating timings (see
+:mod:`perfsuite.report._compare` for the rules and why)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,9 +22,15 @@ from perfsuite.report._metrics import (
     TIMING_HEADLINES,
     metric_direction,
 )
-from perfsuite.report._power import hodges_lehmann_ratio, smallest_detectable_ratio
+from perfsuite.report._power import (
+    hodges_lehmann_ratio,
+    paired_detectable_ratio,
+    paired_ratio,
+    signed_rank_p,
+    smallest_detectable_ratio,
+)
 
-__all__ = ["GATING_METRICS", "MetricChange", "cost_change", "timing_change"]
+__all__ = ["GATING_METRICS", "MetricChange", "cost_change", "holm", "in_family", "is_gating", "timing_change"]
 
 #: recipe metrics whose regression fails the gate besides the registries (a direction is needed too)
 GATING_METRICS = ("metrics.*",)
@@ -42,8 +50,10 @@ class MetricChange:
     """One recipe/mode/metric: medians, ratio (Hodges-Lehmann for timings, of medians for costs) and the
     verdict: ``regressed``, ``improved``, ``changed`` (no known direction), ``inconclusive`` (a gating timing
     beyond the factor whose test did not reach alpha) or ``unchanged``. ``kind`` is ``cost`` (tolerance;
-    ``p_value`` is ``None``) or ``timing`` (Mann-Whitney U; ``detectable`` is the smallest ratio the test
-    could have seen, ``None`` when none at these counts)."""
+    ``p_value`` is ``None``) or ``timing`` (``test``: ``mann-whitney`` on two sets of samples, or
+    ``signed-rank`` on paired rounds; ``detectable`` is the smallest ratio the test could have seen, ``None``
+    when none at these counts; ``p_adjusted`` is the Holm-adjusted p-value the verdict used, when the
+    comparison controls its error rate over its gating timings)."""
 
     recipe: str
     mode: str
@@ -60,6 +70,8 @@ class MetricChange:
     detectable: float | None = None
     tolerance: float | None = None
     reference: str | None = None  # a by-design reference mode: compared, shown as such, never gating
+    test: str | None = None
+    p_adjusted: float | None = None
 
     @property
     def mode_label(self) -> str:
@@ -95,7 +107,8 @@ def _ratio(mb: float, mn: float) -> float:
     return mn / mb
 
 
-def _gating(metric: str, mode: str, direction: str | None, reference: str | None = None) -> bool:
+def is_gating(metric: str, mode: str, direction: str | None, reference: str | None = None) -> bool:
+    """Whether a metric of a mode may fail the gate (a cost, a timing headline or a directed recipe metric)."""
     if direction is None or mode == "control" or reference is not None:
         return False
     return metric in COST_METRICS or metric in TIMING_HEADLINES or any(fnmatchcase(metric, p) for p in GATING_METRICS)
@@ -124,7 +137,7 @@ def cost_change(recipe: str, mode: str, metric: str, base: Sequence[float], new:
         ratio=_ratio(b.median, n.median),
         p_value=None,
         status=status,
-        gating=_gating(metric, mode, cost.direction, reference),
+        gating=is_gating(metric, mode, cost.direction, reference),
         underpowered=False,
         kind="cost",
         tolerance=float(tolerance),
@@ -136,9 +149,14 @@ def timing_change(
     recipe: str, mode: str, metric: str, base: Sequence[float], new: Sequence[float], alpha: float, factor: float,
     gate: str = "all",
     reference: str | None = None,
+    *,
+    paired: bool = False,
+    detect_alpha: float | None = None,
 ) -> MetricChange:
-    """A timing: Mann-Whitney U and the Hodges-Lehmann ratio must agree; beyond the factor but not
-    significant is inconclusive for a gating metric (exit 3, issue 15)."""
+    """A timing: the test and the Hodges-Lehmann ratio must agree; beyond the factor but not significant is
+    inconclusive for a gating metric (exit 3, issue 15). ``paired``: ``base[i]`` and ``new[i]`` are one
+    round (the signed-rank test on log ratios; the unpaired rule when a value is not positive).
+    ``detect_alpha`` is the level of the smallest detectable ratio (default ``alpha``)."""
     import numpy as np
 
     require("report", "scipy")
@@ -146,30 +164,29 @@ def timing_change(
 
     b, n = np.asarray(base, dtype=float), np.asarray(new, dtype=float)
     sb, sn = Stat.from_values(b), Stat.from_values(n)
-    estimate = hodges_lehmann_ratio(b, n)
+    direction = metric_direction(metric)
+    gating = is_gating(metric, mode, direction, reference) and gate == "all"
+    level = alpha if detect_alpha is None else detect_alpha
+    estimate = paired_ratio(b, n) if paired else None
+    if estimate is not None:  # paired rounds: a slow spell of the machine hits both sides of a round
+        test = "signed-rank"
+        p, _ = signed_rank_p(np.log(n / b))
+        underpowered = 2.0 / 2.0 ** b.size >= alpha
+        detectable = (paired_detectable_ratio(b, n, level, higher_is_better=direction == HIGHER)
+                      if gating else None)
+    else:
+        test = "mann-whitney"
+        estimate = hodges_lehmann_ratio(b, n)
+        p = float(mannwhitneyu(b, n, alternative="two-sided").pvalue)
+        underpowered = _min_p(b.size, n.size) >= alpha
+        detectable = (smallest_detectable_ratio(b, n, level, higher_is_better=direction == HIGHER)
+                      if gating else None)
     ratio = _ratio(sb.median, sn.median) if estimate is None else estimate
-    p = float(mannwhitneyu(b, n, alternative="two-sided").pvalue)
     if math.isnan(p):
         p = 1.0
-    direction = metric_direction(metric)
-    gating = _gating(metric, mode, direction, reference) and gate == "all"
     headline = TIMING_HEADLINES.get(metric)
     floor = headline.min_change_ms if headline is not None and mode != "control" else 0.0
     beyond = (ratio >= factor or ratio <= 1.0 / factor) and abs(ratio - 1.0) * abs(sb.median) >= floor
-    underpowered = _min_p(b.size, n.size) >= alpha
-    detectable = None
-    if gating:
-        detectable = smallest_detectable_ratio(b, n, alpha, higher_is_better=direction == HIGHER)
-    if not beyond:
-        status = "unchanged"
-    elif p >= alpha:
-        status = "inconclusive" if gating else "unchanged"
-    elif direction is None:
-        status = "changed"
-    elif (ratio > 1.0) == (direction == LOWER):
-        status = "regressed"
-    else:
-        status = "improved"
     return MetricChange(
         recipe=recipe,
         mode=mode,
@@ -179,10 +196,48 @@ def timing_change(
         new=sn,
         ratio=ratio,
         p_value=p,
-        status=status,
+        status=_timing_status(beyond, p, alpha, gating, direction, ratio),
         gating=gating,
         underpowered=underpowered,
         kind="timing",
         detectable=detectable,
         reference=reference,
+        test=test,
     )
+
+
+def _timing_status(beyond: bool, p: float, alpha: float, gating: bool, direction: str | None, ratio: float) -> str:
+    if not beyond:
+        return "unchanged"
+    if p >= alpha:
+        return "inconclusive" if gating else "unchanged"
+    if direction is None:
+        return "changed"
+    return "regressed" if (ratio > 1.0) == (direction == LOWER) else "improved"
+
+
+def in_family(change: MetricChange) -> bool:
+    """Whether a change is one of the gating timing headlines :func:`holm` adjusts together."""
+    return (change.kind == "timing" and change.gating and change.p_value is not None
+            and change.metric in TIMING_HEADLINES)
+
+
+def holm(changes: Sequence[MetricChange], alpha: float) -> list[MetricChange]:
+    """Holm's step-down over the gating timing headlines of one comparison (max gap, longest stall,
+    submission, acknowledgement, drain of every mode): each gets its adjusted p-value (``p_adjusted``) and its
+    verdict again at ``alpha`` on it, so the chance that any of them is called changed when none changed
+    stays under ``alpha`` (a comparison gates on 8 or more of them per recipe: at 0.05 each, an identical
+    revision fails every few runs). A recipe's own directed metrics (``metrics.*``, mostly counts that do
+    not vary), costs and information rows are left as they are."""
+    family = [i for i, c in enumerate(changes) if in_family(c)]
+    ordered = sorted(family, key=lambda i: float(changes[i].p_value or 0.0))
+    out = list(changes)
+    running = 0.0
+    size = len(ordered)
+    for rank, i in enumerate(ordered):
+        c = changes[i]
+        running = max(running, min(1.0, (size - rank) * float(c.p_value or 0.0)))
+        beyond = c.status != "unchanged"  # a gating timing is unchanged exactly when it is not beyond
+        out[i] = dataclasses.replace(c, p_adjusted=running, status=_timing_status(
+            beyond, running, alpha, c.gating, c.direction, c.ratio))
+    return out

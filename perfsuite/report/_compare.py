@@ -35,7 +35,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from perfsuite.errors import PerfsuiteError
-from perfsuite.report._change import GATING_METRICS, MetricChange, cost_change, timing_change
+from perfsuite.report._change import GATING_METRICS, MetricChange, cost_change, holm, is_gating, timing_change
 from perfsuite.report._conditions import conditions_of
 from perfsuite.report._load import Result, latest_by_recipe, scan_results
 from perfsuite.report._machine import machine_of
@@ -51,6 +51,7 @@ from perfsuite.report._metrics import (
 from perfsuite.report._pairing import find_pairing, read_pairing
 
 __all__ = [
+    "CORRECTIONS",
     "DEFAULT_ALPHA",
     "DEFAULT_FACTOR",
     "GATES",
@@ -70,6 +71,8 @@ DEFAULT_ALPHA = 0.05
 DEFAULT_FACTOR = 1.10
 #: what may fail the gate: everything, or only the deterministic costs (timings then shown as info)
 GATES = ("all", "costs")
+#: error-rate control over a comparison's gating timings: none (each at alpha), or Holm's step-down
+CORRECTIONS = ("none", "holm")
 #: metrics left out of comparisons: ``window_ms`` is the acknowledgement plus a constant tail
 EXCLUDED_METRICS = frozenset({"window_ms"})
 #: left out too: the simulated-storage counters describe the M10 condition, not the system under test
@@ -106,6 +109,18 @@ class Comparison:
     incomplete: tuple[str, ...] = ()
     skipped: tuple[str, ...] = ()
     flags: tuple[str, ...] = field(default=())
+    looks: int = 1
+    correction: str = "none"
+
+    @property
+    def level(self) -> float:
+        """The level each look tests at: ``alpha / looks``."""
+        return self.alpha / self.looks
+
+    @property
+    def paired(self) -> bool:
+        """Whether any timing was compared round by round (the signed-rank test)."""
+        return any(c.test == "signed-rank" for c in self.changes)
 
     @property
     def regressions(self) -> tuple[MetricChange, ...]:
@@ -184,11 +199,20 @@ def compare_results(
     flags: Sequence[str] = (),
     skipped: Sequence[str] = (),
     gate: str = "all",
+    paired: bool = False,
+    looks: int = 1,
+    correction: str = "none",
 ) -> Comparison:
     """Compare loaded results (the latest of each recipe per side); see the module docstring. ``gate="costs"``
-    lets only the deterministic costs fail the gate (timings are still compared, and shown as info)."""
+    lets only the deterministic costs fail the gate (timings are still compared, and shown as info).
+    ``paired``: samples of one index are one round (``perfsuite ab``); ``looks``: the planned looks of a
+    sequential A/B (each at ``alpha / looks``); ``correction="holm"``: Holm over the gating timings."""
     if gate not in GATES:
         raise PerfsuiteError(f"--gate must be one of {', '.join(GATES)}, got {gate!r}")
+    if correction not in CORRECTIONS:
+        raise PerfsuiteError(f"--correction must be one of {', '.join(CORRECTIONS)}, got {correction!r}")
+    if looks < 1:
+        raise PerfsuiteError(f"looks must be at least 1, got {looks}")
     if not 0 < alpha < 1:
         raise PerfsuiteError(f"--alpha must be between 0 and 1, got {alpha:g}")
     if not factor > 1:
@@ -217,16 +241,26 @@ def compare_results(
             f"{base_name} and {new_name} were measured on different machines ({'; '.join(machines)}): their timings "
             "are not comparable; run both on one machine (`perfsuite ab`) or pass --cross-machine"
         )
-    changes: list[MetricChange] = []
+    inputs: list[_Input] = []
     for b, n in pairs:
-        changes += _compare_pair(b, n, base_name, new_name, alpha, factor, out_notes, gate)
+        inputs += _inputs(b, n, base_name, new_name, out_notes, paired)
+    # each look tests at alpha / looks (Bonferroni over the looks of a sequential A/B); Holm then spreads that
+    # over the gating timings, so the smallest detectable ratio is stated at the level every one of them is
+    # sure to get: alpha / looks / their number
+    level = alpha / looks
+    family = sum(1 for i in inputs if _in_family(i, gate))
+    changes = [_change(i, level, factor, gate, level / family if correction == "holm" and _in_family(i, gate)
+                       else level, out_notes) for i in inputs]
+    if correction == "holm":
+        changes = holm(changes, level)
     if gate == "costs":
         flags = [*flags, "costs-only gate: timings shown, not gating"]
-    underpowered = sorted({(c.base.n, c.new.n) for c in changes if c.underpowered and c.gating})
+    underpowered = sorted({(c.base.n, c.new.n, c.test) for c in changes if c.underpowered and c.gating})
     if underpowered:
         out_notes.append(
-            "too few samples for p < {:g} with {} (Mann-Whitney U cannot reach it): timings there can only be "
-            "unchanged or inconclusive".format(alpha, ", ".join(f"{x} vs {y}" for x, y in underpowered))
+            "too few samples for p < {:g} with {}: timings there can only be unchanged or inconclusive".format(
+                level, ", ".join(f"{x} paired rounds (the signed-rank test cannot reach it)" if t == "signed-rank"
+                                 else f"{x} vs {y} (Mann-Whitney U cannot reach it)" for x, y, t in underpowered))
         )
     if only_base:
         out_notes.append(f"only in BASE ({base_name}), not compared: {', '.join(only_base)}")
@@ -238,6 +272,8 @@ def compare_results(
         alpha=alpha,
         factor=factor,
         changes=tuple(changes),
+        looks=looks,
+        correction=correction,
         notes=tuple(out_notes),
         only_base=only_base,
         only_new=only_new,
@@ -248,12 +284,34 @@ def compare_results(
     )
 
 
-def _compare_pair(
-    b: Result, n: Result, base_name: str, new_name: str, alpha: float, factor: float, notes: list[str], gate: str
-) -> list[MetricChange]:
-    import numpy as np
+@dataclass(frozen=True, slots=True)
+class _Input:
+    """One metric of one mode, ready to compare: its two sets of values (aligned by round when ``paired``)."""
 
-    changes: list[MetricChange] = []
+    recipe: str
+    mode: str
+    metric: str
+    base: tuple[float, ...]
+    new: tuple[float, ...]
+    reference: str | None
+    paired: bool
+
+    @property
+    def cost(self) -> bool:
+        return self.metric in COST_METRICS and self.mode != "control"
+
+
+def _aligned(b: Result, n: Result, mode: str, metric: str) -> tuple[list[float], list[float]] | None:
+    """BASE's and HEAD's values of ``metric`` round by round, when both sides hold the same rounds."""
+    rb, rn = b.rounds(mode).get(metric) or {}, n.rounds(mode).get(metric) or {}
+    if len(rb) < 2 or set(rb) != set(rn) or len(rb) != len(b.samples(mode)) or len(rn) != len(n.samples(mode)):
+        return None
+    keys = sorted(rb)
+    return [rb[k] for k in keys], [rn[k] for k in keys]
+
+
+def _inputs(b: Result, n: Result, base_name: str, new_name: str, notes: list[str], paired: bool) -> list[_Input]:
+    inputs: list[_Input] = []
     modes = [m for m in b.modes if m in n.modes]
     for side, result, other in ((base_name, b, n), (new_name, n, b)):
         for mode in result.modes:
@@ -265,6 +323,7 @@ def _compare_pair(
     bd, nd = (b.data.get("fixture") or {}).get("digest"), (n.data.get("fixture") or {}).get("digest")
     if bd and nd and bd != nd:
         notes.append(f"{b.recipe}: the fixtures differ (digest {bd[:19]} in {base_name}, {nd[:19]} in {new_name})")
+    unpaired: list[str] = []
     for mode in [*modes, "control"]:
         vb, vn = b.values(mode), n.values(mode)
         for metric in sorted(set(vb) | set(vn)):
@@ -277,18 +336,43 @@ def _compare_pair(
                 notes.append(f"{b.recipe}/{mode}: {metric} not measured in {side}")
                 continue
             reference = n.reference(mode) or b.reference(mode)
-            if metric in COST_METRICS and mode != "control":
-                change = cost_change(b.recipe, mode, metric, vb[metric], vn[metric], reference)
-                for side, values in ((base_name, vb[metric]), (new_name, vn[metric])):
-                    spread = float(np.ptp(values))
-                    if change.tolerance is not None and spread >= change.tolerance:
-                        notes.append(f"{change.label}: not deterministic in {side} (range {spread:g} >= tolerance "
-                                     f"{change.tolerance:g}); compared by medians")
-            else:
-                change = timing_change(b.recipe, mode, metric, vb[metric], vn[metric], alpha, factor, gate,
-                                       reference)
-            changes.append(change)
-    return changes
+            values: tuple[list[float], list[float]] | None = (vb[metric], vn[metric])
+            together = False
+            if paired and not (metric in COST_METRICS and mode != "control"):
+                rounds = _aligned(b, n, mode, metric)
+                if rounds is None:
+                    if mode not in unpaired:
+                        unpaired.append(mode)
+                else:
+                    values, together = rounds, True
+            assert values is not None
+            inputs.append(_Input(b.recipe, mode, metric, tuple(values[0]), tuple(values[1]), reference, together))
+    if unpaired:
+        notes.append(f"{b.recipe}: {', '.join(unpaired)}: the two sides do not hold the same rounds; compared "
+                     "unpaired (Mann-Whitney U)")
+    return inputs
+
+
+def _change(item: _Input, alpha: float, factor: float, gate: str, detect_alpha: float,
+            notes: list[str]) -> MetricChange:
+    import numpy as np
+
+    if item.cost:
+        change = cost_change(item.recipe, item.mode, item.metric, item.base, item.new, item.reference)
+        for side, values in (("BASE", item.base), ("NEW", item.new)):
+            spread = float(np.ptp(values))
+            if change.tolerance is not None and spread >= change.tolerance:
+                notes.append(f"{change.label}: not deterministic in {side} (range {spread:g} >= tolerance "
+                             f"{change.tolerance:g}); compared by medians")
+        return change
+    return timing_change(item.recipe, item.mode, item.metric, item.base, item.new, alpha, factor, gate,
+                         item.reference, paired=item.paired, detect_alpha=detect_alpha)
+
+
+def _in_family(item: _Input, gate: str) -> bool:
+    """Whether ``item`` will be one of the timing headlines Holm adjusts together (:func:`in_family`)."""
+    return (not item.cost and item.metric in TIMING_HEADLINES and gate == "all"
+            and is_gating(item.metric, item.mode, metric_direction(item.metric), item.reference))
 
 
 def compare(
@@ -345,5 +429,8 @@ def _compare_pairing(path: Path | str, *, alpha: float | None, factor: float | N
         base, new, base_name=names[0], new_name=names[1], notes=pairing.notes, flags=pairing.flags,
         alpha=float(recorded.get("alpha", DEFAULT_ALPHA)) if alpha is None else alpha,
         factor=float(recorded.get("factor", DEFAULT_FACTOR)) if factor is None else factor,
-        gate=str(recorded.get("gate", "all")) if gate is None else gate, **options,
+        gate=str(recorded.get("gate", "all")) if gate is None else gate,
+        # a pairing written before rounds were paired (no such option) keeps the verdict it had
+        paired=bool(recorded.get("paired", False)), looks=int(recorded.get("looks", 1)),
+        correction=str(recorded.get("correction", "none")), **options,
     )

@@ -37,10 +37,16 @@ def _p(p: float) -> str:
 
 
 def _test(c: MetricChange) -> str:
-    """The p-value of a timing, or the tolerance of a cost."""
+    """The p-value of a timing (and the Holm-adjusted one the verdict used), or the tolerance of a cost."""
     if c.kind == "cost":
         return f"tol {_value(c.metric, c.tolerance or 0.0)}"
-    return _p(c.p_value if c.p_value is not None else 1.0)
+    text = _p(c.p_value if c.p_value is not None else 1.0)
+    return text if c.p_adjusted is None else f"{text} (Holm {_p(c.p_adjusted)})"
+
+
+def _pvalues(c: MetricChange) -> str:
+    text = f"p = {_p(c.p_value or 1.0)}"
+    return text if c.p_adjusted is None else f"{text}, Holm-adjusted {_p(c.p_adjusted)}"
 
 
 def _detectable(c: MetricChange) -> str:
@@ -58,8 +64,8 @@ def _detail(c: MetricChange) -> str:
         return f"{'+' if delta >= 0 else '-'}{_value(c.metric, abs(delta))} ({_ratio(c.ratio)})"
     if c.status == "inconclusive":
         seen = "never at these sample counts" if c.detectable is None else f"detectable >= {c.detectable:.2f}x"
-        return f"{_ratio(c.ratio)} (p = {_p(c.p_value or 1.0)}, {seen})"
-    return f"{_ratio(c.ratio)} (p = {_p(c.p_value or 1.0)})"
+        return f"{_ratio(c.ratio)} ({_pvalues(c)}, {seen})"
+    return f"{_ratio(c.ratio)} ({_pvalues(c)})"
 
 
 def _item(c: MetricChange) -> str:
@@ -81,8 +87,9 @@ def compare_headline(comparison: Comparison) -> str:
             line += f"; also {len(c.inconclusive)} inconclusive"
     elif c.inconclusive:
         n = len(c.inconclusive)
+        adjusted = "Holm-adjusted " if c.correction == "holm" else ""
         line = (f"inconclusive: {n} headline{'s' if n != 1 else ''} beyond {c.factor:g}x that the test could not "
-                f"confirm at p < {c.alpha:g}: {_items(c.inconclusive)}")
+                f"confirm at {adjusted}p < {c.level:g}: {_items(c.inconclusive)}")
     elif c.incomplete:
         line = "inconclusive: no regression in what was measured, but the data is incomplete"
     else:
@@ -97,11 +104,16 @@ def compare_headline(comparison: Comparison) -> str:
 
 
 def _rule(comparison: Comparison) -> str:
+    c = comparison
+    test = ("Wilcoxon signed-rank on paired rounds (Mann-Whitney U where the rounds do not pair)" if c.paired
+            else "Mann-Whitney U")
+    level = f"{c.level:g}" if c.looks == 1 else f"{c.level:g} (alpha {c.alpha:g} over {c.looks} looks)"
+    family = ("; p-values of the gating timing headlines Holm-adjusted together; detectable at the level each is "
+              "sure to get" if c.correction == "holm" else "")
     return (
-        f"timings: changed = Mann-Whitney U p < {comparison.alpha:g} and a ratio (Hodges-Lehmann) beyond "
-        f"{comparison.factor:g}x either way (direction-aware; beyond it but not significant = inconclusive); costs "
-        "(allocation, bytes written, fsync/rename/create counts, instructions): changed = medians apart by at least "
-        "the tolerance"
+        f"timings: changed = {test} p < {level} and a ratio (Hodges-Lehmann) beyond {c.factor:g}x either way "
+        f"(direction-aware; beyond it but not significant = inconclusive){family}; costs (allocation, bytes "
+        "written, fsync/rename/create counts, instructions): changed = medians apart by at least the tolerance"
     )
 
 

@@ -201,6 +201,18 @@ class Result:
                         columns.setdefault(f"instructions.{key}", []).append(float(sample[key]))
         return columns
 
+    def rounds(self, mode: str) -> dict[str, dict[int, float]]:
+        """The latency samples' metrics by round (the sample's ``index``): ``perfsuite ab`` pairs round ``i`` of
+        BASE with round ``i`` of HEAD (run back to back). Samples without an index are left out."""
+        columns: dict[str, dict[int, float]] = {}
+        for sample in self.samples(mode):
+            index = sample.get("index")
+            if not isinstance(index, int) or isinstance(index, bool):
+                continue
+            for key, value in sample_metrics(sample).items():
+                columns.setdefault(key, {})[index] = value
+        return columns
+
     def instructions(self, mode: str) -> Mapping[str, Any] | None:
         """The mode's instruction-pass section (issue 22), ``None`` when the run did not ask for one."""
         if mode == "control":
