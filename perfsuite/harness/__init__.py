@@ -75,6 +75,7 @@ from perfsuite.harness._stalls import (
 from perfsuite.harness._variants import (
     CodeVariant,
     VariantsResult,
+    extend_variants,
     imports_packages,
     plan_variants,
     probe_variant,
@@ -123,6 +124,7 @@ __all__ = [
     "check_conditions",
     "check_resumable",
     "create_operation",
+    "extend_variants",
     "find_valgrind",
     "imports_packages",
     "instructions_section",

@@ -21,6 +21,8 @@ the running interpreter's. All variants share the fixture (the same private copi
 Each variant gets its own results document (the schema of :func:`run_recipe`), whose ``order`` is its
 own part of the plan, plus a ``variant`` section (its name, the others, the seed, the code it imported
 and where from). :func:`probe_variant` checks, before measuring, that operations import against a variant.
+:func:`extend_variants` adds rounds to finished documents (a sequential A/B's next look, issue 15): the
+same interleaving, indices after the last round, appended sample by sample.
 """
 
 from __future__ import annotations
@@ -51,7 +53,15 @@ from perfsuite.harness._runner import (
     _work_dir,
 )
 
-__all__ = ["CodeVariant", "VariantsResult", "imports_packages", "plan_variants", "probe_variant", "run_variants"]
+__all__ = [
+    "CodeVariant",
+    "VariantsResult",
+    "extend_variants",
+    "imports_packages",
+    "plan_variants",
+    "probe_variant",
+    "run_variants",
+]
 
 OnSample = Callable[[SampleEvent], None]
 
@@ -198,6 +208,67 @@ def run_variants(
             write_json_atomic(run.path, run.doc)
             runs[v.name] = run
         _execute(recipe, runs, plan, on_sample)
+        return VariantsResult({name: run.finish() for name, run in runs.items()}, tuple(plan), seed)
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def extend_variants(
+    recipe: Recipe,
+    variants: Sequence[CodeVariant],
+    *,
+    outputs: Mapping[str, Path],
+    rounds: int,
+    fixture: Path | None = None,
+    work_root: Path | None = None,
+    seed: int = 0,
+    on_sample: OnSample | None = None,
+    valgrind: str | None = None,
+) -> VariantsResult:
+    """Add ``rounds`` interleaved rounds (one sample per variant and mode, in a seeded random order, then one
+    shared control window) to the finished documents of :func:`run_variants` at ``outputs``: indices follow
+    the last round, each sample is written as it lands, the plan and progress grow, the recipe section
+    records the new sample count and ``variant.extensions`` each extension. No warm-up and no allocation or
+    instruction pass: those are deterministic costs, measured once."""
+    from perfsuite.harness._results import load_results
+
+    if rounds < 1:
+        raise PerfsuiteError(f"{recipe.name}: rounds to add must be positive, got {rounds}")
+    docs = {v.name: load_results(Path(outputs[v.name])) for v in variants}
+    counts = {name: {m: len(body["samples"]) for m, body in doc["modes"].items()} for name, doc in docs.items()}
+    done = {n for c in counts.values() for n in c.values()}
+    if len(done) != 1 or any(doc.get("status") != "complete" for doc in docs.values()):
+        raise PerfsuiteError(f"{recipe.name}: only complete documents with one sample count per mode can be "
+                             f"extended, got {counts}")
+    start = done.pop()
+    names = [v.name for v in variants]
+    rng = random.Random(seed)
+    modes = [m.name for m in recipe.modes]
+    plan: list[dict[str, Any]] = []
+    for index in range(start, start + rounds):
+        pairs = [(v, m) for v in names for m in modes]
+        rng.shuffle(pairs)
+        plan += [{"variant": v, "kind": "sample", "mode": m, "index": index} for v, m in pairs]
+        plan.append({"variant": None, "kind": "control", "mode": None, "index": index})
+    grown = dataclasses.replace(recipe, samples=start + rounds, control_windows=start + rounds)
+    work_dir = _work_dir(work_root)
+    try:
+        runs: dict[str, _Run] = {}
+        for v in variants:
+            doc = docs[v.name]
+            own = [{"kind": e["kind"], "mode": e["mode"], "index": e["index"]}
+                   for e in plan if e["variant"] in (v.name, None)]
+            doc["order"] = [*doc["order"], *own]
+            doc["progress"]["total"] = len(doc["order"])
+            doc["status"] = "running"
+            doc["recipe"] = {**doc["recipe"], "samples": start + rounds, "control_windows": start + rounds}
+            doc["variant"]["extensions"] = [*doc["variant"].get("extensions", []),
+                                            {"rounds": rounds, "first_index": start, "seed": seed}]
+            run = _Run(grown, doc, Path(outputs[v.name]), Path(fixture) if fixture else None, work_dir, None,
+                       valgrind=valgrind, code=v.request())
+            write_json_atomic(run.path, run.doc)
+            runs[v.name] = run
+        _execute(grown, runs, plan, on_sample)
         return VariantsResult({name: run.finish() for name, run in runs.items()}, tuple(plan), seed)
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)

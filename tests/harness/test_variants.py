@@ -16,6 +16,7 @@ from perfsuite.harness import (
     CodeVariant,
     ModeSpec,
     Recipe,
+    extend_variants,
     plan_variants,
     probe_variant,
     resume_run,
@@ -167,3 +168,50 @@ def test_imports_packages_tells_machine_only_operations_apart(tmp_path, monkeypa
     # the idle control imports the engine's storage delay model (M10): importing alone cannot tell, hence
     # the declaration `perfsuite ab` reads (tests/ab/test_ab.py)
     assert imports_packages("perfsuite.workloads.basic:idle", ["perfsuite.engine"]) is True
+
+
+def test_extending_a_pair_adds_interleaved_rounds_after_the_last_one(
+    tmp_path: Path, variants: tuple[CodeVariant, CodeVariant]
+) -> None:
+    """A sequential A/B's next look (issue 15): more rounds appended to both finished documents, paired by
+    index with nothing re-measured, and the comparison pairs every round."""
+    from perfsuite.report import compare_results, read_result
+
+    outputs = {"base": tmp_path / "base" / "t.json", "head": tmp_path / "head" / "t.json"}
+    recipe = _recipe(warmup=0)
+    run_variants(recipe, variants, outputs=outputs, seed=3)
+    before = {name: json.loads(path.read_text()) for name, path in outputs.items()}
+    events = []
+    extend_variants(recipe, variants, outputs=outputs, rounds=3, seed=9, on_sample=events.append)
+    for name, value in (("base", 1), ("head", 2)):
+        doc = json.loads(outputs[name].read_text())
+        validate_results(doc)
+        assert doc["status"] == "complete" and doc["progress"]["done"] == doc["progress"]["total"] == len(doc["order"])
+        samples = doc["modes"]["op"]["samples"]
+        assert [s["index"] for s in samples] == [0, 1, 2, 3, 4]
+        assert samples[:2] == before[name]["modes"]["op"]["samples"]  # nothing measured again
+        assert [s["metrics"]["value"] for s in samples] == [value] * 5  # each side still imports its own code
+        assert [s["index"] for s in doc["control"]["samples"]] == [0, 1, 2, 3, 4]
+        assert doc["modes"]["op"]["allocation"] == before[name]["modes"]["op"]["allocation"]  # a cost: once
+        assert doc["recipe"]["samples"] == 5
+        assert doc["variant"]["extensions"] == [{"rounds": 3, "first_index": 2, "seed": 9}]
+    docs = {name: json.loads(path.read_text()) for name, path in outputs.items()}
+    assert docs["base"]["control"]["samples"] == docs["head"]["control"]["samples"]
+    assert sorted((e.variant, e.index) for e in events if e.kind == "sample") == sorted(
+        (v, i) for v in ("base", "head") for i in (2, 3, 4))
+    comparison = compare_results([read_result(outputs["base"])], [read_result(outputs["head"])], paired=True)
+    headlines = [c for c in comparison.changes if c.mode == "op" and c.metric in ("ack_ms", "max_gap_ms")]
+    assert len(headlines) == 2 and {c.test for c in headlines} == {"signed-rank"}  # positive values: log ratios
+    assert {c.base.n for c in comparison.changes if c.kind == "timing"} == {5}
+
+
+def test_only_finished_documents_can_be_extended(tmp_path: Path, variants: tuple[CodeVariant, CodeVariant]) -> None:
+    outputs = {"base": tmp_path / "base" / "t.json", "head": tmp_path / "head" / "t.json"}
+    run_variants(_recipe(warmup=0), variants, outputs=outputs, seed=3)
+    doc = json.loads(outputs["head"].read_text())
+    doc["status"] = "interrupted"
+    outputs["head"].write_text(json.dumps(doc))
+    with pytest.raises(PerfsuiteError, match="only complete documents"):
+        extend_variants(_recipe(warmup=0), variants, outputs=outputs, rounds=1)
+    with pytest.raises(PerfsuiteError, match="must be positive"):
+        extend_variants(_recipe(warmup=0), variants, outputs=outputs, rounds=0)
