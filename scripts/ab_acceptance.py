@@ -12,8 +12,10 @@ working tree of the planted commit:
   sleep1   time.sleep(0.001) in the same off-loop step (about +20% on the asynchronous acknowledgement):
            expect exit 1 in at least 4 of 5 runs;
   aa       nothing planted, the base against itself: expect exit 0 every time (10 runs);
-  mdr      the base against itself at 6 samples: the smallest detectable ratio of mailbox-delivery's
-           sync and async acknowledgement and max gap.
+  mdr      the base against itself at 6 samples (`--samples 6 --looks 1`): the smallest detectable ratio
+           of mailbox-delivery's sync and async acknowledgement and max gap, as the gate states it (6
+           paired rounds, Holm over the headlines) and as `perfsuite compare base/ head/` states it for
+           two sets of 6 samples (Mann-Whitney U, each headline at alpha).
 
 Prints one line per run (exit status, the named metrics) and a summary, with the exact commands. Usage:
 
@@ -84,11 +86,22 @@ def plant(repo: Path, base: str, name: str) -> str:
     return sh(["git", "rev-parse", "HEAD"], repo).stdout.strip()
 
 
-def ab(repo: Path, base: str, out: Path, recipe: str, samples: int | None) -> dict[str, Any]:
-    """One `perfsuite ab` run; its exit status, first line, and what the comparison named."""
+def _headlines(comparison: Any) -> dict[str, Any]:
+    return {
+        c.label: {"ratio": round(c.ratio, 3), "p": c.p_value, "p_adjusted": c.p_adjusted, "test": c.test,
+                  "detectable": c.detectable, "status": c.status, "gating": c.gating, "reference": c.reference}
+        for c in comparison.changes
+        if c.metric in ("ack_ms", "max_gap_ms", "submission_ms", "allocation.total_bytes") and c.mode != "control"
+    }
+
+
+def ab(repo: Path, base: str, out: Path, recipe: str, samples: int | None, looks: int | None = None) -> dict[str, Any]:
+    """One `perfsuite ab` run; its exit status, first line, rounds, and what the comparison named."""
     args = [sys.executable, "-m", "perfsuite", "ab", base, "-r", recipe, "--output-dir", str(out)]
     if samples:
         args += ["--samples", str(samples)]
+    if looks:
+        args += ["--looks", str(looks)]
     env = {**os.environ, "PYTHONPATH": str(repo)}
     started = time.monotonic()
     proc = sh(args, repo, env, check=False)
@@ -105,19 +118,21 @@ def ab(repo: Path, base: str, out: Path, recipe: str, samples: int | None) -> di
         comparison = compare(out)
         result["regressed"] = [c.label for c in comparison.regressions]
         result["inconclusive"] = [c.label for c in comparison.inconclusive]
-        result["headlines"] = {
-            c.label: {"ratio": round(c.ratio, 3), "p": c.p_value, "detectable": c.detectable, "status": c.status,
-                      "gating": c.gating, "reference": c.reference}
-            for c in comparison.changes
-            if c.metric in ("ack_ms", "max_gap_ms", "submission_ms", "allocation.total_bytes") and c.mode != "control"
-        }
+        result["headlines"] = _headlines(comparison)
+        pairing = json.loads((out / "ab.json").read_text())
+        result["looks"] = pairing.get("looks", 1)
+        result["rounds"] = {e["recipe"]: e.get("rounds") for e in pairing["recipes"]}
+        # the same samples as two unrelated sets, each headline at alpha: `perfsuite compare base/ head/`
+        result["unpaired_headlines"] = _headlines(compare(out / "base", out / "head"))
     return result
 
 
 def line(name: str, i: int, r: dict[str, Any]) -> str:
     named = ", ".join(r.get("regressed", [])) or "-"
     unsure = ", ".join(r.get("inconclusive", [])) or "-"
-    return f"{name:7} run {i}: exit {r['exit']} ({r['seconds']:.0f} s) regressed: {named}; inconclusive: {unsure}"
+    rounds = ", ".join(f"{k} {v}" for k, v in (r.get("rounds") or {}).items())
+    return (f"{name:7} run {i}: exit {r['exit']} ({r['seconds']:.0f} s, {r.get('looks', '?')} look(s), rounds "
+            f"{rounds or '?'}) regressed: {named}; inconclusive: {unsure}")
 
 
 def main() -> int:
@@ -149,7 +164,7 @@ def main() -> int:
         for i in range(1, count + 1):
             out = workdir / f"{name}-{i}"
             samples = 6 if name == "mdr" else args.samples
-            r = ab(repo, base, out, args.recipe, samples)
+            r = ab(repo, base, out, args.recipe, samples, 1 if name == "mdr" else None)
             runs[name].append(r)
             print(line(name, i, r), flush=True)
             print(f"          {r['command']}", flush=True)
@@ -158,14 +173,16 @@ def main() -> int:
         exits = [r["exit"] for r in results]
         print(f"  {name:7} exits {exits}")
         if name == "mdr" and results and "headlines" in results[0]:
+            unpaired = results[0].get("unpaired_headlines", {})
             for label, h in results[0]["headlines"].items():
                 if label.split()[-1] in ("ack_ms", "max_gap_ms"):
                     if not h.get("gating", True):  # a reference mode (the publication floor): never gated
                         print(f"          {label}: not gated (reference mode: {h.get('reference')})")
                         continue
-                    d = h["detectable"]
-                    print(f"          {label}: smallest detectable ratio at 6 samples "
-                          f"{'never' if d is None else f'{d:.2f}x'} (observed {h['ratio']:.2f}x)")
+                    d, u = h["detectable"], (unpaired.get(label) or {}).get("detectable")
+                    print(f"          {label}: smallest detectable ratio at 6 samples: the gate (6 paired rounds, "
+                          f"Holm) {'never' if d is None else f'{d:.2f}x'}; two sets of 6 (Mann-Whitney U, "
+                          f"alpha) {'never' if u is None else f'{u:.2f}x'} (observed {h['ratio']:.2f}x)")
     if args.json:
         Path(args.json).write_text(json.dumps({"base": base, "runs": runs}, indent=1))
     return 0

@@ -8,6 +8,6 @@ runner, their samples interleaved round by round on the same fixture copies and 
 """
 
 from perfsuite.ab._git import Revision
-from perfsuite.ab._run import AB_SAMPLES, CODE_UNDER_TEST, FALLBACK_CODE, AbResult, run_ab
+from perfsuite.ab._run import AB_LOOKS, AB_SAMPLES, CODE_UNDER_TEST, FALLBACK_CODE, AbResult, look_again, run_ab
 
-__all__ = ["AB_SAMPLES", "CODE_UNDER_TEST", "FALLBACK_CODE", "AbResult", "Revision", "run_ab"]
+__all__ = ["AB_LOOKS", "AB_SAMPLES", "CODE_UNDER_TEST", "FALLBACK_CODE", "AbResult", "Revision", "look_again", "run_ab"]

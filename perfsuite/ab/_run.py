@@ -17,6 +17,16 @@ document per recipe each, the schema of ``perfsuite run``) and the pairing ``ab.
 (:mod:`perfsuite.report._pairing`) with the thresholds used; the verdict is :func:`perfsuite.report.compare`
 of that pairing, also written as Markdown: ``compare.md`` (everything, for a job summary) and ``summary.md``
 (the verdict and the headline table, for a pull-request comment).
+
+**Paired rounds, sequential looks** (the gate's error rates, measured in the closing note of issue 15): a
+round runs BASE's and HEAD's sample of one index back to back (in a random order), so timings are compared
+round by round (the Wilcoxon signed-rank test on the per-round log ratios: the machine's slow spells hit
+both sides and cancel). The gating timing headlines of the whole comparison are one family under Holm's
+step-down, so an identical revision fails the gate about ``alpha`` of the time, not ``alpha`` per headline.
+A first look measures ``samples`` rounds; while some gating headline is inconclusive (beyond the factor
+the worse way, not significant) and no regression is found, the recipes concerned get ``samples`` more
+rounds, up to ``looks`` looks; every look tests at ``alpha / looks`` (Bonferroni over the looks), so
+looking again never buys a false regression. Inconclusive after the last look is exit 3, said as such.
 """
 
 from __future__ import annotations
@@ -38,6 +48,7 @@ from perfsuite.harness import (
     CodeVariant,
     Recipe,
     SampleEvent,
+    extend_variants,
     imports_packages,
     probe_variant,
     resolve_operation,
@@ -55,10 +66,15 @@ from perfsuite.report import (
     compare_markdown,
 )
 
-__all__ = ["AB_SAMPLES", "CODE_UNDER_TEST", "FALLBACK_CODE", "AbResult", "run_ab"]
+__all__ = ["AB_LOOKS", "AB_SAMPLES", "CODE_UNDER_TEST", "FALLBACK_CODE", "AbResult", "look_again", "run_ab"]
 
-#: samples per mode per revision (recipes say 6 for a single run; see the README for how this was chosen)
+#: rounds per look (one sample per mode per revision each; recipes say 6 for a single run): 16 paired rounds
+#: decide a large change at the first look (the signed-rank test can reach p = 3e-5 there)
 AB_SAMPLES = 16
+#: at most this many looks of AB_SAMPLES rounds each while a headline stays inconclusive: simulated on 18 A/A
+#: runs of this machine (issue 15's note), 4 looks of 16 took an identical revision to exit 0 in 99% of runs
+#: (20 rounds on average) and caught a planted +1 ms in 97%
+AB_LOOKS = 4
 #: imported from each revision's tree
 CODE_UNDER_TEST: tuple[str, ...] = ("perfsuite.engine",)
 #: ... and when the running checkout's operations do not import against a revision's engine
@@ -80,7 +96,9 @@ class AbResult:
     seconds: float
     seed: int
     recipes: tuple[str, ...] = ()  # measured (the default set leaves out machine-only recipes)
-    samples: int = 0  # per mode per revision
+    samples: int = 0  # rounds per look (one sample per mode per revision each)
+    rounds: tuple[tuple[str, int], ...] = ()  # (recipe, rounds measured) after the last look
+    looks: int = 1  # looks taken (of the planned ones in the pairing's options)
 
 
 def _instrument() -> Path:
@@ -203,12 +221,14 @@ def run_ab(
     gate: str | None = None,
     skip_machine_only: bool = False,
     valgrind: str | None = None,
+    looks: int = AB_LOOKS,
 ) -> AbResult:
     """Measure ``recipes`` for BASE and HEAD (``None``: the working tree) interleaved, write both documents
     per recipe and the pairing under ``output_dir``, and compare them; see the module docstring.
     ``skip_machine_only`` leaves out recipes none of whose operations import the code under test (they
     measure the machine, e.g. idle-control and fsync-floor: between two revisions they can only add noise).
-    ``valgrind`` is the instruction pass's valgrind, for recipes with ``instructions = true`` (issue 22)."""
+    ``valgrind`` is the instruction pass's valgrind, for recipes with ``instructions = true`` (issue 22).
+    ``looks``: at most this many looks of each recipe's ``samples`` rounds (see the module docstring)."""
     started = time.monotonic()
     skipped: list[str] = []
     if skip_machine_only:
@@ -222,6 +242,8 @@ def run_ab(
     if not 0 < alpha < 1 or not factor > 1 or (gate or "all") not in GATES:  # before minutes of measuring
         raise PerfsuiteError(f"--alpha must be in (0, 1), --factor above 1 and --gate one of {', '.join(GATES)}; "
                              f"got {alpha:g}, {factor:g}, {gate}")
+    if looks < 1:
+        raise PerfsuiteError(f"--looks must be at least 1, got {looks}")
     root = repo_root(Path(cwd or Path.cwd()))
     output_dir = Path(output_dir)
     _check_output(output_dir)
@@ -264,10 +286,10 @@ def run_ab(
                          work_root=work_root, seed=seed + index, on_sample=on_sample, run_id=run_id,
                          valgrind=valgrind)
             entries.append({"recipe": recipe.name, "base": f"base/{outputs['base'].name}",
-                            "head": f"head/{outputs['head'].name}", "seed": seed + index,
+                            "head": f"head/{outputs['head'].name}", "seed": seed + index, "rounds": recipe.samples,
                             "fixture": {"name": recipe.fixture, "digest": info.get("digest")}})
         pairing = output_dir / PAIRING_FILE
-        write_json_atomic(pairing, {
+        document = {
             "format": PAIRING_FORMAT,
             "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "seed": seed,
@@ -277,13 +299,45 @@ def run_ab(
             "recipes": entries,
             "notes": notes,
             "flags": flags,
-            "options": {"alpha": alpha, "factor": factor, "gate": gate or "all"},
-        })
+            "options": {"alpha": alpha, "factor": factor, "gate": gate or "all", "paired": True, "looks": looks,
+                        "correction": "holm"},
+            "looks": 1,
+        }
+        write_json_atomic(pairing, document)
+        taken = 1
+        by_name = {r.name: (i, r) for i, r in enumerate(recipes)}
+        for look in range(2, looks + 1):
+            pending = look_again(compare(output_dir))
+            if not pending:
+                break
+            for name in pending:
+                index, recipe = by_name[name]
+                entry = entries[index]
+                extend_variants(recipe, [base_variant, head_variant],
+                                outputs={side: output_dir / entry[side] for side in ("base", "head")},
+                                rounds=recipe.samples, fixture=resolve_fixture(recipe.fixture)[0],
+                                work_root=work_root, seed=seed + index + 7919 * look, on_sample=on_sample,
+                                valgrind=valgrind)
+                entry["rounds"] = int(entry.get("rounds", recipe.samples)) + recipe.samples
+            taken = look
+            notes.append(f"look {look} of {looks}: {', '.join(pending)} inconclusive at look {look - 1}; "
+                         f"{recipes[0].samples} more rounds each")
+            document["looks"] = taken
+            write_json_atomic(pairing, document)
     comparison = compare(output_dir)  # exactly what `perfsuite compare DIR` says later
     _write_text(output_dir / "compare.md", compare_markdown(comparison))
     _write_text(output_dir / "summary.md", compare_markdown(comparison, details=False))
     return AbResult(output_dir, pairing, base_rev, head_rev, comparison, time.monotonic() - started, seed,
-                    tuple(r.name for r in recipes), recipes[0].samples)
+                    tuple(r.name for r in recipes), recipes[0].samples,
+                    tuple((str(e["recipe"]), int(e["rounds"])) for e in entries), taken)
+
+
+def look_again(comparison: Comparison) -> tuple[str, ...]:
+    """The recipes a sequential A/B measures again: those with an inconclusive gating headline (beyond the
+    factor the worse way, not significant), unless a regression already decides the gate."""
+    if comparison.regressions:
+        return ()
+    return tuple(sorted({c.recipe for c in comparison.inconclusive}))
 
 
 def _write_text(path: Path, text: str) -> None:

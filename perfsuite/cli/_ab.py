@@ -27,7 +27,7 @@ from perfsuite.errors import PerfsuiteError
 def _cmd_ab(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from perfsuite.ab import AB_SAMPLES, run_ab
+    from perfsuite.ab import AB_LOOKS, AB_SAMPLES, run_ab
     from perfsuite.cli._report import print_comparison
     from perfsuite.cli._run import DEFAULT_RUN_RECIPES
     from perfsuite.harness import SampleEvent, list_recipes, load_recipe
@@ -75,15 +75,16 @@ def _cmd_ab(args: argparse.Namespace) -> int:
             args.base, args.head, recipes, resolve_fixture=lambda name: resolver(name, None), output_dir=output,
             seed=args.seed, work_root=Path(args.work_dir) if args.work_dir else None, on_sample=on_sample,
             gate=args.gate, skip_machine_only=not (args.all or args.recipes), valgrind=args.valgrind,
-            **thresholds(args),
+            looks=AB_LOOKS if args.looks is None else args.looks, **thresholds(args),
         )
     finally:
         if tasks:
             progress.stop()
     print_comparison(result.comparison, "ab", fmt=args.format, everything=False)
-    line = (f"ab: BASE {result.base.describe()} vs HEAD {result.head.describe()}: {', '.join(result.recipes)}, "
-            f"{result.samples} samples per mode per revision, interleaved (seed {result.seed}), "
-            f"{result.seconds:.0f} s; pairing: {result.pairing}")
+    rounds = ", ".join(f"{name} {n}" for name, n in result.rounds)
+    line = (f"ab: BASE {result.base.describe()} vs HEAD {result.head.describe()}: rounds (one sample per mode per "
+            f"revision each) {rounds}; {result.looks} look{'s' if result.looks != 1 else ''} of {result.samples} "
+            f"rounds, interleaved (seed {result.seed}), {result.seconds:.0f} s; pairing: {result.pairing}")
     if args.format == "markdown":
         print(f"<!-- {line} -->")
     elif args.format == "json":  # stdout holds the one JSON document: side notes go to stderr
@@ -95,7 +96,7 @@ def _cmd_ab(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """`ab`."""
-    from perfsuite.ab import AB_SAMPLES
+    from perfsuite.ab import AB_LOOKS, AB_SAMPLES
 
     ab = sub.add_parser(
         "ab",
@@ -103,9 +104,10 @@ def register(sub: Any) -> None:
         description="Measures BASE and HEAD (default: the working tree, uncommitted changes included) in one run: "
         "each revision's perfsuite.engine is imported from its own git worktree, the harness, operations and "
         "recipes are this checkout's; samples interleaved round by round in a seeded random order, on the same "
-        "fixture copies and idle control. Writes base/ and head/ results and the pairing ab.json, then compares "
-        "them as `perfsuite compare` does. Exit status: 0 no regression, 1 regression, 2 unusable input, "
-        "3 inconclusive.",
+        "fixture copies and idle control. Timings are compared round by round (signed-rank test), Holm-adjusted "
+        "over the gating headlines; while a headline is inconclusive, more rounds are measured (up to --looks). "
+        "Writes base/ and head/ results and the pairing ab.json, then compares them as `perfsuite compare` does. "
+        "Exit status: 0 no regression, 1 regression, 2 unusable input, 3 inconclusive.",
     )
     ab.add_argument("base", metavar="BASE", type=non_empty,
                     help="the baseline revision (branch, tag, commit, e.g. the merge base)")
@@ -115,7 +117,10 @@ def register(sub: Any) -> None:
                     help="a recipe name or .toml path, repeatable (default: the quick set's recipes that import the "
                     "engine: mailbox-delivery, root-checkpoint, diagnostic-append)")
     ab.add_argument("--all", action="store_true", help="the whole catalogue instead of the quick set")
-    ab.add_argument("--samples", type=positive_int, help=f"samples per mode per revision (default: {AB_SAMPLES})")
+    ab.add_argument("--samples", type=positive_int, help="rounds per look: one sample per mode per revision each "
+                    f"(default: {AB_SAMPLES})")
+    ab.add_argument("--looks", type=positive_int, help="at most this many looks of --samples rounds while a headline "
+                    f"stays inconclusive, each testing at alpha / looks (default: {AB_LOOKS}; 1: a fixed sample)")
     ab.add_argument("--warmup", type=non_negative_int,
                     help="discarded warm-up samples per mode per revision (recipe default: 1)")
     ab.add_argument("--allocation-samples", type=positive_int, help="allocation-pass samples per mode per revision "
