@@ -215,7 +215,7 @@ def main() -> int:
     parser.add_argument("--repo", help="a git checkout to run in (default: a fresh clone of this repository)")
     parser.add_argument("--base", help="the pull request's base commit (default: HEAD: the project against itself)")
     parser.add_argument("--var", action="append", default=[], metavar="NAME=VALUE",
-                        help="a repository variable, e.g. PERFSUITE_AB_ARGS='--samples 24'")
+                        help="a repository variable, e.g. PERFSUITE_AB_ARGS='--looks 6'")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="run-workflow-"))
     if args.repo:

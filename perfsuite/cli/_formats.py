@@ -167,12 +167,17 @@ def compare_json(comparison: Any) -> dict[str, Any]:
             "detectable": getattr(c, "detectable", None),
             "tolerance": getattr(c, "tolerance", None),
             "reference": getattr(c, "reference", None),
+            "test": getattr(c, "test", None),
+            "p_adjusted": getattr(c, "p_adjusted", None),
         })
     return {
         "base": str(comparison.base),
         "new": str(comparison.new),
         "alpha": comparison.alpha,
         "factor": comparison.factor,
+        "looks": int(getattr(comparison, "looks", 1)),
+        "correction": str(getattr(comparison, "correction", "none")),
+        "level": float(getattr(comparison, "level", comparison.alpha)),
         "exit_status": int(comparison.exit_status),
         "regressions": len(comparison.regressions),
         "improvements": len(comparison.improvements),

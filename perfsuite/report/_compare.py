@@ -13,6 +13,13 @@ Three kinds of metric (:mod:`perfsuite.report._metrics`):
   the **smallest detectable ratio** at its sample counts and spread (:mod:`perfsuite.report._power`). A
   gating timing beyond the factor whose test does not reach significance is **inconclusive**: never a
   pass (exit 3 when it points the worse way);
+* **paired rounds** (a pairing written by ``perfsuite ab`` that says ``paired``): round ``i`` of BASE and of
+  HEAD ran back to back, so timings are compared round by round, the Wilcoxon signed-rank test on the
+  per-round log ratios with the Hodges-Lehmann estimate of those as the ratio (:mod:`._power`); the
+  pairing's ``looks`` divide alpha (each look of a sequential A/B tests at ``alpha / looks``) and its
+  ``correction="holm"`` adjusts the gating timing headlines' p-values together (:func:`._change.holm`), so
+  an identical revision fails about ``alpha`` of the time per comparison, not per headline. Two separate
+  runs are compared unpaired and uncorrected (6 samples per side could never survive a correction);
 * the rest (lag percentiles, phases, GC, metrics without a direction, the idle control) is compared and
   shown as ``(info)`` for diagnosis, never gating: with some 25 metrics per mode, gating on all of them
   would raise false alarms on every few runs, and they move with the headlines anyway.
