@@ -71,9 +71,9 @@ __all__ = ["AB_LOOKS", "AB_SAMPLES", "CODE_UNDER_TEST", "FALLBACK_CODE", "AbResu
 #: rounds per look (one sample per mode per revision each; recipes say 6 for a single run): 16 paired rounds
 #: decide a large change at the first look (the signed-rank test can reach p = 3e-5 there)
 AB_SAMPLES = 16
-#: at most this many looks of AB_SAMPLES rounds each while a headline stays inconclusive: simulated on 18 A/A
-#: runs of this machine (issue 15's note), 4 looks of 16 took an identical revision to exit 0 in 99% of runs
-#: (20 rounds on average) and caught a planted +1 ms in 97%
+#: at most this many looks of AB_SAMPLES rounds each while a headline stays inconclusive (at most 64 rounds);
+#: chosen with scripts/ab_simulate.py on A/A runs of this project's machine, checked with
+#: scripts/ab_acceptance.py (the figures and their commands: issue 15's closing note)
 AB_LOOKS = 4
 #: imported from each revision's tree
 CODE_UNDER_TEST: tuple[str, ...] = ("perfsuite.engine",)
