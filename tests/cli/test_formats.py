@@ -68,7 +68,7 @@ def test_json_keys_are_the_documented_ones() -> None:
     assert {c["status"] for c in compare["changes"]} == {"unchanged"}
     assert list(compare["changes"][0]) == ["recipe", "mode", "metric", "base", "new", "ratio", "p_value", "status",
                                            "gating", "headline", "underpowered", "kind", "detectable", "tolerance",
-                                           "reference"]
+                                           "reference", "test", "p_adjusted"]
     # issue 15: the verdict line, "cannot tell" counted, what was not compared and why
     assert compare["verdict"] == "no regression" and compare["inconclusive"] == 0
     assert compare["only_base"] == compare["only_new"] == compare["cross_machine"] == compare["incomplete"] == []
