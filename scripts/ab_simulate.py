@@ -15,7 +15,7 @@ and the gate's timing rule is applied to the whole comparison:
 A headline regresses when its (adjusted) p is below the level and its ratio is beyond the factor the worse
 way by at least 0.5 ms; beyond it but not significant is inconclusive. The comparison exits 1 on any
 regression, else 3 on any inconclusive, else 0. The statistics are perfsuite's own
-(:mod:`perfsuite.report._power`); costs are not simulated (they are exact). Not a test: it reads
+(:mod:`perfsuite.report`); costs are not simulated (they are exact). Not a test: it reads
 measurements, it never makes them. Deterministic for a given seed.
 
 Usage:
@@ -37,8 +37,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from perfsuite.harness import sample_metrics
-from perfsuite.report._metrics import TIMING_HEADLINES
-from perfsuite.report._power import hodges_lehmann_ratio, paired_ratio, signed_rank_p
+from perfsuite.report import TIMING_HEADLINES, hodges_lehmann_ratio, paired_ratio, signed_rank_p
 
 DEFAULT_RULES = "unpaired:16,paired:16,paired:32,paired:32:holm,paired:16x4:holm"
 #: where an off-loop delay shows: every synchronous headline (the loop waits for the pipeline) and the

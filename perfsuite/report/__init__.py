@@ -84,7 +84,7 @@ from perfsuite.report._phases import (
     sample_phases,
     write_phase_plot,
 )
-from perfsuite.report._power import smallest_detectable_ratio
+from perfsuite.report._power import hodges_lehmann_ratio, paired_ratio, signed_rank_p, smallest_detectable_ratio
 from perfsuite.report._references import ReferenceMode, reference_modes, references_markdown
 from perfsuite.report._results_branch import (
     DEFAULT_BRANCH,
@@ -172,6 +172,7 @@ __all__ = [
     "fmt_level",
     "history",
     "history_results",
+    "hodges_lehmann_ratio",
     "ingest",
     "is_store",
     "latest_by_recipe",
@@ -180,6 +181,7 @@ __all__ = [
     "metric_direction",
     "open_store",
     "order_results",
+    "paired_ratio",
     "phase_breakdown",
     "phase_figure",
     "phase_table",
@@ -200,6 +202,7 @@ __all__ = [
     "scan_results",
     "select_runs",
     "short_commit",
+    "signed_rank_p",
     "smallest_detectable_ratio",
     "stall_ms",
     "summary_rows",

@@ -173,16 +173,18 @@ def test_the_paired_detectable_ratio_is_exactly_where_the_test_starts_to_succeed
 def test_the_json_output_says_which_test_and_which_adjusted_p_decided(
     tmp_path: Path, docs: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from importlib import resources
+
     import jsonschema
 
     from perfsuite import cli
-    from perfsuite.cli._formats import output_schema
 
     base = _drifting(docs, 16, seed=3)
     folder = _pairing(tmp_path, docs, base, _shifted(base, 1.15, seed=4), {**PAIRED, "looks": 2})
     assert cli.main(["compare", str(folder), "--format", "json"]) == 1
     data = json.loads(capsys.readouterr().out)
-    jsonschema.validate(data, output_schema())
+    schema = json.loads(resources.files("perfsuite.cli").joinpath("output.schema.json").read_text())
+    jsonschema.validate(data, schema)
     assert (data["looks"], data["correction"], data["level"]) == (2, "holm", 0.025)
     ack = next(c for c in data["changes"] if (c["mode"], c["metric"]) == ("async", "ack_ms"))
     assert ack["test"] == "signed-rank" and ack["p_adjusted"] >= ack["p_value"] and ack["status"] == "regressed"
