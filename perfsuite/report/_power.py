@@ -31,7 +31,7 @@ changes (the Walsh averages of the centred ``d``). ``n`` rounds can never go bel
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 __all__ = [
     "hodges_lehmann_ratio",
@@ -87,12 +87,17 @@ def smallest_detectable_ratio(
 
     pairs = (c[None, :] / b[:, None]) if higher_is_better else (b[:, None] / c[None, :])
     candidates = np.unique(pairs[pairs > 1.0].ravel())
-    candidates = [float(x) * (1.0 + _NUDGE) for x in candidates]
+    return _first_detected([float(x) * (1.0 + _NUDGE) for x in candidates], 1.0 + _NUDGE, detected)
+
+
+def _first_detected(candidates: list[float], least: float, detected: Callable[[float], bool]) -> float | None:
+    """The smallest of the ascending ``candidates`` for which the monotone ``detected`` holds (``least`` when
+    even it does), by binary search; ``None`` when not even the largest does."""
     if not candidates or not detected(candidates[-1]):
         return None
+    if detected(least):
+        return least
     lo, hi = 0, len(candidates) - 1  # invariant: detected(candidates[hi]) holds
-    if detected(1.0 + _NUDGE):
-        return 1.0 + _NUDGE
     while lo < hi:
         mid = (lo + hi) // 2
         if detected(candidates[mid]):
@@ -172,15 +177,5 @@ def paired_detectable_ratio(
     candidates = [float(v) + max(abs(float(v)), 1e-9) * _NUDGE for v in points if v > 0]
     top = float(np.max(np.abs(centred))) * 2.0 + 1.0  # every shifted round on the worse side
     candidates.append(top)
-    if not detected(top):
-        return None
-    if detected(_NUDGE):
-        return float(np.exp(_NUDGE))
-    lo, hi = 0, len(candidates) - 1  # invariant: detected(candidates[hi]) holds
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if detected(candidates[mid]):
-            hi = mid
-        else:
-            lo = mid + 1
-    return float(np.exp(candidates[hi]))
+    found = _first_detected(candidates, _NUDGE, detected)
+    return None if found is None else float(np.exp(found))
