@@ -9,6 +9,8 @@ exists), nesting deep enough to exhaust the parser (``RecursionError``). The eng
 
 from __future__ import annotations
 
+import errno
+
 DAMAGE = (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError, OverflowError)
 
 
@@ -23,3 +25,26 @@ def describe(exc: BaseException) -> str:
         where = f"{exc.filename}: " if exc.filename else ""
         return one_line(f"{where}{exc.strerror or exc}")
     return one_line(f"{type(exc).__name__}: {exc}")
+
+
+# Errors of the storage's state, not of the session's bytes (issue 27 defect 4): `session repair` is the
+# wrong advice for them; the session opens as it is once the condition is gone.
+_ENVIRONMENT = {
+    errno.ENOSPC: "free space on its device, then open it again (nothing is damaged)",
+    errno.EDQUOT: "the disk quota is exhausted: free some, then open it again (nothing is damaged)",
+    errno.EROFS: "its file system is read-only: open it where it can be written (nothing is damaged)",
+    errno.EACCES: "permission denied: open it as a user who may write it (nothing is damaged)",
+    errno.EPERM: "operation not permitted: open it as a user who may write it (nothing is damaged)",
+}
+
+
+def environmental(exc: BaseException | None) -> str | None:
+    """Advice when ``exc`` (or what caused it) is a condition of the storage rather than damage: a full
+    disk, an exhausted quota, a read-only file system, missing permissions. None for anything else."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, OSError) and exc.errno in _ENVIRONMENT:
+            return _ENVIRONMENT[exc.errno]
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None

@@ -34,7 +34,7 @@ from typing import Any
 
 from perfsuite.engine._buffer import ConversationBuffer
 from perfsuite.engine._clock import Clock, SystemClock
-from perfsuite.engine._damage import DAMAGE, describe
+from perfsuite.engine._damage import DAMAGE, describe, environmental
 from perfsuite.engine._fs import O_EXCL_CREATE, WINDOWS, FileSystem, OsFileSystem
 from perfsuite.engine._generations import NotAFile, OwnerConflict, SessionError, read_control
 from perfsuite.engine._objects import digest_bytes
@@ -199,7 +199,7 @@ class FileSession(Session):
                 log = self.log_for(conversation, committed.get(conversation, 0))
                 buffer = ConversationBuffer(conversation, [m.encode() for m in log.messages()])
             except TranscriptError as exc:
-                raise SessionError(f"{exc}; {repair}") from None
+                raise SessionError(f"{exc}; {environmental(exc) or repair}") from None
             self.buffers[conversation] = buffer
             self.log_written[conversation] = buffer.size
             self.problems.extend(f"{t.path}: torn tail recovered into {t.recovery_file}" for t in log.torn)
@@ -329,6 +329,29 @@ class FileSession(Session):
 
     def _discard_unadopted(self, batch: Batch) -> None:  # no staging, no manifests
         return None
+
+    def _roll_back(self, pending: Any) -> None:
+        """Abandon's rollback (issue 27 defect 3): transcripts are written in place, so the abandoned
+        publication's lines may be in the logs (synced or not). Each log is rewritten into a new file
+        holding only its committed messages (never truncated in place: a failed fsync leaves its contents
+        unknown, fsyncgate). When adoption was reached, the sidecar replace may have landed, so the
+        committed sidecar is written back first: it must never name more bytes than its transcripts
+        hold. The live buffers keep the text; a later save publishes it with its own acknowledgement."""
+        if pending.phase == "adopt":
+            committed_sidecar = encode_sidecar(self.sidecar.detach(None, {}, self.sidecar.root,
+                                                                   self.sidecar.checkpoint))
+            self.fs.atomic_replace(self.path(SIDECAR_ARTIFACT), committed_sidecar)
+            self.sidecar_digest = digest_bytes(committed_sidecar)
+        marker = (self.sidecar.checkpoint or {}).get("conversations") or {}
+        for conversation in pending.batch.texts:
+            buffer = self.buffers.get(conversation)
+            if buffer is None:
+                continue
+            count = int((marker.get(conversation) or {}).get("messages", 0))
+            kept = buffer.messages()[:count]
+            self.log_written[conversation] = -1  # unknown until the rewrite completes
+            self.log_for(conversation).replace_all(kept)
+            self.log_written[conversation] = sum(len(m.encode()) for m in kept)
 
     def retire(self, *, pinned: Any = ()) -> tuple[int, bool]:
         return 0, False

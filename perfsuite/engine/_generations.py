@@ -223,6 +223,16 @@ class GenerationStore:
             raise StaleHead(f"{self.path(HEAD)}: names {current} instead of the expected {expected}")
         self.fs.atomic_replace(self.path(HEAD), json.dumps(new.to_json(), sort_keys=True).encode())
 
+    def rewrite_head(self, head: HeadRef | None) -> None:
+        """Make HEAD name ``head`` again, durably (an abandon's rollback of an adoption whose directory
+        fsync failed, issue 27): a new file renamed over HEAD and its directory fsynced, or, for a session
+        that never adopted anything, HEAD removed and its directory fsynced."""
+        if head is None:
+            self.fs.remove(self.path(HEAD))
+            self.fs.sync_dir(self.root)
+            return
+        self.fs.atomic_replace(self.path(HEAD), json.dumps(head.to_json(), sort_keys=True).encode())
+
     # -- manifests and objects ----------------------------------------------------------------------
     def read_manifest(self, name: str, digest: str | None = None) -> Manifest:
         data = self.fs.read(self.path(name))

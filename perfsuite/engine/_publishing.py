@@ -136,7 +136,11 @@ class Publishing:
         """The synchronous writer: every phase inline. Returns after adoption (or a no-op); on failure
         before adoption the batch becomes the pending publication and :class:`SaveFailed` is raised.
         While it runs, the gate is owned by this stack: gated work queues, drains fail fast (E5)."""
-        publication = self.publication(batch)
+        return self._drive(self.publication(batch), acks)
+
+    def _drive(self, publication: Publication, acks: Iterable[Ack]) -> PublicationReport:
+        """Run ``publication``'s remaining steps inline: all of them for a new one; adopt and finish for
+        a retried one whose generation was already committed (``PendingPublication.committed``)."""
         ack_set = list(acks)
         self._apply_faults(publication, ack_set)
         self.active = publication
@@ -191,16 +195,21 @@ class Publishing:
         """Failure before adoption: keep the frozen batch as the pending publication, report save failed."""
         batch = publication.batch
         phase = publication.failed_phase or "?"
+        # A generation that was committed (its chunks, manifest and their directory durable) but whose
+        # adoption failed is retried by adoption alone: HEAD may already name it (a replace whose directory
+        # fsync failed), and a new generation would then be refused as a stale head (issue 27 defect 2).
+        committed = publication if getattr(publication, "head", None) is not None and phase == "adopt" else None
         if self.pending is not None and self.pending.batch.owner == batch.owner:
             self.pending.acks.extend(acks)  # a failed retry: still the same unresolved acknowledgements
             self.pending.phase, self.pending.error = phase, str(exc)
+            self.pending.committed = committed
         elif self.pending is not None:
             # One pending batch at a time: the older one keeps its acknowledgements; this one's
             # tentative records fold into it so a single retry or abandon resolves both.
             self.sidecar.transfer(batch.owner, self.pending.batch.owner)
             self.pending.acks.extend(acks)
         else:
-            self.pending = PendingPublication(batch, phase, str(exc), list(acks))
+            self.pending = PendingPublication(batch, phase, str(exc), list(acks), committed=committed)
         self.save_failed = f"save failed in {phase}: {exc}"
 
     def _finish(self, publication: Publication) -> None:
@@ -256,6 +265,8 @@ class Publishing:
         if pending.batch.epoch != self.epoch and not pending.recovered:
             raise StaleHead(f"{pending.batch.id}: frozen in epoch {pending.batch.epoch}, the session is now in "
                             f"epoch {self.epoch}; abandon it")
+        if pending.committed is not None:
+            return self._readopt(pending)
         texts = {c: t for c, t in pending.batch.texts.items() if self._still_newer(c, t, pending.recovered)}
         if pending.recovered:
             edited = sorted(c for c in texts if c in self.buffers and self.buffers[c].modified)
@@ -276,6 +287,16 @@ class Publishing:
             self.save_failed = None
         return report
 
+    def _readopt(self, pending: PendingPublication) -> PublicationReport:
+        """Retry a committed generation whose adoption failed: adopt it again. ``adopt_head`` writes HEAD
+        into a new file, renames it and fsyncs the directory again: a new change made durable, never a
+        failed fsync retried and trusted (fsyncgate, E1). Its acknowledgements run once, on success."""
+        publication = pending.committed
+        assert publication is not None
+        publication.outcome, publication.error, publication.failed_phase = "running", None, None
+        acks, pending.acks = pending.acks, []
+        return self._drive(publication, acks)
+
     def _still_newer(self, conversation: str, frozen: FrozenText, recovered: bool) -> bool:
         if recovered:
             return True
@@ -287,19 +308,41 @@ class Publishing:
         become deliverable) and fail its unresolved acknowledgements exactly once (E4)."""
         self._enter_sync(None)
         pending = self._require_pending()
-        self._discard_unadopted(pending.batch)
+        self._roll_back(pending)
         self.sidecar.rollback(pending.batch.owner)
         self.pending = None
         self.save_failed = None
         AckSet(pending.acks).resolve(SaveAbandoned(f"{pending.batch.id} was abandoned"))
 
+    def _roll_back(self, pending: PendingPublication) -> None:
+        """Abandon's rollback: what the session's files say afterwards is the committed state, so the
+        abandoned mutation, reported failed, is not there after a reopen (issue 27 defect 3). A HEAD that
+        an adoption-phase failure may have left naming the abandoned generation is first replaced, durably,
+        by the committed one (a new file, renamed, its directory fsynced); then the generation goes."""
+        if pending.phase == "adopt":
+            on_disk = self._head_on_disk()
+            if on_disk is not None and on_disk.manifest.endswith(f"-{pending.batch.id}.json"):
+                self.store.rewrite_head(self.head)
+        self._discard_unadopted(pending.batch)
+
+    def _head_on_disk(self) -> Any:
+        """The HEAD the store holds now (None when missing or unreadable: open has diagnosed it)."""
+        try:
+            return self.store.read_head()
+        except (ValueError, SessionError, OSError):
+            return None
+
     def _discard_unadopted(self, batch: Batch) -> None:
         """A failed attempt's never-adopted manifest (if its commit got that far), then its staged bytes:
         in this order, because a manifest whose staging directory is gone counts as adopted when HEAD is
-        lost (``_adoption``); left alone, the orphan could be mistaken for an adopted generation."""
-        current = self.head.manifest if self.head else None
+        lost (``_adoption``); left alone, the orphan could be mistaken for an adopted generation. The
+        manifest HEAD names on disk is never removed, whatever this session believes (issue 27 defect 2)."""
+        current = {self.head.manifest if self.head else None}
+        on_disk = self._head_on_disk()
+        if on_disk is not None:
+            current.add(on_disk.manifest)
         for name in self.store.list_manifests():
-            if name.endswith(f"-{batch.id}.json") and name != current:
+            if name.endswith(f"-{batch.id}.json") and name not in current:
                 try:
                     self.fs.remove(self.store.path(name))
                 except OSError as exc:  # damage: left in place, and said

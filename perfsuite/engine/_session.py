@@ -28,7 +28,7 @@ from typing import Any
 
 from perfsuite.engine._buffer import ConversationBuffer
 from perfsuite.engine._clock import Clock, SystemClock
-from perfsuite.engine._damage import DAMAGE, describe
+from perfsuite.engine._damage import DAMAGE, describe, environmental
 from perfsuite.engine._events import Observers, SessionInput
 from perfsuite.engine._fs import FileSystem, OsFileSystem
 from perfsuite.engine._gate import MutationGate, Token
@@ -122,6 +122,8 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
         self.stopping = False
         self.root_live = True
         self.drain_ms: list[float] = []
+        # Acknowledgements of checkpoint requests coalesced into a queued one, by its gate key (issue 27)
+        self._checkpoint_waiters: dict[str, list[Ack]] = {}
         self._observed = 0  # version of observational changes (activity flavours, discards)
         self.registry_debounce = Debouncer(clock, settings.registry_debounce_s, self._registry_due,
                                            is_deferred=lambda: self.active is not None,
@@ -177,7 +179,9 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
             raise
         except DAMAGE as exc:
             session._abort_open()
-            raise SessionError(f"{session.root}: cannot open the session: {describe(exc)}") from exc
+            advice = environmental(exc)
+            raise SessionError(f"{session.root}: cannot open the session: {describe(exc)}"
+                               + (f"; {advice}" if advice else "")) from exc
         if session.settings.freeze_loaded:
             session.frozen_objects = freeze_loaded_state()
         return session

@@ -131,6 +131,9 @@ class PendingPublication:
     error: str
     acks: list[Ack]
     recovered: bool = False  # found on disk after a crash rather than failed in this process
+    # The failed publication itself when its generation was committed and only adoption failed: a retry
+    # adopts that generation again instead of committing a new one (issue 27 defect 2).
+    committed: Any = None
 
 
 @dataclass

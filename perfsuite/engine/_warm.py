@@ -12,7 +12,7 @@ from perfsuite.engine._events import GateDrained
 from perfsuite.engine._gate import DrainRefused, Preparation, Token
 from perfsuite.engine._job import Admission, PublicationJob
 from perfsuite.engine._offload import Offload, ProcessOffload, make_offload
-from perfsuite.engine._pipeline import Batch
+from perfsuite.engine._pipeline import Batch, SaveFailed
 from perfsuite.engine._schedulers import Notification
 from perfsuite.engine._sessiontypes import Ack, AckSet
 from perfsuite.engine._sidecar import ROOT
@@ -133,29 +133,49 @@ class WarmLocal:
                            ack: Ack | None = None) -> bool:
         """An automatic checkpoint: a preparation that rechecks modified state, save failure and retained
         batches under the gate, then freezes. One accepted checkpoint per conversation (E7): a request
-        that coalesces into an accepted one returns False. ``ack`` runs once after adoption, or at once
-        for a nil preparation (nothing to publish, or retained recovery that it must not retry)."""
+        that coalesces into an accepted one returns False.
+
+        ``ack`` runs exactly once and means what a synchronous save means (issue 27 defect 1): ``None``
+        once the conversation as it stood at the request is durable (after this checkpoint's adoption, or
+        at once when an earlier save already committed it); :class:`SaveFailed` when it was not published
+        because a pending publication (an earlier failure) holds automatic checkpoints back, since they
+        never blindly retry retained recovery; or the failure of the checkpoint's own publication, once
+        that is retried or abandoned. A request with an ``ack`` coalesces only into a queued checkpoint
+        (which freezes later, so it covers the edit), never into a running one that froze before it."""
         key = f"checkpoint:{conversation}"
         running = self.gate.job
-        if (running is not None and running.publication.batch.kind == "checkpoint"
-                and conversation in running.publication.batch.texts) or key in self.gate.queued_keys():
+        if ack is None and running is not None and running.publication.batch.kind == "checkpoint" \
+                and conversation in running.publication.batch.texts:
             self._input("request_checkpoint", conversation)
             return False  # coalesced; later edits stay dirty for the next opportunity
-        acks = [ack] if ack else []
+        if key in self.gate.queued_keys():
+            if ack is not None:
+                self._checkpoint_waiters.setdefault(key, []).append(ack)
+            self._input("request_checkpoint", conversation)
+            return False  # coalesced into a queued checkpoint, which will freeze this edit too
+        first = [ack] if ack else []
 
         def prepare(token: Token) -> None:
+            acks = first + self._checkpoint_waiters.pop(key, [])
             buffer = self.buffers.get(conversation)
-            if buffer is None or self.pending is not None or self.save_failed \
-                    or not self._needs_publish(conversation, buffer):
-                # Automatic checkpoints never blindly retry retained recovery; a nil preparation
-                # (an earlier save absorbed the edit) is a successful no-op.
-                AckSet(acks).resolve(None)
+            if buffer is None or not self._needs_publish(conversation, buffer):
+                AckSet(acks).resolve(None)  # a nil preparation: an earlier save committed the edit
+                return
+            if self.pending is not None or self.save_failed:
+                blocked = self.pending.batch.id if self.pending is not None else "an earlier publication"
+                AckSet(acks).resolve(SaveFailed(
+                    f"{conversation} not checkpointed: {blocked} is pending ({self.save_failed}); retry or "
+                    "abandon it, then save", phase="freeze", publication=blocked))
                 return
             batch = self.freeze("checkpoint", (conversation,))
             if self.warm:
                 self.accept_job(batch, token, acks, admission=admission)
-            else:
+                return
+            try:
                 self.publish(batch, acks)
+            except SaveFailed:
+                # As the job's failure: the batch is pending, its acknowledgements wait for retry or abandon.
+                self.problems.append(self.save_failed or "save failed")
 
         self.submit_preparation(key, prepare, key=key)
         self._input("request_checkpoint", conversation)

@@ -1,0 +1,241 @@
+"""Issue 27: an acknowledgement means durable on every path (E4, E1 fsyncgate).
+
+Each test reproduces one defect found by an independent pass and fails on the engine before the fix:
+1. ``request_checkpoint(ack=...)`` while a publication is pending acknowledged success at once;
+2. one transient EIO on HEAD's directory fsync wedged the session (every retry StaleHead, and each
+   retry deleted the manifest HEAD named);
+3. a file-backed abandon left the abandoned turn on disk;
+4. a full disk while a file-backed session recovers a torn tail advised ``session repair``.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from perfsuite.engine import (
+    Fault,
+    FaultyFileSystem,
+    FileSession,
+    Message,
+    OsFileSystem,
+    SaveAbandoned,
+    SaveFailed,
+    Session,
+    SessionError,
+)
+
+
+def turn(i: int) -> Message:
+    return Message("user", f"turn {i}", float(i))
+
+
+def dead(_pid: int) -> bool:
+    """The crashed owner's process is gone (a SIGKILL, modelled)."""
+    return False
+
+
+def contents(session: Session) -> list[str]:
+    return [m.content for m in session.buffers["root"].messages()]
+
+
+# -- 1. no acknowledgement while a pending publication holds back automatic checkpoints -------------------
+CHILD_THREE_TURNS = """
+import json, os, signal, sys
+from perfsuite.engine import Fault, FaultyFileSystem, FileSession, Message, OsFileSystem, Session
+profile = {"portable": Session, "file": FileSession}[sys.argv[2]]
+target = "manifest-*" if profile is Session else "conversation.jsonl"
+fs = FaultyFileSystem(OsFileSystem(), [Fault("fsync", nth=2, path=target)])
+session = profile.open(sys.argv[1], create=True, fs=fs)
+acks = {}
+for i in range(3):
+    session.add_message("root", Message("user", f"turn {i}", float(i)))
+    session.request_checkpoint(ack=lambda error, i=i: acks.setdefault(i, None if error is None
+                                                                        else type(error).__name__))
+print(json.dumps({"acks": acks, "pending": session.pending is not None}), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.parametrize("profile", ["portable", "file"])
+def test_a_checkpoint_requested_while_a_publication_is_pending_is_never_acknowledged_as_durable(tmp_path, profile):
+    path = str(tmp_path / "s")
+    child = subprocess.run([sys.executable, "-c", CHILD_THREE_TURNS, path, profile], capture_output=True, text=True,
+                           timeout=120)
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    seen = json.loads(child.stdout)
+    acks = {int(i): error for i, error in seen["acks"].items()}
+    assert acks[0] is None  # turn 0 was published and adopted
+    assert seen["pending"]  # turn 1's publication failed before adoption
+    assert 1 not in acks  # its acknowledgement waits for retry or abandon
+    assert acks[2] == "SaveFailed"  # turn 2 was not published: said, never acknowledged as durable
+    # After the SIGKILL: reopen and retry what was recovered; every turn acknowledged with None is there
+    reopened = (Session if profile == "portable" else FileSession).open(path)
+    if reopened.pending is not None:
+        reopened.retry_pending()
+    durable = contents(reopened)
+    assert all(f"turn {i}" in durable for i, error in acks.items() if error is None)
+    reopened.close()
+
+
+# -- 2. a transient EIO on HEAD's directory fsync does not wedge the session ------------------------------
+def test_a_transient_eio_on_heads_directory_fsync_is_recovered_by_retry(tmp_path):
+    path = str(tmp_path / "s")
+    fs = FaultyFileSystem(OsFileSystem())
+    session = Session.open(path, create=True, fs=fs)
+    session.add_message("root", turn(0))
+    session.checkpoint()
+    fs.add(Fault("fsync_dir", path=os.path.abspath(path)))  # the next directory fsync of the session root
+    session.add_message("root", turn(1))
+    acks: list[BaseException | None] = []
+    with pytest.raises(SaveFailed):
+        session.publish(session.freeze("checkpoint", ["root"]), [acks.append])
+    assert acks == [] and session.pending is not None
+    session.retry_pending()  # HEAD is written again into a new file and its directory synced (fsyncgate)
+    assert acks == [None] and session.pending is None
+    session.add_message("root", turn(2))
+    session.checkpoint()  # the session goes on publishing
+    session.close()
+    reopened = Session.open(path)
+    assert contents(reopened) == ["turn 0", "turn 1", "turn 2"]
+    reopened.close()
+
+
+def test_a_crash_after_heads_directory_fsync_failed_keeps_a_session_that_opens(tmp_path):
+    path = str(tmp_path / "s")
+    fs = FaultyFileSystem(OsFileSystem())
+    session = Session.open(path, create=True, fs=fs)
+    session.add_message("root", turn(0))
+    session.checkpoint()
+    fs.add(Fault("fsync_dir", path=os.path.abspath(path)))
+    session.add_message("root", turn(1))
+    with pytest.raises(SaveFailed):
+        session.checkpoint()
+    for _attempt in range(2):  # retries that fail again must not destroy what HEAD names
+        fs.add(Fault("fsync", path="*HEAD.tmp-*"))
+        with pytest.raises(SaveFailed):
+            session.retry_pending()
+    reopened = Session.open(path, owner_alive=dead)  # a crash now: the session still opens
+    assert contents(reopened)[:1] == ["turn 0"]
+    reopened.close()
+
+
+# -- 3. abandon rolls the file-backed transcript back ------------------------------------------------------
+def test_an_abandoned_file_backed_turn_is_not_there_after_reopen(tmp_path):
+    path = str(tmp_path / "s")
+    fs = FaultyFileSystem(OsFileSystem())
+    session = FileSession.open(path, create=True, fs=fs)
+    session.add_message("root", turn(0))
+    session.checkpoint()
+    fs.add(Fault("fsync", path="conversation.jsonl"))
+    session.add_message("root", turn(1))
+    acks: list[BaseException | None] = []
+    with pytest.raises(SaveFailed):
+        session.publish(session.freeze("checkpoint", ["root"]), [acks.append])
+    session.abandon_pending()
+    assert len(acks) == 1 and isinstance(acks[0], SaveAbandoned)
+    session.close()
+    reopened = FileSession.open(path)
+    assert contents(reopened) == ["turn 0"]  # the caller was told it failed, and it did
+    reopened.close()
+
+
+def test_after_an_abandon_a_later_save_publishes_the_kept_text_again(tmp_path):
+    path = str(tmp_path / "s")
+    fs = FaultyFileSystem(OsFileSystem())
+    session = FileSession.open(path, create=True, fs=fs)
+    session.add_message("root", turn(0))
+    session.checkpoint()
+    fs.add(Fault("fsync", path="conversation.jsonl"))
+    session.add_message("root", turn(1))
+    with pytest.raises(SaveFailed):
+        session.checkpoint()
+    session.abandon_pending()
+    session.add_message("root", turn(2))
+    session.checkpoint()  # a new publication, with its own acknowledgement: the buffer is what is saved
+    session.close()
+    reopened = FileSession.open(path)
+    assert contents(reopened) == ["turn 0", "turn 1", "turn 2"]
+    reopened.close()
+
+
+# -- 4. a full disk is not damage --------------------------------------------------------------------------
+@pytest.mark.parametrize("failing", [None, "*.torn-*"], ids=["every-write", "the-recovery-file"])
+def test_a_full_disk_while_recovering_a_torn_tail_says_free_space_not_repair(tmp_path, failing):
+    path = str(tmp_path / "s")
+    session = FileSession.open(path, create=True)
+    session.add_message("root", turn(0))
+    session.checkpoint()
+    session.close()
+    with open(os.path.join(path, "conversations", "root", "conversation.jsonl"), "ab") as torn:
+        torn.write(b'{"role":"user","content":"half')  # a turn cut by the full disk
+    full = FaultyFileSystem(OsFileSystem(), [Fault("write", path=failing, error=errno.ENOSPC, repeat=True)])
+    with pytest.raises(SessionError) as refused:
+        FileSession.open(path, fs=full)
+    message = str(refused.value)
+    assert "\n" not in message and "No space left on device" in message
+    assert "repair" not in message and "free" in message
+    reopened = FileSession.open(path)  # space freed: it opens, the torn bytes kept in recovery
+    assert contents(reopened) == ["turn 0"] and reopened.problems
+    reopened.close()
+
+
+# -- abandon after the commit point was touched ------------------------------------------------------------
+@pytest.mark.parametrize("profile", [Session, FileSession])
+def test_abandon_after_an_adoption_whose_directory_fsync_failed_leaves_the_committed_state(tmp_path, profile):
+    """HEAD (portable) or the sidecar (file-backed) may already have been replaced when the directory
+    fsync after it failed: abandon writes the committed one back before anything else goes."""
+    path = str(tmp_path / "s")
+    fs = FaultyFileSystem(OsFileSystem())
+    session = profile.open(path, create=True, fs=fs)
+    session.add_message("root", turn(0))
+    session.checkpoint()
+    fs.add(Fault("fsync_dir", path=os.path.abspath(path)))
+    session.add_message("root", turn(1))
+    acks: list[BaseException | None] = []
+    with pytest.raises(SaveFailed) as failed:
+        session.publish(session.freeze("checkpoint", ["root"]), [acks.append])
+    assert failed.value.phase == "adopt"
+    session.abandon_pending()
+    assert len(acks) == 1 and isinstance(acks[0], SaveAbandoned)
+    session.close()
+    reopened = profile.open(path)
+    assert contents(reopened) == ["turn 0"]
+    reopened.close()
+
+
+# -- acknowledgements of coalesced requests ----------------------------------------------------------------
+def test_a_checkpoint_request_coalesced_into_a_queued_one_is_acknowledged_by_it():
+    import asyncio
+
+    async def scenario(path: str) -> tuple[list[BaseException | None], list[str]]:
+        session = Session.open(path, create=True)
+        acks: list[BaseException | None] = []
+        session.add_message("root", turn(0))
+        session.request_checkpoint(ack=acks.append)  # accepted: the job runs across loop turns
+        session.add_message("root", turn(1))
+        session.request_checkpoint(ack=acks.append)  # an edit after that freeze: queued behind it
+        session.add_message("root", turn(2))
+        assert session.request_checkpoint(ack=acks.append) is False  # coalesced into the queued one
+        for _ in range(400):
+            if len(acks) == 3:
+                break
+            await asyncio.sleep(0.005)
+        session.shutdown()
+        reopened = Session.open(path)
+        durable = contents(reopened)
+        reopened.close()
+        return acks, durable
+
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as directory:
+        acks, durable = asyncio.run(scenario(os.path.join(directory, "s")))
+    assert acks == [None, None, None]
+    assert durable == ["turn 0", "turn 1", "turn 2"]
