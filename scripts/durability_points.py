@@ -36,7 +36,7 @@ RECIPES = {
     "registry-save": "registry-save (sidecar-only)",
     "full-save": "registry-save (full save)",
 }
-POINTS = ("fsync", "fsync_dir", "replace")
+POINTS = ("fsync", "fdatasync", "fsync_dir", "replace")
 
 
 def _message(i: int, size: int = 1000) -> Message:
@@ -89,12 +89,13 @@ def summarise(ops: Sequence[FsOp], root: str) -> dict[str, Any]:
     counts = {kind: sum(1 for op in ops if op.kind == kind) for kind in POINTS}
     written: dict[str, int] = {}
     for op in ops:
-        if op.kind == "write":
+        if op.kind in ("write", "pwrite"):
             key = category(op.path, root)
             written[key] = written.get(key, 0) + op.length
     order = [f"{op.kind}:{category(op.path if op.kind != 'replace' else op.dst, root)}" for op in ops
              if op.kind in POINTS]
-    return {"fsyncs": counts["fsync"], "dir_fsyncs": counts["fsync_dir"], "renames": counts["replace"],
+    return {"fsyncs": counts["fsync"], "fdatasyncs": counts["fdatasync"], "dir_fsyncs": counts["fsync_dir"],
+            "renames": counts["replace"],
             "points": sum(counts.values()), "bytes_written": sum(written.values()), "bytes_by_file": written,
             "order": order}
 

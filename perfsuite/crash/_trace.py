@@ -100,16 +100,28 @@ def owner_alive_after_crash(pid: int) -> bool:
 
 
 class TraceRecorder(RecordingFileSystem):
-    """Records like the engine's recording layer, and also logs failed fsyncs (``fsync_failed`` and
-    ``fsync_dir_failed``) so the model can poison the file's pending data (E1 fsyncgate, invariant 7)."""
+    """Records like the engine's recording layer, and also logs failed syncs (``fsync_failed``,
+    ``fdatasync_failed`` and ``fsync_dir_failed``) so the model can poison the file's pending data (E1
+    fsyncgate, invariant 7)."""
+
+    def _failed(self, kind: str, path: str) -> None:
+        with self._record_lock:
+            self.ops.append(FsOp(len(self.ops), kind, path, thread=threading.current_thread().name))
 
     def fsync(self, fd: int) -> None:
         path, is_dir = self.path_of(fd)
         try:
             super().fsync(fd)
         except OSError:
-            kind = "fsync_dir_failed" if is_dir else "fsync_failed"
-            self.ops.append(FsOp(len(self.ops), kind, path, thread=threading.current_thread().name))
+            self._failed("fsync_dir_failed" if is_dir else "fsync_failed", path)
+            raise
+
+    def fdatasync(self, fd: int) -> None:
+        path = self.path_of(fd)[0]
+        try:
+            super().fdatasync(fd)
+        except OSError:
+            self._failed("fdatasync_failed", path)
             raise
 
 

@@ -54,8 +54,9 @@ def session_demo(root: str) -> None:
     mark = fs.mark()
     report = session.checkpoint()
     ops = fs.since(mark)
+    syncs = sum(op.kind in ("fsync", "fdatasync", "fsync_dir") for op in ops)
     print(f"checkpoint: generation {report.seq}, {report.new_chunks} new chunk(s), "
-          f"{sum(op.nbytes for op in ops)} bytes written, {sum(op.kind.startswith('fsync') for op in ops)} fsyncs; "
+          f"{sum(op.nbytes for op in ops)} bytes written, {syncs} syncs; "
           f"phases (ms): " + ", ".join(f"{k} {v:.2f}" for k, v in report.phases_ms.items()))
     session.set_activity("researcher", "permission-blocked")
     registry = session.save_registry()
@@ -84,7 +85,7 @@ def transcript_demo(root: str) -> None:
         mark = fs.mark()
         outcome = commit_turn(log, turn)
         ops = fs.since(mark)
-        fsyncs = sum(op.kind in ("fsync", "fsync_dir") for op in ops)
+        fsyncs = sum(op.kind in ("fsync", "fdatasync", "fsync_dir") for op in ops)
         print(f"turn of {len(turn)} message(s): completed={outcome.completed}, "
               f"{sum(op.nbytes for op in ops)} bytes written, {fsyncs} fsyncs")
     log.record_model_selection(model="demo-model", reason="default")

@@ -84,19 +84,23 @@ _CREATING = os.O_EXCL | os.O_TRUNC
 
 
 def io_counts(ops: Sequence[FsOp]) -> dict[str, int]:
-    """Per-publication costs from the recording I/O layer (E1, issue 15): file fsyncs, directory fsyncs,
-    renames (``replace``) and files created (opened with ``O_CREAT`` and ``O_EXCL`` or ``O_TRUNC``: a file
-    written from scratch; an append-open of an existing log is not one). Deterministic, so gated exactly."""
-    counts = {"fsyncs": 0, "dir_fsyncs": 0, "renames": 0, "files_created": 0}
+    """Per-publication costs from the recording I/O layer (E1, issues 15 and 29): file fsyncs, fdatasyncs,
+    directory fsyncs, renames (``replace``), their sum (the ordered durability points of the commit), and
+    files created (opened with ``O_CREAT`` and ``O_EXCL`` or ``O_TRUNC``: a file written from scratch; an
+    append-open of an existing log is not one). Deterministic, so gated exactly."""
+    counts = {"fsyncs": 0, "fdatasyncs": 0, "dir_fsyncs": 0, "renames": 0, "files_created": 0}
     for op in ops:
         if op.kind == "fsync":
             counts["fsyncs"] += 1
+        elif op.kind == "fdatasync":
+            counts["fdatasyncs"] += 1
         elif op.kind == "fsync_dir":
             counts["dir_fsyncs"] += 1
         elif op.kind == "replace":
             counts["renames"] += 1
         elif op.kind == "open" and op.flags & os.O_CREAT and op.flags & _CREATING:
             counts["files_created"] += 1
+    counts["durability_points"] = counts["fsyncs"] + counts["fdatasyncs"] + counts["dir_fsyncs"] + counts["renames"]
     return counts
 
 

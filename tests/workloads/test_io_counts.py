@@ -17,7 +17,8 @@ def test_io_counts_reads_the_recording_log(tmp_path) -> None:
     fs = RecordingFileSystem(OsFileSystem(), keep_data=False)
     fs.atomic_replace(str(tmp_path / "a.json"), b"{}")  # temp created, fsync, replace, directory fsync
     fs.write_new(str(tmp_path / "b.bin"), b"x", exclusive=True, sync=False)  # created, never synced
-    assert io_counts(fs.ops) == {"fsyncs": 1, "dir_fsyncs": 1, "renames": 1, "files_created": 2}
+    assert io_counts(fs.ops) == {"fsyncs": 1, "fdatasyncs": 0, "dir_fsyncs": 1, "renames": 1, "files_created": 2,
+                                 "durability_points": 3}
     log = TranscriptLog.open(tmp_path / "log", fs=fs)
     log.append(Message("user", "hi", 0.0))
     mark = fs.mark()
@@ -26,8 +27,10 @@ def test_io_counts_reads_the_recording_log(tmp_path) -> None:
     assert io_counts(fs.since(mark))["fsyncs"] == 1 and io_counts(fs.since(mark))["renames"] == 0
     synthetic = [FsOp(0, "open", "/x", flags=os.O_WRONLY | os.O_APPEND | os.O_CREAT),  # append-open: not created
                  FsOp(1, "open", "/y", flags=os.O_WRONLY | os.O_CREAT | os.O_EXCL),
-                 FsOp(2, "fsync", "/y"), FsOp(3, "fsync_dir", "/"), FsOp(4, "replace", "/y", dst="/z")]
-    assert io_counts(synthetic) == {"fsyncs": 1, "dir_fsyncs": 1, "renames": 1, "files_created": 1}
+                 FsOp(2, "fsync", "/y"), FsOp(3, "fsync_dir", "/"), FsOp(4, "replace", "/y", dst="/z"),
+                 FsOp(5, "pwrite", "/x", data=b"r", length=1, offset=0), FsOp(6, "fdatasync", "/x")]
+    assert io_counts(synthetic) == {"fsyncs": 1, "fdatasyncs": 1, "dir_fsyncs": 1, "renames": 1, "files_created": 1,
+                                    "durability_points": 4}  # issue 29: an fdatasync is a durability point
 
 
 def test_publications_report_deterministic_io_counts(tmp_path, small_session) -> None:
