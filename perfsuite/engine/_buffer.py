@@ -63,6 +63,7 @@ class ConversationBuffer:
         self.first_user_preview = ""
         self.latest_user_preview = ""
         self._edit_floor = 1 << 62  # earliest offset rewritten since the last freeze
+        self.resets = 0  # how many times the line list (and the prompt index) was replaced: a rewrite
         self._reset(list(lines))
         self.dirty_from = self.size  # what was loaded is what is committed
 
@@ -74,6 +75,11 @@ class ConversationBuffer:
     @property
     def ends(self) -> list[int]:
         return self._ends
+
+    @property
+    def line_list(self) -> list[bytes]:
+        """The append-only line list itself (what a freeze views; a rewrite replaces it)."""
+        return self._lines
 
     def __len__(self) -> int:
         return len(self._lines)
@@ -118,6 +124,7 @@ class ConversationBuffer:
         self.tick += 1
 
     def _reset(self, lines: list[bytes]) -> None:
+        self.resets += 1
         self._lines = []
         self._ends = []
         self.receipts = {}

@@ -152,7 +152,8 @@ class PublicationJob:
             observe(step.phase, False, 0.0, 0.0, None)
         if step.blocking and not inline:
             try:
-                self._future = self.offload.submit(step.func, *step.args)
+                submit = self.offload.submit_local if step.local else self.offload.submit
+                self._future = submit(step.func, *step.args)
             except Exception as exc:  # the offload itself failed (a dead worker, unpicklable state)
                 self._future = None
                 if observe is not None:

@@ -217,7 +217,7 @@ def read_record(data: bytes | memoryview, offset: int, salt: int) -> Record | No
 
 
 # -- the tail: clean end, torn record or damage (design 6.4) ----------------------------------------------------
-CLEAN, TORN, DAMAGE = "clean", "torn", "damage"
+CLEAN, TORN, DAMAGED = "clean", "torn", "damage"
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,20 +275,20 @@ def classify(data: bytes, offset: int, salt: int, *, used: int | None = None) ->
     if head is None:
         if used <= offset + HEADER_SIZE and _header_prefix(data[offset:used], salt):
             return Tail(TORN, offset, used, "a record header cut short")
-        return Tail(DAMAGE, offset, used, f"no valid record at byte {offset}, but data follows up to byte {used}")
+        return Tail(DAMAGED, offset, used, f"no valid record at byte {offset}, but data follows up to byte {used}")
     if head.salt != salt & 0xFFFFFFFF:
-        return Tail(DAMAGE, offset, used, f"the record at byte {offset} belongs to another log (salt)")
+        return Tail(DAMAGED, offset, used, f"the record at byte {offset} belongs to another log (salt)")
     end = offset + record_size(head.body_length)
     if head.kind not in KINDS or end > len(data):
-        return Tail(DAMAGE, offset, used, f"the record header at byte {offset} names an impossible record")
+        return Tail(DAMAGED, offset, used, f"the record header at byte {offset} names an impossible record")
     if used > end:
         follows = read_record(data, end, salt)
         what = (f"record {follows.seq} follows it (mid-log damage)" if follows is not None
                 else f"data follows it up to byte {used}")
-        return Tail(DAMAGE, offset, used, f"the record at byte {offset} (seq {head.seq}) fails its checks and {what}")
+        return Tail(DAMAGED, offset, used, f"the record at byte {offset} (seq {head.seq}) fails its checks and {what}")
     if data[end - 1] == 0 or (not head.flags & ZERO_SECTORS and _zero_sector_inside(data, offset, end)):
         return Tail(TORN, offset, end, f"record {head.seq} was cut short by a crash")
-    return Tail(DAMAGE, offset, used, f"the record at byte {offset} (seq {head.seq}) fails its checksum, with no "
+    return Tail(DAMAGED, offset, used, f"the record at byte {offset} (seq {head.seq}) fails its checksum, with no "
                 f"mark of a torn write (a flipped byte?)")
 
 
@@ -315,7 +315,7 @@ __all__ = [
     "BASE",
     "CLEAN",
     "CLOSE",
-    "DAMAGE",
+    "DAMAGED",
     "EPOCH",
     "GEN",
     "HEADER_SIZE",

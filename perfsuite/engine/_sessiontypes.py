@@ -36,6 +36,9 @@ class SessionSettings:
     # gc.freeze() once the session is open: the loaded state (and everything the application holds by
     # then) leaves the cyclic collector, so later full collections do not traverse it (M10 mitigation)
     freeze_loaded: bool = False
+    # format 2 (issue 29): each session log is preallocated to this many bytes (real zeros); a record larger
+    # than what is left rolls over into a log of max(capacity, 2 x needed). Tests and campaigns use small ones.
+    log_capacity: int = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,17 +126,17 @@ def artifact_for(conversation: str) -> str:
 
 @dataclass
 class PendingPublication:
-    """A batch that failed before adoption: its frozen bytes are kept (in memory and under staging/),
-    its acknowledgements are unresolved, and it blocks teardown until retried or abandoned (E4)."""
+    """A batch that failed before adoption: its frozen bytes are kept (in memory: format 2 stages nothing
+    on disk), its acknowledgements are unresolved, and it blocks teardown until retried or abandoned (E4)."""
 
     batch: Batch
     phase: str
     error: str
     acks: list[Ack]
-    recovered: bool = False  # found on disk after a crash rather than failed in this process
-    # The failed publication itself when its generation was committed and only adoption failed: a retry
-    # adopts that generation again instead of committing a new one (issue 27 defect 2).
-    committed: Any = None
+    recovered: bool = False  # found on disk after a crash rather than failed in this process (format 1)
+    # Its record reached the log without being installed (the log is poisoned): an abandon rolls over so the
+    # abandoned generation is never adopted by a reopen (issue 27 defect 3).
+    written: bool = False
 
 
 @dataclass

@@ -63,8 +63,10 @@ class WarmLocal:
             raise DrainRefused("a job can only be accepted by the preparation that holds the gate")
         acks = list(acks)
         publication = self.publication(batch)
+        offload = self.offload()
+        publication.process = isinstance(offload, ProcessOffload)  # stage jobs carry their bytes to the worker
         self._apply_faults(publication, acks)
-        job = PublicationJob(publication, self.offload(), lambda j: self._job_done(j, acks), admission=admission)
+        job = PublicationJob(publication, offload, lambda j: self._job_done(j, acks), admission=admission)
         self.gate.job = job
         self.active = publication
         self.jobs.append(job)

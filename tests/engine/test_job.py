@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import json
 
 import pytest
 
@@ -34,7 +33,7 @@ def make(tmp_path, fs=None, **settings) -> Session:
 
 
 def committed_mail(session: Session) -> list[str]:
-    sidecar = json.loads(session.store.read_artifact(session.manifest.artifacts["sidecar.json"]))
+    sidecar = session.committed_sidecar()  # format 2: the committed document (issue 29)
     return [r["body"] for r in sidecar["mailboxes"].get("root", [])]
 
 
@@ -163,7 +162,7 @@ def test_async_failure_before_adoption_is_pending_and_never_acknowledged_twice(t
     session = make(tmp_path, fs=faulty)
 
     async def scenario() -> None:
-        faulty.add(Fault("fsync", path="manifest-*", error=errno.EIO))
+        faulty.add(Fault("fdatasync", path="*.log", error=errno.EIO))  # format 2's commit point (issue 29)
         acks: list[BaseException | None] = []
         session.deliver_background("root", "doomed", sender="bg", ack=acks.append)
         await until(lambda: session.gate.job is None)
@@ -209,7 +208,7 @@ def test_checkpoint_after_save_failure_is_not_blindly_retried(tmp_path):
     faulty = FaultyFileSystem(OsFileSystem())
     session = make(tmp_path, fs=faulty)
     session.add_message("root", Message("user", "x", 1.0))
-    faulty.add(Fault("replace", path="*/HEAD", error=errno.EIO))
+    faulty.add(Fault("fdatasync", path="*.log", error=errno.EIO))  # format 2's commit point (issue 29)
     with pytest.raises(SaveFailed):
         session.checkpoint()
     reports = len(session.reports)

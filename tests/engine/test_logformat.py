@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from perfsuite.engine._logformat import (
     BASE,
     CLEAN,
-    DAMAGE,
+    DAMAGED,
     GEN,
     HEADER_SIZE,
     LOG_HEADER_SIZE,
@@ -122,7 +122,7 @@ def test_the_sector_rule_does_not_apply_to_a_record_with_zero_sectors_of_its_own
     data = log(record(1), bytes(last))
     start = LOG_HEADER_SIZE + len(record(1))
     data[start + 200] ^= 0xFF  # damage: not a tear, although the record holds zero sectors
-    assert tail_of(data).tail.kind == DAMAGE
+    assert tail_of(data).tail.kind == DAMAGED
 
 
 @pytest.mark.parametrize("where", ["header", "meta", "payload", "padding", "digest", "trailer seq", "end magic"])
@@ -140,7 +140,7 @@ def test_row_a_flipped_byte_even_in_the_last_record_is_damage(where):
     data[position] ^= 0xFF
     found = tail_of(data)
     assert [r.seq for r in found.records] == [1]
-    assert found.tail.kind == DAMAGE and "\n" not in found.tail.reason
+    assert found.tail.kind == DAMAGED and "\n" not in found.tail.reason
 
 
 def test_row_an_invalid_record_followed_by_a_valid_one_is_mid_log_damage():
@@ -148,35 +148,35 @@ def test_row_an_invalid_record_followed_by_a_valid_one_is_mid_log_damage():
     data[LOG_HEADER_SIZE + len(record(1, line(1))) + 60] ^= 0xFF
     found = tail_of(data)
     assert [r.seq for r in found.records] == [1]
-    assert found.tail.kind == DAMAGE and "mid-log damage" in found.tail.reason and "record 3" in found.tail.reason
+    assert found.tail.kind == DAMAGED and "mid-log damage" in found.tail.reason and "record 3" in found.tail.reason
 
 
 def test_row_a_zeroed_header_with_records_after_it_is_damage():
     first = record(1, line(1))
     data = log(first, record(2, line(2)), record(3, line(3)))
     data[LOG_HEADER_SIZE + len(first) : LOG_HEADER_SIZE + len(first) + HEADER_SIZE] = bytes(HEADER_SIZE)
-    assert tail_of(data).tail.kind == DAMAGE
+    assert tail_of(data).tail.kind == DAMAGED
 
 
 def test_row_junk_after_a_clean_end_is_damage():
     data = log(record(1))
     data[CAPACITY - 3] = 7
     found = tail_of(data)
-    assert [r.seq for r in found.records] == [1] and found.tail.kind == DAMAGE
+    assert [r.seq for r in found.records] == [1] and found.tail.kind == DAMAGED
 
 
 def test_row_a_record_of_another_log_is_damage():
     data = log(record(1), record(2, salt=0x0BADF00D))
     found = tail_of(data)
     assert [r.seq for r in found.records] == [1]
-    assert found.tail.kind == DAMAGE and "another log" in found.tail.reason
+    assert found.tail.kind == DAMAGED and "another log" in found.tail.reason
 
 
 def test_row_a_record_that_claims_more_than_the_log_holds_is_damage():
     big = record(2, b"z" * 3000)
     data = log(record(1), big)[: LOG_HEADER_SIZE + len(record(1)) + 1000]  # the header names bytes past the end
     found = tail_of(data)
-    assert [r.seq for r in found.records] == [1] and found.tail.kind == DAMAGE
+    assert [r.seq for r in found.records] == [1] and found.tail.kind == DAMAGED
 
 
 def test_row_a_zero_tear_of_a_write_leaves_a_clean_end():
@@ -238,7 +238,7 @@ def test_a_single_flipped_byte_after_the_log_header_is_always_damage(bodies, dat
     position = data.draw(st.integers(min_value=LOG_HEADER_SIZE, max_value=capacity - 1))
     damaged[position] ^= 0xFF
     found = tail_of(damaged)
-    assert found.tail.kind == DAMAGE
+    assert found.tail.kind == DAMAGED
     assert all(r.offset + r.size <= position for r in found.records)  # only records before the flip verify
 
 
