@@ -92,9 +92,10 @@ def recover_lost_head(store: LogStore, problems: list[str]) -> tuple[HeadV2 | No
     what = problems[0] if problems else f"{store.path(HEAD)}: missing"
     repair = f"`perfsuite session repair {store.root}`"
     valid = [c for c in candidates if c.valid]
-    if not candidates or (len(candidates) == 1 and valid and not valid[0].appended and valid[0].generation == 0
-                          and valid[0].number == 1 and not problems):
-        return None, []  # a crash before the first HEAD: nothing was ever committed or acknowledged
+    if not problems and all(len(c.records) == 1 and c.generation == 0 for c in valid):
+        # HEAD missing, and no log holds more than an empty BASE of generation 0 (a torn or partial log
+        # holds less): a crash before the first HEAD. Nothing was ever committed or acknowledged.
+        return None, []
     named = {c.header.previous for c in valid if c.header is not None and c.header.previous}
     proven = [c for c in valid if c.appended or c.last_digest in named]
     if not proven:
@@ -111,6 +112,14 @@ def recover_lost_head(store: LogStore, problems: list[str]) -> tuple[HeadV2 | No
                            f"{store.log_path(chosen.number)} (generation {chosen.generation}), proven adopted: {proof}"]
 
 
+def candidate_head(store: LogStore, number: int) -> HeadV2 | None:
+    """The HEAD that names log ``number`` as it is on disk (None when it is not a valid log)."""
+    for candidate in survey(store):
+        if candidate.number == number and candidate.valid:
+            return candidate.head()
+    return None
+
+
 def describe_candidates(store: LogStore) -> list[str]:
     """One line per log, for repair's report."""
     lines = []
@@ -123,4 +132,4 @@ def describe_candidates(store: LogStore) -> list[str]:
     return lines
 
 
-__all__ = ["LogCandidate", "describe_candidates", "recover_lost_head", "survey"]
+__all__ = ["LogCandidate", "candidate_head", "describe_candidates", "recover_lost_head", "survey"]

@@ -184,9 +184,10 @@ def _header(data: bytes | memoryview, offset: int) -> _Header | None:
     return _Header(kind, flags, body_length, salt, seq, epoch)
 
 
-def read_record(data: bytes | memoryview, offset: int, salt: int) -> Record | None:
+def read_record(data: bytes | memoryview, offset: int, salt: int, *, verify: bool = True) -> Record | None:
     """The valid record at ``offset``, or None: any failed check (magic, header checksum, salt, known type,
-    size inside the log, zero padding, trailer sequence, end magic, sha256, meta JSON) makes it invalid."""
+    size inside the log, zero padding, trailer sequence, end magic, sha256, meta JSON) makes it invalid.
+    ``verify`` False skips the sha256 (a seeded bug of the crash checker, never the engine)."""
     head = _header(data, offset)
     if head is None or head.salt != salt & 0xFFFFFFFF or head.kind not in KINDS:
         return None
@@ -197,9 +198,9 @@ def read_record(data: bytes | memoryview, offset: int, salt: int) -> Record | No
     trailer_at = offset + size - TRAILER_SIZE
     sha, seq, end = _TRAILER.unpack_from(data, trailer_at)
     view = memoryview(data)
-    if end != END_MAGIC or seq != head.seq or any(view[body_end:trailer_at]):
+    if verify and (end != END_MAGIC or seq != head.seq or any(view[body_end:trailer_at])):
         return None
-    if hashlib.sha256(view[offset:body_end]).digest() != sha:  # a view: no copy of a large payload
+    if verify and hashlib.sha256(view[offset:body_end]).digest() != sha:  # a view: no copy of a large payload
         return None
     (meta_length,) = _META_LEN.unpack_from(data, offset + HEADER_SIZE)
     meta_start = offset + HEADER_SIZE + _META_LEN.size
@@ -292,17 +293,23 @@ def classify(data: bytes, offset: int, salt: int, *, used: int | None = None) ->
                 f"mark of a torn write (a flipped byte?)")
 
 
-def scan(data: bytes, salt: int, start: int = LOG_HEADER_SIZE) -> Scan:
-    """Every valid record from ``start`` on, in order, and what follows them (see :func:`classify`)."""
+def scan(data: bytes, salt: int, start: int = LOG_HEADER_SIZE, *, verify: bool = True,
+         damage_as_torn: bool = False) -> Scan:
+    """Every valid record from ``start`` on, in order, and what follows them (see :func:`classify`).
+    ``verify`` and ``damage_as_torn`` exist for seeded bugs (``FaultHooks``): skip the sha256, call any
+    invalid record a torn tail."""
     records: list[Record] = []
     offset = start
     used = content_end(data)
     while True:
         if offset >= used:
             return Scan(tuple(records), Tail(CLEAN, offset, offset))
-        record = read_record(data, offset, salt)
+        record = read_record(data, offset, salt, verify=verify)
         if record is None:
-            return Scan(tuple(records), classify(data, offset, salt, used=used))
+            tail = classify(data, offset, salt, used=used)
+            if damage_as_torn and tail.kind == DAMAGED:
+                tail = Tail(TORN, offset, used, "taken for a torn tail")
+            return Scan(tuple(records), tail)
         records.append(record)
         offset = record.end
 

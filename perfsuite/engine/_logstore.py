@@ -31,7 +31,7 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -140,6 +140,26 @@ class HeadV2:
 
 
 @dataclass(frozen=True, slots=True)
+class StorageStats:
+    """A format-2 session's disk use (``Session.storage()``): logs on disk, bytes they allocate (their
+    preallocated capacities), bytes in use (records), bytes the committed state references (live), the
+    artifacts' total size, and this process's bytes appended and roll-overs. Space amplification is
+    ``allocated / artifacts`` (what the disk holds per byte of session) or ``used / live``."""
+
+    logs: int
+    allocated: int
+    used: int
+    live: int
+    artifacts: int
+    appended: int
+    rolled: int
+
+    @property
+    def amplification(self) -> float | None:
+        return self.allocated / self.artifacts if self.artifacts else None
+
+
+@dataclass(frozen=True, slots=True)
 class GenerationRef:
     """The session's committed generation (``Session.head``): its number, the digest of the record that
     made it, the epoch it was written in and the log it is in."""
@@ -159,6 +179,13 @@ class OpenLog:
     fd: int | None
     tail: int
     poisoned: str | None = None  # why it may no longer be synced or appended to (fsyncgate)
+    base_end: int = LOG_HEADER_SIZE  # where its BASE (and the records it carried) end: the room starts there
+
+    @property
+    def filled(self) -> float:
+        """How much of the room after its BASE the appended records use (0..1): roll-overs are due at 0.75."""
+        room = self.header.capacity - self.base_end
+        return (self.tail - self.base_end) / room if room > 0 else 1.0
 
     @property
     def number(self) -> int:
@@ -220,6 +247,8 @@ class LogStore:
         self.ranges: dict[int, tuple[int, int]] = {}  # log number -> (first, last) generation in it
         self.refs: dict[int, frozenset[int]] = {}  # log number -> logs its BASE references
         self.appended = 0  # bytes of records appended by this process (the suite's "bytes stored")
+        # 32 hex digits per call: session ids and log salts (random; a fixture generator makes them seeded)
+        self.entropy: Callable[[], str] = lambda: uuid.uuid4().hex
         self.rolled = 0  # roll-overs by this process
         self._cache: dict[int, bytes] = {}
         self._chain: dict[str, int] = {}  # digest -> index of each record of HEAD's log, as open found it
@@ -295,6 +324,17 @@ class LogStore:
         """Drop cached log bytes (after open: the tail of the current log changes as it is appended to)."""
         self._cache.clear()
 
+    @property
+    def hooks(self) -> Any:
+        """Fault hooks a checker attached to the I/O layer (``with_fault_hooks``; never in production)."""
+        return self.fs.fault_hooks
+
+    def _scan(self, data: bytes, salt: int) -> Any:
+        hooks = self.hooks
+        if hooks is None:
+            return scan(data, salt)
+        return scan(data, salt, verify=not hooks.skip_record_checksum, damage_as_torn=hooks.damage_as_torn)
+
     def check_log(self, number: int, salt: str, session: str, data: bytes, *, what: str) -> LogHeader:
         """A log's header names this session, number and salt, and its size is its capacity: else a
         one-line :class:`SessionError` naming it (damage: truncated, grown, another session's, a stale one)."""
@@ -305,6 +345,8 @@ class LogStore:
             raise SessionError(f"{path}: {what} is damaged: {exc}") from None
         if format_version(header.format, path) != 2:
             raise SessionError(f"{path}: {what} is not a format-2 log")
+        if self.hooks is not None and self.hooks.skip_log_identity:  # a seeded bug: any log will do
+            return header
         if header.session != session:
             raise SessionError(f"{path}: {what} belongs to another session")
         if header.number != number or header.salt != salt:
@@ -332,10 +374,13 @@ class LogStore:
             raise SessionError(f"{path}: is a dangling symbolic link, not a log; {repair}") from None
         except OSError as exc:
             raise SessionError(f"{path}: unreadable ({describe(exc)})") from None
-        header = self.check_log(head.number, head.salt, head.session, data, what="HEAD's log")
-        if header.capacity != head.capacity:
+        try:
+            header = self.check_log(head.number, head.salt, head.session, data, what="HEAD's log")
+        except SessionError as exc:
+            raise SessionError(f"{exc}; {repair}") from None
+        if header.capacity != head.capacity and not (self.hooks is not None and self.hooks.skip_log_identity):
             raise SessionError(f"{path}: its capacity disagrees with HEAD's; {repair}")
-        found = scan(data, salt32(head.salt))
+        found = self._scan(data, salt32(header.salt))
         self._chain = {r.digest: i for i, r in enumerate(found.records)}
         self._chain_length = len(found.records)
         try:
@@ -348,7 +393,8 @@ class LogStore:
                                         f"ends at generation {last}); {repair}"))
         contents = self.verify(state)
         self.head, self.state = head, state
-        self.current = OpenLog(header, path, None, found.tail.offset)
+        base_end = found.records[0].end if found.records else LOG_HEADER_SIZE
+        self.current = OpenLog(header, path, None, found.tail.offset, base_end=base_end)
         self.ranges[head.number] = (head.generation, state.generation)
         problems = []
         torn = found.tail if found.tail.kind == TORN else None
@@ -364,7 +410,7 @@ class LogStore:
         if not records or records[0].kind != BASE:
             raise SessionError(f"{path}: does not start with its BASE record")
         base = records[0]
-        if base_seq is not None and base.seq != base_seq:
+        if base_seq is not None and base.seq != base_seq and not (self.hooks and self.hooks.skip_log_identity):
             raise SessionError(f"{path}: its BASE record is seq {base.seq}, HEAD names {base_seq}")
         if base.meta.get("parent") != header.previous:
             raise SessionError(f"{path}: its BASE does not follow the log its header names")
@@ -522,7 +568,8 @@ class LogStore:
         try:
             self.fs.pwrite_all(log.fd, data, offset)
         except BaseException as exc:
-            log.poisoned = f"a write failed ({describe(exc) if isinstance(exc, OSError) else type(exc).__name__})"
+            if not (self.hooks is not None and self.hooks.fsyncgate_ignored):
+                log.poisoned = f"a write failed ({describe(exc) if isinstance(exc, OSError) else type(exc).__name__})"
             raise
         log.tail = offset + len(data)
         self.appended += len(data)
@@ -536,11 +583,15 @@ class LogStore:
         try:
             self.fs.fdatasync_file(log.fd, log.path)
         except BaseException as exc:
-            log.poisoned = f"its fdatasync failed ({describe(exc) if isinstance(exc, OSError) else type(exc).__name__})"
+            if not (self.hooks is not None and self.hooks.fsyncgate_ignored):
+                why = describe(exc) if isinstance(exc, OSError) else type(exc).__name__
+                log.poisoned = f"its fdatasync failed ({why})"
             raise
 
     def poison(self, why: str) -> None:
         """A record the session will not install sits in the log (a failed publication after its write)."""
+        if self.hooks is not None and self.hooks.fsyncgate_ignored:  # a seeded bug: append after it anyway
+            return
         if self.current is not None and not self.current.poisoned:
             self.current.poisoned = why
 
@@ -555,47 +606,55 @@ class LogStore:
             return 0
 
     def roll_over(self, carried: Sequence[RecordSpec], *, state: LogState | None = None, epoch: int,
-                  session: str | None = None, compact: bool = True, inline: bytes = b""
+                  session: str | None = None, compact: bool | str = True, inline: bytes = b""
                   ) -> tuple[list[Placement], LogState]:
         """A new log: BASE(state) then the ``carried`` records, durable, then HEAD switched to it. Returns the
         carried records' placements and the state the BASE describes (its extents remapped where bytes were
-        copied in: a poisoned log's, or a log under half live when ``compact``). The session installs that
-        state as its committed one (the caller of a restore sets it; see :meth:`adopt_base`)."""
+        copied in: a poisoned log's, a log under half live when ``compact``, every log when ``compact`` is
+        ``"all"``). The caller installs that state as the committed one."""
         state = state or self.state
-        session = session or (self.head.session if self.head else uuid.uuid4().hex)
+        session = session or (self.head.session if self.head else self.entropy())
         numbers = [n for n in self.log_numbers() if n is not None]
         number = max([*numbers, self.current.number if self.current else 0]) + 1
         poisoned = self.current.number if self.current is not None and self.current.poisoned else None
         live = state.live_bytes()
-        copy = {n for n, nbytes in live.items() if n == poisoned or (compact and n in self.salts and n != number and
-                                                                      nbytes * 2 < self.used(n))}
+        copy = {n for n, nbytes in live.items() if n in self.salts and (
+            n == poisoned or compact == "all" or (compact and nbytes * 2 < self.used(n)))}
         base_state, payload = self._copied(state, copy, start=len(inline))
         payload = inline + payload  # ``inline``: bytes a state built elsewhere (migration) put in log THIS
         refs = {n: self.salts[n] for n in base_state.logs() if n != THIS}
-        salt = uuid.uuid4().hex
+        salt = self.entropy()
         meta = {**base_meta(base_state, refs, len(carried)), "parent": state.digest}
         base_bytes, base_digest, base_payload = encode_record(BASE, state.seq + 1, epoch, salt32(salt), meta, payload)
         chunks, info = self.encode(carried, seq=state.seq + 2, parent=base_digest, salt=salt32(salt))
         body = base_bytes + b"".join(chunks)
-        capacity = max(self.capacity, 2 * (LOG_HEADER_SIZE + len(body)))
+        # Room for the BASE and what it carries plus a whole capacity of new records: max(C, needed + C),
+        # not the design's max(C, 2 x needed), which doubles a large session's disk use at a compaction or a
+        # migration (its BASE inlines every live byte) for no gain: later BASEs reference, never copy.
+        capacity = _round_up(LOG_HEADER_SIZE + len(body) + self.capacity, 4096)
         header = LogHeader(FORMAT, number, salt, session, epoch, capacity, state.digest)
         path = self.log_path(number)
         fd = self._create_log(header, path)
+        head_first = self.hooks is not None and self.hooks.head_before_base_sync  # a seeded bug
         try:
+            head = HeadV2(session, number, salt, capacity, state.seq + 1, base_state.generation, epoch)
+            if head_first:
+                self.write_head(head)
             self.fs.pwrite_all(fd, body, LOG_HEADER_SIZE)
             self.fs.fdatasync_file(fd, path)
-            head = HeadV2(session, number, salt, capacity, state.seq + 1, base_state.generation, epoch)
             old = self.current
             try:
-                self.write_head(head)
+                if not head_first:
+                    self.write_head(head)
             except BaseException:
                 if self.head is head:  # the rename landed: HEAD names the new log, which holds the carried
-                    self._switch(header, path, fd, LOG_HEADER_SIZE + len(body), old)  # records: poisoned
+                    self._switch(header, path, fd, LOG_HEADER_SIZE + len(body), old,  # records: poisoned
+                                 LOG_HEADER_SIZE + len(base_bytes))
                     fd = -1
                     assert self.current is not None
                     self.current.poisoned = "HEAD's replace onto it was not made durable"
                 raise
-            self._switch(header, path, fd, LOG_HEADER_SIZE + len(body), old)
+            self._switch(header, path, fd, LOG_HEADER_SIZE + len(body), old, LOG_HEADER_SIZE + len(base_bytes))
             fd = -1
         finally:
             if fd >= 0:
@@ -667,8 +726,8 @@ class LogStore:
         self.fs.sync_dir(directory)
         return self._open_locked(path)
 
-    def _switch(self, header: LogHeader, path: str, fd: int, tail: int, old: OpenLog | None) -> None:
-        self.current = OpenLog(header, path, fd, tail)
+    def _switch(self, header: LogHeader, path: str, fd: int, tail: int, old: OpenLog | None, base_end: int) -> None:
+        self.current = OpenLog(header, path, fd, tail, base_end=base_end)
         if old is not None and old.fd is not None:
             self.fs.close(old.fd)
             old.fd = None
@@ -677,7 +736,7 @@ class LogStore:
     def create(self, epoch: int, session: str | None = None) -> LogState:
         """A new session's first log (BASE of the empty state, generation 0) and its HEAD."""
         self.state = LogState(0, 0, None, epoch, {}, empty_document())
-        _placed, state = self.roll_over((), epoch=epoch, session=session or uuid.uuid4().hex, compact=False)
+        _placed, state = self.roll_over((), epoch=epoch, session=session or self.entropy(), compact=False)
         self.state = state
         return state
 
@@ -707,6 +766,9 @@ class LogStore:
             except (OSError, LogDamage):
                 continue  # not a log this session can read: an unfinished creation, left alone
             records = found.records
+            if self.hooks is not None and self.hooks.retire_newer:  # a seeded bug: every newer log is an orphan
+                abandoned.append(number)
+                continue
             if not records or records[0].kind != BASE or header.session != self.head.session:
                 continue
             carried = int(records[0].meta.get("carried", 0) or 0)
@@ -815,15 +877,14 @@ class LogStore:
                 self.salts, self.refs = saved
         raise SessionError(f"{self.root}: no generation {generation} on disk (retired, or never written)")
 
-    def space(self) -> dict[str, int]:
-        """Space on disk: logs, bytes allocated (their capacities), used (records) and live (referenced by
-        the committed state), and the HEAD and lease files (space amplification = allocated or used / live)."""
+    def space(self) -> StorageStats:
+        """Space on disk (see :class:`StorageStats`); reads the older logs to measure their use."""
         numbers = self.log_numbers()
         allocated = sum(self.fs.size(self.log_path(n)) for n in numbers)
         used = sum(self.used(n) for n in numbers)
         live = sum(self.state.live_bytes().values())
-        return {"logs": len(numbers), "allocated": allocated, "used": used, "live": live,
-                "artifacts": sum(a.size for a in self.state.artifacts.values())}
+        return StorageStats(len(numbers), allocated, used, live, sum(a.size for a in self.state.artifacts.values()),
+                            self.appended, self.rolled)
 
 
 class OwnerConflictFenced(SessionError):
@@ -848,6 +909,10 @@ def _remap(artifact: ArtifactState, number: int, payload: int) -> ArtifactState:
     return ArtifactState(artifact.size, pieces, artifact.source)
 
 
+def _round_up(n: int, step: int) -> int:
+    return (n + step - 1) // step * step
+
+
 def _quietly_remove(fs: FileSystem, path: str) -> None:
     try:
         if fs.exists(path):
@@ -856,6 +921,17 @@ def _quietly_remove(fs: FileSystem, path: str) -> None:
         pass
 
 
-__all__ = ["DEFAULT_CAPACITY", "GenerationRef", "HeadV2", "Loaded", "LogStore", "OwnerConflictFenced", "Placement",
-           "RecordSpec", "log_name", "log_number"]
+__all__ = [
+    "DEFAULT_CAPACITY",
+    "GenerationRef",
+    "HeadV2",
+    "Loaded",
+    "LogStore",
+    "OwnerConflictFenced",
+    "Placement",
+    "RecordSpec",
+    "StorageStats",
+    "log_name",
+    "log_number",
+]
 

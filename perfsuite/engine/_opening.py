@@ -12,7 +12,7 @@ from dataclasses import replace
 from perfsuite.engine._buffer import ConversationBuffer
 from perfsuite.engine._damage import DAMAGE, describe, one_line
 from perfsuite.engine._layout import HEAD, LOG_DIR, LOGS, OBJECTS, NotAFile, SessionError, format_version
-from perfsuite.engine._logadoption import recover_lost_head
+from perfsuite.engine._logadoption import candidate_head, recover_lost_head
 from perfsuite.engine._logstore import GenerationRef, HeadV2
 from perfsuite.engine._migrate import migrate_format1
 from perfsuite.engine._sessiontypes import ATTACHMENT_PREFIX, CONVERSATION_PREFIX
@@ -100,6 +100,12 @@ class Opening:
     def _head(self) -> tuple[HeadV2 | None, list[str]]:
         """HEAD, or the one proven when it is missing or corrupt (with the problems met); None: create."""
         store = self.store
+        hooks = self.fs.fault_hooks
+        recover = recover_lost_head
+        if hooks is not None and hooks.recover_head is not None:  # a seeded bug (FaultHooks): which log to adopt
+            def recover(store: object, problems: list[str]) -> tuple[HeadV2 | None, list[str]]:
+                number, lines = hooks.recover_head(store, problems)
+                return (candidate_head(self.store, number) if number is not None else None), lines
         try:
             head = store.read_head()
         except NotAFile as exc:
@@ -108,17 +114,21 @@ class Opening:
             if isinstance(exc, SessionError):
                 raise
             problem = one_line(f"{store.path(HEAD)}: corrupt HEAD ({describe(exc)})")
-            recovered, lines = recover_lost_head(store, [problem])
+            recovered, lines = recover(store, [problem])
             return recovered, [problem, *lines]
         if head is not None:
             return head, []
-        recovered, lines = recover_lost_head(store, [])
+        recovered, lines = recover(store, [])
         return recovered, lines
 
     def _create(self) -> None:
         """A new session: its directories (synced into their parents), the lease, log 1 with the empty BASE,
         and HEAD naming it. Nothing is acknowledged before HEAD is durable."""
         store, fs = self.store, self.fs
+        leftovers = store.path(LOG_DIR)
+        if fs.isdir(leftovers):  # a creation a crash cut before HEAD: what it left committed nothing
+            for name in fs.listdir(leftovers):
+                fs.remove(os.path.join(leftovers, name))
         created = fs.makedirs(self.root)
         for sub in (LOG_DIR, LOGS):
             created += fs.makedirs(store.path(sub))

@@ -42,7 +42,7 @@ from perfsuite.engine._generations import (
     owner_alive,
 )
 from perfsuite.engine._job import PublicationJob
-from perfsuite.engine._logstore import GenerationRef, LogStore
+from perfsuite.engine._logstore import GenerationRef, LogStore, StorageStats
 from perfsuite.engine._mail import Mail
 from perfsuite.engine._migrate import cleanup_slice, is_migrated_leftover
 from perfsuite.engine._objects import HashMemo
@@ -152,6 +152,7 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
         owner_alive: OwnerProbe | None = None,
         runner: JobRunner | None = None,
         faults: FaultHooks | None = None,
+        entropy: Callable[[], str] | None = None,
     ) -> Session:
         """Open (or create) a portable session: take the lease with a new epoch, adopt HEAD after
         verifying every digest, recover pending publications from staging. A lost HEAD is recovered
@@ -163,11 +164,14 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
         real one; a crash checker passes a model in which the processes its crash killed are dead).
         ``runner`` runs accepted jobs (default: the asyncio loop; ``VirtualRunner``: modelled durations in
         virtual time, for the what-if simulator). ``faults`` builds a deliberately broken engine for a
-        checker (:class:`FaultHooks`)."""
+        checker (:class:`FaultHooks`). ``entropy`` returns 32 hex digits per call for the session's id and its
+        logs' salts (default random; a fixture generator passes a seeded one so two builds are identical)."""
         fs = fs or OsFileSystem()
         session = cls(os.fspath(path), fs, clock or SystemClock(), settings or SessionSettings())
         if id_source is not None:
             session.id_source = id_source
+        if entropy is not None:
+            session.store.entropy = entropy
         if runner is not None:
             session.runner = runner
         session.faults = faults
@@ -221,6 +225,20 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
         """The committed state (format 2's :class:`LogState`): artifacts with their chunks and extents, the
         sidecar document, the log chain's position."""
         return self.store.state
+
+    def durable_files(self) -> list[str]:
+        """The files the committed generation rests on (format 2): HEAD, the current log and every older
+        log whose bytes its state references (absolute paths, sorted). A checker verifies that none of them
+        had a failed sync before an acknowledgement that rests on them (SPEC section 7, invariant 7)."""
+        if self.profile != "portable" or self.store.current is None:
+            return []
+        logs = self.store.state.logs() | {self.store.current.number}
+        return sorted([self.store.path("HEAD"), *(self.store.log_path(n) for n in logs if n > 0)])
+
+    def storage(self) -> StorageStats:
+        """Disk use of the session's logs (format 2): allocated, used and live bytes, space amplification,
+        bytes appended and roll-overs by this process (issue 29)."""
+        return self.store.space()
 
     def committed_sidecar(self) -> dict[str, Any]:
         """A copy of the committed sidecar document (as of the last adopted generation: what a reopen loads),
@@ -380,7 +398,7 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
                 if more:
                     return removed, True
             log = self.store.current
-            due = log is not None and (log.poisoned or log.tail * 4 >= log.header.capacity * 3)
+            due = log is not None and (log.poisoned or log.filled >= 0.75)
             if due or not self.store.head_durable:
                 _placed, base = self.store.roll_over((), epoch=self.epoch, compact=True)
                 self.store.state = base
@@ -390,6 +408,18 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
                                      self.problems)
         except DAMAGE as exc:
             raise SessionError(f"{self.root}: retirement failed: {describe(exc)}") from exc
+
+    def compact(self) -> StorageStats:
+        """Consolidate on demand (off the acknowledgement path, like :meth:`retire`'s roll-overs): roll over
+        into a new log whose BASE copies every live byte, so once the retained generations are all in the new
+        log, retirement deletes every older one (e.g. before copying a session). Returns the disk use after."""
+        self._enter_sync(None)
+        if self.pending is not None:
+            raise SessionError(f"{self.root}: a pending publication ({self.pending.batch.id}) blocks compaction")
+        _placed, base = self.store.roll_over((), epoch=self.epoch, compact="all")
+        self.store.state = base
+        self.head = self._generation_ref()
+        return self.store.space()
 
     def restore(self, seq: int) -> GenerationRef:
         """Restore generation ``seq`` as a new generation under a new owner epoch, written as a roll-over (a

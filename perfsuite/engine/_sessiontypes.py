@@ -90,9 +90,21 @@ class FaultHooks:
     ``recover_head``: replaces the proof of adoption when HEAD is lost or does not verify; called as
     ``recover_head(store, hint, problems)`` with the session's generation store and returns what open loads
     (head, manifest, contents, problems), like the engine's own recovery (E3).
-    ``retire_newer``: retirement also deletes generations newer than HEAD's.
+    ``retire_newer``: retirement also deletes generations newer than HEAD's (format 2: open deletes every
+    log newer than HEAD's as an orphan, adopted or not).
     ``cut_at_first_bad_line``: a transcript's first undecodable line ends it, wherever it is (the rest is
-    set aside as a torn tail) and no committed size is checked (E2)."""
+    set aside as a torn tail) and no committed size is checked (E2).
+
+    Format 2's commit path (issue 29), consulted by the log store on the I/O layer they ride on:
+    ``head_before_base_sync``: a roll-over replaces HEAD before the new log's BASE is fdatasynced.
+    ``fsyncgate_ignored``: a failed write or fdatasync does not poison the log: the retry appends to it
+    and syncs it again (E1 forbids it).
+    ``damage_as_torn``: any invalid record ends the log as a torn tail, wherever it is (mid-log damage
+    and a flipped byte in the last record are dropped, RocksDB's point-in-time recovery).
+    ``skip_record_checksum``: a record whose header verifies is accepted without its sha256.
+    ``skip_log_identity``: a log is accepted whatever session, number or salt its header names.
+    (``recover_head``, for format 2, is called as ``recover_head(store, problems)`` and returns HEAD and
+    problem lines, like ``_logadoption.recover_lost_head``.)"""
 
     acknowledge_after: str | None = None
     reorder_steps: Callable[[Iterator[Step]], Iterator[Step]] | None = None
@@ -100,6 +112,11 @@ class FaultHooks:
     recover_head: Callable[[Any, Any, list[str]], tuple[Any, Any, dict[str, bytes], list[str]]] | None = None
     retire_newer: bool = False
     cut_at_first_bad_line: bool = False
+    head_before_base_sync: bool = False
+    fsyncgate_ignored: bool = False
+    damage_as_torn: bool = False
+    skip_record_checksum: bool = False
+    skip_log_identity: bool = False
 
 
 class _HookedFileSystem(DelegatingFileSystem):

@@ -136,7 +136,7 @@ class SessionOperation(Operation):
         self.reports_before = 0
         self.bytes_before = 0
         self.ops_before = 0
-        self.objects_before: set[str] = set()
+        self.appended_before = 0
         self.extra: dict[str, Any] = {}
 
     def mark(self) -> None:
@@ -145,7 +145,7 @@ class SessionOperation(Operation):
         self.layers.mark()
         self.bytes_before = self.fs.bytes_written
         self.ops_before = self.fs.mark()
-        self.objects_before = set(self.session.store.known_objects)
+        self.appended_before = self.session.storage().appended if self.session.profile == "portable" else 0
 
     async def wait_idle(self) -> None:
         """No pending job, preparation, notification or debounce; then mark (outside the window)."""
@@ -171,7 +171,8 @@ class SessionOperation(Operation):
             if report.driver == "job":
                 for name, value in report.main_thread_ms.items():
                     main[name] = main.get(name, 0.0) + value
-        stored = sum(self._object_size(d) for d in set(self.session.store.known_objects) - self.objects_before)
+        # format 2 (issue 29): what the publications appended to the session's logs (records, roll-overs)
+        stored = (self.session.storage().appended - self.appended_before) if self.session.profile == "portable" else 0
         ops = self.fs.since(self.ops_before)  # a process offload's worker relays its operations here (E4)
         out: dict[str, Any] = {
             "phases_ms": phases,
@@ -191,12 +192,6 @@ class SessionOperation(Operation):
         out.update(self.layers.metrics(measured=self.session.settings.offload != "process"))
         out.update(self.extra)
         return out
-
-    def _object_size(self, digest: str) -> int:
-        try:
-            return os.path.getsize(self.session.store.object_path(digest))
-        except OSError:
-            return 0
 
     def close(self) -> None:
         session = self.session

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -118,7 +119,7 @@ def test_a_format1_session_migrates_to_format2_on_open(tmp_path):
     go in idle slices; the session then publishes on format 2's steady path."""
     root, expected = _format1_copy(tmp_path)
     session = Session.open(root, settings=SYNC)
-    head = json.loads(open(os.path.join(root, "HEAD"), "rb").read())
+    head = json.loads(Path(root, "HEAD").read_bytes())
     assert head["format"] == FORMAT == "perfsuite-session/2" and os.path.isfile(os.path.join(root, head["log"]))
     assert session.migrated and "migrated from format 1" in session.migrated
     assert not [n for n in os.listdir(os.path.join(root, "objects")) if n.startswith("manifest-")]
@@ -144,7 +145,7 @@ def test_a_crash_before_head_v2_leaves_the_format1_session_to_migrate_again(tmp_
     crashing = FaultyFileSystem(OsFileSystem(), [Fault("replace", path="HEAD", crash="before")])
     with pytest.raises(SimulatedCrash):
         Session.open(root, fs=crashing, settings=SYNC)
-    head = json.loads(open(os.path.join(root, "HEAD"), "rb").read())
+    head = json.loads(Path(root, "HEAD").read_bytes())
     assert head["format"] == "perfsuite-session/1"  # untouched: still a format-1 session
     os.remove(os.path.join(root, "LEASE"))  # the crashed process is gone (its lease names a dead owner)
     with Session.open(root, settings=SYNC) as session:
