@@ -244,9 +244,9 @@ def stage_jobs(batch: Batch, view: BaseView, artifact_for: Callable[[str], str])
 def clean_prefix(frozen: FrozenText, base: ArtifactState) -> int:
     """The first byte of ``frozen`` that may differ from ``base``: its whole size when it was published from
     the same (append-only) line list, else the buffer's earliest change since the last commit."""
-    if base.source is frozen.lines and frozen.size >= base.size:
+    if base.source is frozen.lines and frozen.size >= base.size and frozen.dirty_from >= base.size:
         return base.size
-    return min(frozen.dirty_from, base.size, frozen.size)
+    return min(frozen.dirty_from, base.size, frozen.size)  # a rewrite, or a restage asked for (dirty_from 0)
 
 
 def aligned(base: ArtifactState | None, at: int, chunk_size: int) -> tuple[int, int, bool]:

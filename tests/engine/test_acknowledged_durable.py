@@ -121,7 +121,7 @@ def _rolling(tmp_path) -> tuple[str, FaultyFileSystem, Session]:
     session = Session.open(path, create=True, fs=fs, settings=SessionSettings(log_capacity=4096))
     session.add_message("root", turn(0))
     session.checkpoint()
-    session.add_message("root", Message("user", "turn 1 " + "x" * 3000, 1.0))
+    session.add_message("root", Message("user", "turn 1 " + "x" * 9000, 1.0))  # more than the log's room
     return path, fs, session
 
 
@@ -138,7 +138,7 @@ def test_a_transient_eio_on_heads_directory_fsync_is_recovered_by_retry(tmp_path
     session.checkpoint()
     session.close()
     reopened = Session.open(path)
-    assert contents(reopened) == ["turn 0", "turn 1 " + "x" * 3000, "turn 2"]
+    assert contents(reopened) == ["turn 0", "turn 1 " + "x" * 9000, "turn 2"]
     reopened.close()
 
 

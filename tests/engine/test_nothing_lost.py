@@ -144,7 +144,7 @@ def _rolled_over(tmp_path) -> tuple[str, list[Message]]:
     path = str(tmp_path / "s")
     session = Session.open(path, create=True, settings=SessionSettings(chunk_size=256, log_capacity=4096))
     for i in range(12):
-        session.add_message("root", turn(i))
+        session.add_message("root", turn(i, size=1500))
         session.checkpoint()
     messages = session.buffers["root"].messages()
     session.close()
