@@ -220,6 +220,51 @@ def run_session_async(env: WorkloadEnv) -> None:
     asyncio.run(main())
 
 
+def run_session_group(env: WorkloadEnv) -> None:
+    """Group commit (issue 29) on a real loop: a background delivery accepted with a held admission, three
+    more queued behind the gate meanwhile; released, the job publishes the first, then absorbs the three
+    into one round: one pwrite of three records, one fdatasync, three acknowledgements in order. A crash
+    inside that write leaves a valid prefix of the group, none of it acknowledged. Deterministic: nothing
+    depends on timing (the admission, not a race, keeps the three queued)."""
+    from perfsuite.engine import Admission
+
+    async def main() -> None:
+        session = open_portable(env, offload="thread")
+        d = SessionDriver(env, session)
+        loop = asyncio.get_running_loop()
+
+        async def settled() -> None:
+            while session.activity().job is not None or session.activity().queued:
+                await asyncio.sleep(0.001)
+            await asyncio.sleep(0)
+
+        d.turn("turn 1", ROOT, "question", "answer")
+        for r in range(2):
+            admission = Admission(released=False)
+            bodies = [f"round {r} completion {i}" for i in range(4)]
+            done: list[asyncio.Future[tuple[int, BaseException | None]]] = [loop.create_future() for _ in bodies]
+            for i, body in enumerate(bodies):
+                session.deliver_background(ROOT, body, sender="bg", admission=admission if i == 0 else None,
+                                           ack=lambda e, f=done[i]: f.done() or f.set_result((env.mark(), e)))
+            admission.release()
+            for body, future in zip(bodies, done):
+                at, error = await future
+                if error is None:
+                    d.ack_mail(f"{body} (group)", d.find_mail(ROOT, body), at)
+            await settled()
+            d.deliver(ROOT)
+            d.add(ROOT, f"reply to round {r}")
+            checkpointed: asyncio.Future[tuple[int, BaseException | None]] = loop.create_future()
+            session.request_checkpoint(ROOT, ack=lambda e, f=checkpointed: f.done() or f.set_result((env.mark(), e)))
+            at, error = await checkpointed
+            await settled()
+            if error is None:
+                d.ack_transcript(f"root checkpoint {r} (job)", ROOT, at)
+        d.shutdown("shutdown")
+
+    asyncio.run(main())
+
+
 # -- recovery ----------------------------------------------------------------------------------------------
 def snapshot_session(session: Session) -> dict[str, Any]:
     """What an opened session holds, comparable across recoveries (no epochs, tokens or problem text)."""
@@ -311,6 +356,11 @@ register_workload(Workload(
 register_workload(Workload(
     "session-async", "portable session on a running asyncio loop, job steps on the offload thread",
     run_session_async, recover_portable, session_invariants("portable"), setup=setup_portable, max_states=1500,
+))
+register_workload(Workload(
+    "session-group", "portable session on a running loop: deliveries queued behind a held job, absorbed into one "
+    "group commit (one pwrite, one fdatasync for three generations)",
+    run_session_group, recover_portable, session_invariants("portable"), setup=setup_portable, max_states=1500,
 ))
 register_workload(Workload(
     "session-create", "portable session created from nothing: the window before the first HEAD adoption",

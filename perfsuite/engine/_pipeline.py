@@ -442,8 +442,12 @@ class Publication:
         self.prepare(view)
         assert self.jobs is not None
         yield Step("stage", stage_batch, (self.jobs,), self._set("staged"), True)
+        if self.outcome == "failed":  # a group's member failed alone: the driver carries on with the others
+            return
         assert self.staged is not None
         yield Step("hash", hash_staged, (self.jobs, self.staged), self._set("hashed"), True)
+        if self.outcome == "failed":
+            return
         assert self.hashed is not None
         yield Step("select", select_changes, (self.batch, self.jobs, self.staged, self.hashed, view),
                    self._set("selection"), False)
@@ -498,11 +502,16 @@ class Round:
     def steps(self) -> Iterator[Step]:
         before: list[Changes] = []
         live: list[Publication] = []
+        broken: BaseException | None = None
         for member in self.members:
+            if broken is not None:  # its sidecar assumed the failed one ahead of it: it fails with it
+                mark_failed(member, "select", SaveFailed(f"{broken}", phase="select", publication=member.batch.id))
+                continue
             view = BaseView(self.store.state, member.memos, before)
             for step in member.front_steps(view):
                 yield _for(member, step)
             if member.outcome == "failed":
+                broken = RuntimeError(f"{member.batch.id}, committed ahead of it in its group, failed")
                 continue
             if member.changes is None:
                 member.outcome = "noop"

@@ -99,8 +99,12 @@ class Publishing:
     def _freeze_sidecar(self, owner: str, receipts: Mapping[str, frozenset[str]], projection: Mapping[str, Any] | None,
                         marker: Mapping[str, Any]) -> tuple[SidecarCapture | None, dict[str, Any] | None]:
         """Portable: the captured keys of the delta (format 2, O(change)); the file-backed profile overrides
-        this to detach the whole document it writes."""
-        return self.sidecar.capture(owner, receipts), None
+        this to detach the whole document it writes. A publication the running job absorbs (group commit)
+        is committed after the ones absorbed before it: their tentative records are in its base."""
+        job = self.gate.job
+        before = frozenset(p.batch.owner for p, _acks, _admission in job.absorbing) if job is not None and \
+            job.absorbing is not None else frozenset()
+        return self.sidecar.capture(owner, receipts, before), None
 
     def freeze(self, kind: str, conversations: Iterable[str] | None, *, owner: str | None = None,
                sidecar: bool = True) -> Batch:

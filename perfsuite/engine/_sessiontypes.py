@@ -39,6 +39,9 @@ class SessionSettings:
     # format 2 (issue 29): each session log is preallocated to this many bytes (real zeros); a record larger
     # than what is left rolls over into a log of max(capacity, 2 x needed). Tests and campaigns use small ones.
     log_capacity: int = 16 * 1024 * 1024
+    # group commit (issue 29): publications that become pending while the job's sync is in flight are
+    # written together when it returns and share the next fdatasync (each its own generation)
+    group_commit: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,16 +88,19 @@ class Sidecar:
         """Mark a key changed (every mutator calls this; session code never writes the dicts directly)."""
         self.dirty[(section, name)] = next(self._versions)
 
-    def capture(self, owner: str | None, committing: Mapping[str, frozenset[str]]) -> SidecarCapture:
+    def capture(self, owner: str | None, committing: Mapping[str, frozenset[str]],
+                before: frozenset[str] = frozenset()) -> SidecarCapture:
         """The detached values (as :meth:`detach` computes them, for this owner) of the dirty keys, the keys
         holding the owner's tentative records, and the mailboxes whose ledger this publication commits:
-        O(what changed), never the whole document."""
+        O(what changed), never the whole document. ``before``: owners of the publications committed ahead
+        of this one in the same group (issue 29): their tentative records are in its base, so visible."""
+        owners = {owner, *before}
         keys = set(self.dirty)
         for key, holder in self.tentative.items():
-            if holder == owner and key in self._where:
+            if holder in owners and key in self._where:
                 keys.add(self._where[key])
         keys.update(("mailboxes", c) for c in committing if self.ledger.get(c))
-        values = {key: self._detached(key, owner, committing) for key in keys}
+        values = {key: self._detached(key, owner, committing, before) for key in keys}
         return SidecarCapture(values, {key: self.dirty[key] for key in keys if key in self.dirty})
 
     def clear(self, versions: Mapping[Key, int]) -> None:
@@ -106,12 +109,13 @@ class Sidecar:
             if self.dirty.get(key) == version:
                 del self.dirty[key]
 
-    def _detached(self, key: Key, owner: str | None, committing: Mapping[str, frozenset[str]]) -> Any:
+    def _detached(self, key: Key, owner: str | None, committing: Mapping[str, frozenset[str]],
+                  before: frozenset[str] = frozenset()) -> Any:
         section, name = key
 
         def visible(tentative_key: str) -> bool:
             holder = self.tentative.get(tentative_key)
-            return holder is None or holder == owner
+            return holder is None or holder == owner or holder in before
 
         if section == "agents":
             record = self.agents.get(str(name))

@@ -85,7 +85,7 @@ def test_each_open_path_seeded_bug_is_caught(pool, bug, tmp_path):
 
 def test_the_session_workloads_are_the_standard_session_ones():
     assert set(session_workloads()) == {"session", "session-file", "session-fault", "session-file-fault",
-                                        "session-async", "session-create"}
+                                        "session-async", "session-group", "session-create"}
 
 
 @pytest.mark.parametrize("kind", [k for k in DAMAGE_KINDS if k not in LOG_KINDS])

@@ -47,7 +47,8 @@ def session_trace(tmp_path_factory):
 
 def test_the_standard_campaign_covers_transcripts_and_sessions():
     assert {"transcript", "transcript-fsync-eio", "transcript-dirfsync-eio", "session", "session-file",
-            "session-fault", "session-file-fault", "session-async", "session-create"} <= set(standard_workloads())
+            "session-fault", "session-file-fault", "session-async", "session-group",
+            "session-create"} <= set(standard_workloads())
 
 
 def test_the_session_oracle_records_what_each_acknowledgement_covers(session_trace):
