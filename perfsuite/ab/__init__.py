@@ -7,7 +7,27 @@ runner, their samples interleaved round by round on the same fixture copies and 
     result.comparison.exit_status   # 0 no regression, 1 regression, 3 inconclusive (2: a PerfsuiteError)
 """
 
-from perfsuite.ab._git import Revision
-from perfsuite.ab._run import AB_LOOKS, AB_SAMPLES, CODE_UNDER_TEST, FALLBACK_CODE, AbResult, look_again, run_ab
+from perfsuite.ab._envs import ENV_MODES, INSTALLERS, DependencySpec, Environment, dependency_spec, ensure_environment
+from perfsuite.ab._git import Revision, repo_root
+from perfsuite.ab._project import CodeUnderTest, ProjectConfig, read_config
+from perfsuite.ab._run import AB_LOOKS, AB_SAMPLES, AbResult, look_again, resolve_code, run_ab
 
-__all__ = ["AB_LOOKS", "AB_SAMPLES", "CODE_UNDER_TEST", "FALLBACK_CODE", "AbResult", "Revision", "look_again", "run_ab"]
+__all__ = [
+    "AB_LOOKS",
+    "AB_SAMPLES",
+    "ENV_MODES",
+    "INSTALLERS",
+    "AbResult",
+    "CodeUnderTest",
+    "DependencySpec",
+    "Environment",
+    "ProjectConfig",
+    "Revision",
+    "dependency_spec",
+    "ensure_environment",
+    "look_again",
+    "read_config",
+    "repo_root",
+    "resolve_code",
+    "run_ab",
+]
