@@ -175,6 +175,21 @@ def plant(repo: Path, name: str) -> str:
     return commit_all(repo, f"plant: {message}")
 
 
+def history(repo: Path, commits: int = 8, plant_at: int = 5, name: str = "fsync") -> list[str]:
+    """A repository of ``commits`` commits (the first: :func:`make_repo`), plant ``name`` at commit number
+    ``plant_at`` (1-based), the others harmless (a line of the changelog each); returns the commits, oldest
+    first."""
+    made = [make_repo(repo)]
+    for number in range(2, commits + 1):
+        if number == plant_at:
+            made.append(plant(repo, name))
+            continue
+        with open(repo / "CHANGELOG.md", "a") as fh:
+            fh.write(f"- change {number}\n")
+        made.append(commit_all(repo, f"change {number}: the changelog"))
+    return made
+
+
 def unplant(repo: Path, name: str) -> None:
     """Undo the plant ``name`` in the working tree (not committed)."""
     rel, old, new, _ = PLANTS[name]
