@@ -10,6 +10,7 @@ idle control, compared as ``perfsuite compare`` does; ``bisect`` searches a rang
 from perfsuite.ab._bisect import BISECT_FILE, BisectResult, BisectStep, bisect
 from perfsuite.ab._envs import ENV_MODES, INSTALLERS, DependencySpec, Environment, dependency_spec, ensure_environment
 from perfsuite.ab._git import Revision, repo_root
+from perfsuite.ab._init import InitResult, init_project
 from perfsuite.ab._project import CodeUnderTest, ProjectConfig, read_config
 from perfsuite.ab._run import AB_LOOKS, AB_SAMPLES, AbResult, look_again, resolve_code, run_ab
 
@@ -25,11 +26,13 @@ __all__ = [
     "CodeUnderTest",
     "DependencySpec",
     "Environment",
+    "InitResult",
     "ProjectConfig",
     "Revision",
     "bisect",
     "dependency_spec",
     "ensure_environment",
+    "init_project",
     "look_again",
     "read_config",
     "repo_root",

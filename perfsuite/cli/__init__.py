@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         _bisect,
         _crash,
         _fixtures,
+        _init,
         _profile,
         _report,
         _run,
@@ -68,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     _report.register(sub)
     _ab.register(sub)
     _bisect.register(sub)
+    _init.register(sub)
     _store.register(sub)
     _whatif.register(sub)
     _profile.register(sub)

@@ -1,9 +1,8 @@
 """The rules behind `perfsuite ab` on any repository (issue 28), without running a worker: the default code
-under test, the ``[tool.perfsuite]`` table, installer failures in one line, a variant environment's path."""
+under test, the ``[tool.perfsuite]`` table, dependency specifications, installer failures in one line."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,6 @@ from perfsuite.ab import dependency_spec, read_config
 from perfsuite.ab._envs import install_failure
 from perfsuite.ab._project import code_layout, default_code, operation_packages
 from perfsuite.errors import PerfsuiteError
-from perfsuite.harness._worker import worker_sys_path
 
 
 def _tree(root: Path, *files: str) -> Path:
@@ -87,14 +85,3 @@ def test_an_installer_failure_is_one_line_naming_the_requirement() -> None:
     assert install_failure(UV_BOX, ["tiny-dep"]).startswith("cannot install tiny-dep: Because Tiny_Dep")
     assert install_failure("boom\n", ["x==1"]) == "cannot install its dependencies: boom"
     assert "\n" not in install_failure(PIP + UV, ["tinydep==3.0"])
-
-
-def test_a_variant_environment_leaves_the_running_environments_directories_off_its_path(tmp_path: Path,
-                                                                                         monkeypatch) -> None:
-    checkout = str(tmp_path)
-    inside = str(Path(sys.prefix) / "lib" / "somewhere")
-    monkeypatch.setattr(sys, "path", [checkout, "", inside, *sys.path])
-    assert worker_sys_path(None)[:2] == [checkout, inside]  # the running interpreter's workers: all of it
-    own = worker_sys_path({"python": "/elsewhere/bin/python"})
-    assert own[0] == checkout and inside not in own
-    assert not any(p.startswith((sys.prefix, sys.base_prefix)) for p in own)
