@@ -4,11 +4,12 @@
 Every step is one interleaved A/B (:func:`perfsuite.ab.run_ab`: paired rounds, sequential looks, Holm, an
 environment per revision when dependencies differ) of a commit against **GOOD**, never against its
 neighbour, so every verdict is about the same question. The first step measures BAD itself: it must regress,
-and what regressed there (or ``--metric``) are the **tracked metrics**; a midpoint is *regressed* when a
-tracked metric regressed (significant timing, cost beyond tolerance), *unchanged* when none regressed nor
-was inconclusive, and *inconclusive* otherwise. An inconclusive step stops the search: the range narrowed so
-far is stated, nothing is guessed. The range is BAD's first-parent history back to GOOD (``git rev-list
---first-parent --ancestry-path GOOD..BAD``); GOOD must be an ancestor of BAD.
+and what regressed there (or ``--metric``) are the **tracked metrics** (a BAD that is only inconclusive stops
+the search there); a midpoint is *regressed* when a tracked metric regressed (significant timing, cost beyond
+tolerance), *unchanged* when none regressed nor was inconclusive, and *inconclusive* otherwise. An
+inconclusive step stops the search: the range narrowed so far is stated, nothing is guessed. The range is
+BAD's first-parent history back to GOOD (``git rev-list --first-parent --ancestry-path GOOD..BAD``); GOOD
+must be an ancestor of BAD.
 
 Each step's A/B is kept under ``DIR/step-<n>-<commit>/`` (the documents and pairing of ``perfsuite ab``),
 and ``DIR/bisect.json`` records the steps as they are taken (atomically, after each step).
@@ -183,8 +184,12 @@ def bisect(
         t0 = time.monotonic()
         ab = measure(good_commit, commit, recipes, output_dir=directory, cwd=root, **ab_options)
         if not tracked:  # the first step, at BAD: what regressed there is what the search follows
-            tracked.extend(c.label for c in (*ab.comparison.regressions, *ab.comparison.inconclusive))
-        verdict, evidence = _classify(ab, tracked) if tracked else ("unchanged", ())
+            tracked.extend(c.label for c in ab.comparison.regressions)
+        if tracked:
+            verdict, evidence = _classify(ab, tracked)
+        else:  # BAD regressed in nothing: inconclusive when a headline could not tell, else nothing to find
+            verdict = "inconclusive" if ab.comparison.inconclusive else "unchanged"
+            evidence = tuple(_evidence(c) for c in ab.comparison.inconclusive)
         subject = git(["log", "-1", "--format=%s", commit], root, what="git log")
         taken = BisectStep(len(steps) + 1, commit, subject, index + 1, verdict, ab.comparison.exit_status,
                            evidence, time.monotonic() - t0, directory)

@@ -95,6 +95,11 @@ def test_an_inconclusive_step_stops_the_search_with_the_range_so_far(tmp_path: P
     assert result.metrics == ("r/m max_gap_ms",)
     assert result.steps[-1].evidence == ("r/m max_gap_ms 1.40x, p 0.004: inconclusive",)
     assert json.loads((tmp_path / "out" / "bisect.json").read_text())["status"] == "inconclusive"
+    # BAD itself only inconclusive: one step, nothing guessed
+    calls.clear()
+    result = bisect(commits[0], commits[-1], [], output_dir=tmp_path / "bad", cwd=repo,
+                    measure=_stub({commits[-1]: "inconclusive"}, calls))
+    assert (result.status, calls, result.metrics) == ("inconclusive", [commits[-1]], ())
 
 
 def test_the_search_finds_every_position_and_follows_only_the_tracked_metric(tmp_path: Path) -> None:
