@@ -26,20 +26,23 @@ from perfsuite.errors import PerfsuiteError
 
 def default_recipes(cwd: Path) -> tuple[list[str], bool]:
     """What `ab` and `bisect` measure without -r (issue 28): ``[tool.perfsuite] recipes`` of the repository's
-    pyproject.toml; else the repository's own recipes (``./recipes`` or ``$PERFSUITE_RECIPES``, when that is
-    not perfsuite's built-in catalogue); else the quick set. The flag: leave out recipes that import no code
-    under test (only for the quick set, which is perfsuite's own)."""
+    pyproject.toml; else, but in perfsuite's own repository, the repository's own recipes (``./recipes`` or
+    ``$PERFSUITE_RECIPES``, when that is not perfsuite's built-in catalogue); else the quick set. The flag:
+    leave out recipes that import no code under test (only for the quick set, which is perfsuite's own)."""
     from perfsuite._paths import builtin_dir
     from perfsuite.ab import read_config, repo_root
     from perfsuite.cli._run import DEFAULT_RUN_RECIPES
     from perfsuite.harness import list_recipes, recipe_dirs
 
     try:
-        config = read_config(repo_root(cwd))
+        root = repo_root(cwd)
+        config = read_config(root)
     except PerfsuiteError:
-        config = None  # not a repository: said by the command itself, in its own words
+        root, config = None, None  # not a repository: said by the command itself, in its own words
     if config is not None and config.recipes:
         return list(config.recipes), False
+    if root is not None and (root / "perfsuite" / "__init__.py").is_file():  # perfsuite's own (or a copy of it)
+        return list(DEFAULT_RUN_RECIPES), True
     builtin = builtin_dir("recipes").resolve()
     own = [d for d in recipe_dirs() if d.resolve() != builtin]
     if own:
