@@ -2,9 +2,9 @@
 
 "Did upgrading this dependency slow us down?": each revision's declared dependencies (``[project]
 dependencies`` of its ``pyproject.toml``) are installed into a virtual environment of its own, built with
-**uv** when it is on PATH (else ``venv`` and pip) from this interpreter's Python, and cached by the digest
-of that specification (with the interpreter and the running environment it extends) under
-``$PERFSUITE_CACHE/envs`` (else ``${XDG_CACHE_HOME:-~/.cache}/perfsuite/envs``; never in git). A second run
+**uv** when it is on PATH or beside this interpreter (else ``venv`` and pip) from this interpreter's Python,
+and cached by the digest of that specification (with the interpreter and the running environment it extends)
+under ``$PERFSUITE_CACHE/envs`` (else ``${XDG_CACHE_HOME:-~/.cache}/perfsuite/envs``; never in git). A second run
 with the same specification reuses it.
 
 **What comes from where.** The environment's own site-packages hold the revision's dependencies; a
@@ -200,11 +200,20 @@ def _uv_index_args() -> list[str]:
     return args
 
 
+def find_uv() -> str | None:
+    """uv on PATH, else beside this interpreter (``pip install uv`` into the running environment)."""
+    found = shutil.which("uv")
+    if found:
+        return found
+    beside = Path(sys.executable).parent / ("uv.exe" if os.name == "nt" else "uv")
+    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
+
+
 def choose_installer(installer: str) -> str:
-    """``uv`` or ``pip`` for ``--installer`` (``auto``: uv when it is on PATH); one line when it is missing."""
+    """``uv`` or ``pip`` for ``--installer`` (``auto``: uv when it is found); one line when it is missing."""
     if installer not in INSTALLERS:
         raise PerfsuiteError(f"--installer must be one of {', '.join(INSTALLERS)}, got {installer!r}")
-    if installer in ("auto", "uv") and shutil.which("uv"):
+    if installer in ("auto", "uv") and find_uv():
         return "uv"
     if installer == "uv":
         raise PerfsuiteError("--installer uv: uv is not on PATH (pip install uv, or --installer pip)")
@@ -215,7 +224,7 @@ def _build(path: Path, requirements: Sequence[str], installer: str) -> None:
     python = _interpreter(path)
     own_pip = False
     if installer == "uv":
-        proc = _run(["uv", "venv", "--quiet", "--python", sys.executable, str(path)], "uv venv")
+        proc = _run([str(find_uv()), "venv", "--quiet", "--python", sys.executable, str(path)], "uv venv")
     else:
         import importlib.util
 
@@ -232,7 +241,8 @@ def _build(path: Path, requirements: Sequence[str], installer: str) -> None:
     if not requirements:
         return
     if installer == "uv":
-        argv = ["uv", "pip", "install", "--quiet", "--python", str(python), *_uv_index_args(), *requirements]
+        argv = [str(find_uv()), "pip", "install", "--quiet", "--python", str(python), *_uv_index_args(),
+                *requirements]
     elif own_pip:
         argv = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *requirements]
     else:

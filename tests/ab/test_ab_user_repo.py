@@ -8,11 +8,12 @@ store), so the verdicts never depend on timing; the gate is costs-only and the s
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from perfsuite.ab._envs import find_uv
 
 from .userrepo import commit_all, depend_on_tinydep, git, make_repo, perfsuite, plant, pyproject, tinydep, wheel, write
 
@@ -127,8 +128,8 @@ def test_a_bad_tool_perfsuite_table_is_one_line(tmp_path: Path, table: str, frag
 
 @pytest.mark.parametrize("installer", ["pip", "uv"])
 def test_a_dependency_bump_is_measured_in_an_environment_per_revision(tmp_path: Path, installer: str) -> None:
-    if installer == "uv" and shutil.which("uv") is None:
-        pytest.skip("uv is not on PATH (the pip case covers the fallback)")
+    if installer == "uv" and find_uv() is None:
+        pytest.skip("uv is not installed (the test extra installs it; the pip case covers the fallback)")
     wheels = tmp_path / "wheels"
     for version in ("1.0", "2.0"):
         wheel(wheels, "tinydep", version, tinydep(version))  # a local dependency, two versions: no network
