@@ -26,7 +26,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Awaitable, Callable, Collection, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -53,6 +53,7 @@ DEFAULT_CHANGES = frozenset(OBSERVATIONAL | {"message", "mail", "spawn", "settle
 #: how long after the trace's end a virtual replay lets pending work run out (as the engine's replay)
 VIRTUAL_TAIL_S = 3600.0
 _IDLE_POLL_S = 0.001
+_IDLE_POLL_MAX_S = 0.05
 T = TypeVar("T")
 
 
@@ -251,8 +252,8 @@ class TargetRun:
     unpublished: int
     in_flight: int  # publications begun and never finished
     recorded_publications: int
-    wall_s: float = 0.0
-    errors: tuple[str, ...] = field(default_factory=tuple)
+    wall_s: float = 0.0  # the replay's duration on its loop's clock (virtual or real seconds)
+    settled_after_s: float | None = None  # after the trace's end, until all was published and idle (None: never)
 
     def as_replay(self) -> Replay:
         """The engine replay's shape; the engine's scheduler counters are not measured (None)."""
@@ -328,13 +329,18 @@ async def run_target(trace: Trace, setting: Setting, target: str | TargetFactory
                 await _hook(made, "stop")
             except Exception as exc:
                 errors.append(f"stop(): {type(exc).__name__}: {exc}")
-        deadline = loop.time() + tail_s
+        ended = loop.time()
+        deadline = ended + tail_s
         try:
             await asyncio.wait_for(tally.settled.wait(), timeout=tail_s)
         except TimeoutError:
             pass
-        while loop.time() < deadline and not all([await _idle(t) for t in targets.values()]):
-            await asyncio.sleep(_IDLE_POLL_S)
+        step = _IDLE_POLL_S
+        while not (idle := all([await _idle(t) for t in targets.values()])) and loop.time() < deadline:
+            await asyncio.sleep(step)
+            step = min(2 * step, _IDLE_POLL_MAX_S)  # an idle() that never holds costs few iterations
+        settled = idle and tally.pending() == 0 and tally.in_flight == 0
+        tail_used = loop.time() - ended
         for task in list(tasks):
             task.cancel()
     finally:
@@ -349,7 +355,7 @@ async def run_target(trace: Trace, setting: Setting, target: str | TargetFactory
         raise PerfsuiteError(f"replay target {name} failed on {trace.source}: {errors[0]}{more}")
     return TargetRun(setting, trace.duration_s, tuple(sorted(tally.publications, key=lambda p: p.done_at)),
                      tuple(tally.losses), tuple(tally.waits), tally.pending(), tally.in_flight,
-                     trace.count("publication"), loop.time() - started)
+                     trace.count("publication"), loop.time() - started, tail_used if settled else None)
 
 
 async def _idle(target: Any) -> bool:

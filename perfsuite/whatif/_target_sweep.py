@@ -76,10 +76,11 @@ def validate_target(trace: Trace, setting: Setting, target: str | TargetFactory,
         raise PerfsuiteError(f"validate: {trace.source} has no events in its first {seconds:g} s")
     factory = resolve_target(target) if isinstance(target, str) else target
     fast, fast_setting = window.compressed(speed), setting.scaled(speed)
-    s = fast_setting
-    tail = 2.0 * max(s.debounce_s, s.checkpoint_interval_s, s.notify_max_s) + 1.0
-    real = real_replay_target(fast, fast_setting, factory, tail_s=tail, work_root=work_root)
     simulated = replay_target(fast, fast_setting, factory, work_root=work_root)
+    # the real replay may run out its pending work for as long as the virtual one needed, and then some;
+    # when the virtual one never settled (changes left unpublished), briefly
+    needed = simulated.settled_after_s if simulated.settled_after_s is not None else 2.0 * fast_setting.debounce_s
+    real = real_replay_target(fast, fast_setting, factory, tail_s=1.5 * needed + 0.5, work_root=work_root)
     sim_by_kind = collections.Counter(p.kind for p in simulated.publications)
     real_by_kind = collections.Counter(p.kind for p in real.publications)
     spans = _durations(real)
