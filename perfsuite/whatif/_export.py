@@ -93,11 +93,18 @@ def write_plot(report: WhatIf, path: str | os.PathLike[str]) -> Path:
         ax.set_xlabel("publications per minute (mean over the trace)")
         ax.set_ylabel("crash-loss window (s): longest a change stays unpublished")
         t = report.trace
-        ax.set_title(f"what-if: {t.source}, {t.duration_s / 60:.1f} min, {t.observational} observational changes, "
-                     f"{t.messages} messages", fontsize=9)
+        if report.target:
+            ax.set_title(f"what-if: {t.source} through {report.target}, {t.duration_s / 60:.1f} min, "
+                         f"{t.events} events", fontsize=9)
+        else:
+            ax.set_title(f"what-if: {t.source}, {t.duration_s / 60:.1f} min, {t.observational} observational "
+                         f"changes, {t.messages} messages", fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(loc="upper right", fontsize=8)
-        note = report.costs.describe() if report.costs is not None else "no measured costs"
+        if report.target:
+            note = _target_bytes_note(report)
+        else:
+            note = report.costs.describe() if report.costs is not None else "no measured costs"
         fig.text(0.01, 0.005, note, fontsize=6, color="0.4", wrap=True)
         fig.tight_layout(rect=(0, 0.04, 1, 1))
         fig.savefig(target)
@@ -182,6 +189,16 @@ def describe_notes(report: WhatIf) -> list[str]:
     return lines
 
 
+def _target_bytes_note(report: WhatIf) -> str:
+    """Where a replay target's bytes come from (never the engine's measured costs)."""
+    if report.costs is not None:
+        return (f"bytes: what your code reported per publication, else the costs file {report.costs.source} "
+                f"({report.costs.tracker}, {report.costs.fixture}, measured {report.costs.measured_at})")
+    if any(r.bytes_written is not None for r in report.results):
+        return "bytes: what your code reported per publication"
+    return "bytes not measured: your code reported none (done(bytes_written=...)) and no --costs FILE was given"
+
+
 def _target_notes(report: WhatIf) -> list[str]:
     """The lines under a replay target's table (issue 28): what was replayed, where bytes come from."""
     t = report.trace
@@ -190,15 +207,7 @@ def _target_notes(report: WhatIf) -> list[str]:
              f"trace session: {t.events} events ({', '.join(f'{k} {n}' for k, n in kinds.most_common())})"]
     if t.recorded_publications:
         lines.append(f"the recorded run itself published {t.recorded_publications} times (at its own settings)")
-    reported = [r for r in report.results if r.bytes_written is not None]
-    if report.costs is not None:
-        lines.append(f"bytes: what your code reported per publication, else the costs file {report.costs.source} "
-                     f"({report.costs.tracker}, {report.costs.fixture}, measured {report.costs.measured_at})")
-    elif reported:
-        lines.append("bytes: what your code reported per publication")
-    else:
-        lines.append("bytes not measured: your code reported none (done(bytes_written=...)) and no --costs FILE "
-                     "was given")
+    lines.append(_target_bytes_note(report))
     lines.append("minute windows are fixed minutes from the trace start; 'gens' are publications done without "
                  "noop=True; the loss window runs from a change's delivery to the end of the first publication "
                  "begun after it")
