@@ -89,7 +89,10 @@ def record_workload(workload: Workload, root: str, bug: str | None = None) -> Tr
     fs = broken.wrap(recorder) if broken else recorder
     env = WorkloadEnv(fs, recorder, root)
     env.faults = broken.faults if broken else None
-    workload.run(env)
+    try:
+        workload.run(env)
+    except Exception as exc:  # a broken engine may fail where the workload expects success: a finding
+        env.note(f"the workload stopped: {type(exc).__name__}: {exc}", kind="unexpected")
     return Trace(workload.name, root, tuple(recorder.ops), env.oracle(), bug, initial, os.getpid())
 
 

@@ -38,5 +38,5 @@ def test_recovery_checks_notice_a_lost_acknowledgement(tmp_path):
 def test_cli_kill_campaign(tmp_path, capsys):
     assert main(["crashcheck", "--kill", "2", "--seed", "5", "--profile", "portable", "--keep", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "2 kills (2 portable)" in out and "0 violations" in out
+    assert "2 kills (2 portable;" in out and "0 violations" in out
     assert main(["crashcheck", "--kill", "0"]) == 2
