@@ -171,7 +171,7 @@ SEEDED_BUGS: Mapping[str, SeededBug] = {
                   "is unopenable for good", _lease_pid_zero, ("session-create",), corrupt=True),
         SeededBug("head-lost-fallback", "a lost HEAD falls back to the newest generation named as a parent (or to "
                   "an empty session), a damaged one to an older generation, and retire deletes newer ones",
-                  _head_lost_fallback, (), corrupt=True),
+                  _head_lost_fallback, ("session",), corrupt=True),
         SeededBug("mid-transcript-cut", "a damaged line in the middle of a transcript is taken for a torn tail: "
                   "every later message is cut off", _mid_transcript_cut, (), corrupt=True),
         # Issue 27: the classes of bug the campaigns could not see, one seeded bug each, and the three

@@ -113,7 +113,7 @@ class _Child:
         self.profile = profile
         fs, faults = layer(bug)
         if tear:
-            fs = TearingFileSystem(fs, tear, self.rng.choice(("newline", "half")))
+            fs = TearingFileSystem(fs, abs(tear), "newline" if tear > 0 else "half")
         if profile == "portable":
             self.session: Any = Session.open(directory, clock=SystemClock(), settings=settings("thread"), fs=fs,
                                              faults=faults)
@@ -250,7 +250,8 @@ class _Child:
 
 def child_main(argv: Sequence[str]) -> int:
     """Entry point of the child process: ``DIR PROFILE SEED TAG [BUG|- [TEAR]]``; runs until it is killed
-    (or, with ``TEAR`` > 0, until that write to a transcript tears and it kills itself)."""
+    (or, with ``TEAR`` != 0, until that write to a transcript tears and it kills itself: all but its newline
+    when ``TEAR`` > 0, half of it when < 0)."""
     directory, profile, seed, tag, *rest = argv
     bug = rest[0] if rest and rest[0] != "-" else None
     tear = int(rest[1]) if len(rest) > 1 else 0
@@ -420,6 +421,7 @@ def run_kill_campaign(config: KillConfig, *, on_kill: Callable[[int, str, int, i
             tear = rng.randint(1, 6) if profile == "file" and config.torn_every and \
                 (kill // len(config.profiles)) % config.torn_every == config.torn_every - 1 else 0
             if tear:
+                tear = tear if torn % 2 == 0 else -tear  # alternately all but the newline, and half the line
                 wanted = 4 * config.max_acks  # (a child that never reaches that write is killed as usual)
             child_started = time.perf_counter()
             proc = subprocess.Popen(

@@ -168,9 +168,11 @@ def run_session_file_fault(env: WorkloadEnv) -> None:
         env.note("root checkpoint failed (pending)")
     # Requested while that publication is pending (issue 27 defect 1): reported failed, never acknowledged.
     d.auto_checkpoint("root checkpoint requested while pending", ROOT, "a turn while a save is pending")
+    retried = session.pending.batch.texts[ROOT].bytes_from(0) if session.pending is not None else None
     if session.pending is not None:
         session.retry_pending()
-    d.ack_transcript("retried checkpoint", ROOT)
+    if retried is not None:  # what the retry published: the frozen batch, not the turn added since
+        d._ack("retried checkpoint", "transcript", None, conversation=ROOT, data=retried)
     d.turn("turn after retry", ROOT, "and another")
     d.shutdown("shutdown")
 

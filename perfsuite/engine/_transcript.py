@@ -157,8 +157,14 @@ class TranscriptLog:
         if not self.fs.isdir(recovery_dir):
             return 0
         prefix = f"{self._recovery_stem(path)}.corrupt-"
-        return sum(self.fs.size(os.path.join(recovery_dir, n)) for n in self.fs.listdir(recovery_dir)
-                   if n.startswith(prefix))
+        total = 0
+        for name in self.fs.listdir(recovery_dir):
+            if name.startswith(prefix):
+                try:
+                    total += self.fs.size(os.path.join(recovery_dir, name))
+                except OSError:  # a damaged recovery file (a dangling link) counts as nothing kept
+                    continue
+        return total
 
     def _recover_damage(self, entry: _JsonlFile, data: bytes, bad: list[tuple[int, bytes]], tail: int) -> None:
         """Preserve the quarantined lines and the torn tail in recovery files first (synced), then rewrite
