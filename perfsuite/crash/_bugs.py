@@ -171,7 +171,7 @@ SEEDED_BUGS: Mapping[str, SeededBug] = {
                   "is unopenable for good", _lease_pid_zero, ("session-create",), corrupt=True),
         SeededBug("head-lost-fallback", "a lost HEAD falls back to the newest generation named as a parent (or to "
                   "an empty session), a damaged one to an older generation, and retire deletes newer ones",
-                  _head_lost_fallback, ("session",), corrupt=True),
+                  _head_lost_fallback, ("session-fault",), corrupt=True),
         SeededBug("mid-transcript-cut", "a damaged line in the middle of a transcript is taken for a torn tail: "
                   "every later message is cut off", _mid_transcript_cut, (), corrupt=True),
         # Issue 27: the classes of bug the campaigns could not see, one seeded bug each, and the three
@@ -188,7 +188,7 @@ SEEDED_BUGS: Mapping[str, SeededBug] = {
                   "ledger until the receiving transcript commits (class 4)", _same, ("session", "session-file"),
                   faults=FaultHooks(drop_consumed=True), kill=True),
         SeededBug("head-lost-previous", "a lost or torn HEAD is recovered to the generation before the newest "
-                  "proven one (class 5)", _head_lost_previous, ("session", "session-adopt-eio")),
+                  "proven one (class 5)", _head_lost_previous, ("session-fault", "session-adopt-eio")),
         SeededBug("recovery-file-unsynced", "torn-tail and quarantine files are written without fsync and "
                   "recovery/ is not synced before the transcript is rewritten (class 6)", RecoveryFileUnsynced,
                   ("session-file-damaged", "transcript")),

@@ -20,8 +20,8 @@ issue 27 ones: F fencing, A abandoned, E rejected directory fsync) under both re
 
 Publications between a delivery and the receiver's checkpoint (class 4) are in the standard mix
 (``_sessions.mixed``); automatic checkpoints requested while a publication is pending (class 7) are in
-``session-fault`` and ``session-file-fault``; HEAD lost on top of a crash (class 5) in ``session`` and
-``session-fault`` too.
+``session-fault`` and ``session-file-fault``; HEAD lost on top of a crash (class 5) in ``session-fault``
+too.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ from perfsuite.engine import (
     DirectoryFsyncUnsupported,
     Fault,
     FileSession,
+    OsFileSystem,
     SaveFailed,
     Session,
     SessionError,
@@ -87,12 +88,13 @@ def attempt(env: WorkloadEnv, label: str, action: Callable[[], Any]) -> bool:
 
 def drop(session: Session) -> None:
     """A writer that goes away without closing (its process ends): whatever it still holds is abandoned
-    in memory; nothing it no longer owns is released."""
+    in memory, its directory lock goes with its process; nothing it no longer owns is released."""
     if session.pending is not None:
         try:
             session.abandon_pending()
         except REFUSED:
             pass
+    session._release_owner()  # the lease or PID lock only if it is still its own; its directory lock
     session._release_machinery()
     session.closed = True
 
@@ -288,8 +290,12 @@ def setup_file_damaged(root: str) -> None:
     path = os.path.join(root, SESSION, "conversations", ROOT, "conversation.jsonl")
     line = json.dumps({"role": "user", "content": "an unacknowledged line after the damage", "timestamp": 2.0},
                       separators=(",", ":")).encode() + b"\n"
-    with open(path, "ab") as handle:
-        handle.write(DAMAGED + line + TORN)
+    fs = OsFileSystem()  # (through the I/O layer: tests/crash/test_audit.py audits every workload)
+    fd = fs.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        fs.write_all(fd, DAMAGED + line + TORN)
+    finally:
+        fs.close(fd)
 
 
 def run_file_damaged(env: WorkloadEnv) -> None:

@@ -300,7 +300,6 @@ register_workload(Workload(
     "session", "portable session: turns, mail, background deliveries (job), delivery, registry saves, control, "
     "spawn/settle, discard, retirement, shutdown",
     run_session, recover_portable, session_invariants("portable"), setup=setup_portable, max_states=3000,
-    head_loss=True,
 ))
 register_workload(Workload(
     "session-file", "file-backed session: the same mix, transcripts in place, sidecar replaced after the barrier",

@@ -215,4 +215,4 @@ def test_issue_27_workloads_exercise_what_they_name():
     assert notes["session-einval"].count("dir-fsync-warning") == 1
     assert notes["session-file-einval"].count("dir-fsync-warning") >= 2
     assert notes["session-adopt-eio"].count("abandoned") == 1 and notes["session-file-abandon"].count("abandoned") == 2
-    assert WORKLOADS["session-adopt-eio"].head_loss and WORKLOADS["session"].head_loss
+    assert WORKLOADS["session-adopt-eio"].head_loss and WORKLOADS["session-fault"].head_loss
