@@ -140,6 +140,12 @@ class SessionDriver:
         at = self._acked_at(calls, label)
         if at is not None:
             self.ack_transcript(label, conversation, at)
+            if self.session.buffers[conversation].modified:
+                # The oracle's own guard (issue 27): an acknowledgement of None is a claim of durability,
+                # so the session itself must count the conversation as saved by then (nothing edits it in
+                # between here). Defect 1 acknowledged None while the edit was still unsaved.
+                self.env.note(f"{label}: acknowledged None while the session still counts {conversation!r} "
+                              "as unsaved", kind="unexpected")
         elif calls:
             self.env.note(f"{label}: {type(calls[0][1]).__name__}", kind="refused")
         self.idle()
