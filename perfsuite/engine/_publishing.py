@@ -11,7 +11,7 @@ from typing import Any
 
 from perfsuite.engine._buffer import ConversationBuffer, FrozenText
 from perfsuite.engine._damage import describe
-from perfsuite.engine._generations import STAGING, SessionError, StaleHead
+from perfsuite.engine._generations import OBJECTS, STAGING, SessionError, StaleHead
 from perfsuite.engine._objects import HashMemo, chunk_start_for, reuse_prefix
 from perfsuite.engine._pipeline import (
     Batch,
@@ -357,12 +357,19 @@ class Publishing:
         on_disk = self._head_on_disk()
         if on_disk is not None and not (self.faults is not None and self.faults.readopt_as_new):
             current.add(on_disk.manifest)
+        removed = False
         for name in self.store.list_manifests():
             if name.endswith(f"-{batch.id}.json") and name not in current:
                 try:
                     self.fs.remove(self.store.path(name))
+                    removed = True
                 except OSError as exc:  # damage: left in place, and said
                     self.problems.append(f"{self.store.path(name)}: unadopted manifest left ({describe(exc)})")
+        if removed:
+            # Durably, before the staging goes (as open's ``_drop_unadopted`` does): a crash that kept the
+            # manifest but lost its staging would make it "proven adopted" if HEAD is lost (issue 27 class 5:
+            # an abandoned generation came back).
+            self.fs.sync_dir(self.store.path(OBJECTS))
         remove_staging(self.fs, batch.staging_dir)
 
     def _require_pending(self) -> PendingPublication:

@@ -11,6 +11,8 @@
    gone, the directory still there): that generation counted as unadopted, an older one was loaded and
    the acknowledged one's manifest deleted.
 4. A quarantine file under ``recovery/`` that became a dangling link made open refuse the session.
+5. Abandon removed a failed attempt's manifest and then its staging without a directory sync between.
+6. HEAD lost while a newer intact manifest still has its staging: open loaded the older generation.
 """
 
 from __future__ import annotations
@@ -136,3 +138,55 @@ def test_a_dangling_quarantine_file_does_not_block_open(tmp_path):
     reopened = FileSession.open(path)
     assert contents(reopened) == ["kept", "after the damage"]
     reopened.close()
+
+
+def test_an_abandoned_manifest_is_removed_durably_before_its_staging(tmp_path):
+    """5. Abandon removed the failed attempt's committed manifest, then its staging, without syncing the
+    objects directory in between: a crash could keep the manifest and lose the staging, and with HEAD
+    lost that manifest counts as adopted (its staging is gone), so the abandoned turn came back."""
+    from perfsuite.engine import Fault, FaultyFileSystem, OsFileSystem, RecordingFileSystem
+
+    path = tmp_path / "s"
+    recorder = RecordingFileSystem(FaultyFileSystem(OsFileSystem()))
+    session = Session.open(path, create=True, fs=recorder)
+    session.add_message("root", Message("user", "turn 0", 0.0))
+    session.checkpoint()
+    recorder.inner.add(Fault("fsync_dir", path=os.path.abspath(path)))  # HEAD's directory fsync fails once
+    session.add_message("root", Message("user", "abandoned", 1.0))
+    try:
+        session.checkpoint()
+        raise AssertionError("the checkpoint succeeded although HEAD's directory fsync failed")
+    except SaveFailed:
+        pass
+    mark = recorder.mark()
+    session.abandon_pending()
+    ops = [(op.kind, os.path.relpath(op.path, path)) for op in recorder.since(mark)]
+    removed = next(i for i, (kind, rel) in enumerate(ops) if kind == "remove" and rel.startswith("objects/manifest-"))
+    staging = next(i for i, (kind, rel) in enumerate(ops) if kind in ("remove", "rmdir") and rel.startswith("staging"))
+    assert ("fsync_dir", "objects") in ops[removed:staging], ops
+    session.close()
+
+
+def test_a_lost_head_with_a_newer_intact_staged_generation_refuses_instead_of_loading_an_older_one(tmp_path):
+    """6. HEAD lost while a newer intact manifest still has its staging directory: the cleanup after an
+    adoption is not synced, so that generation may have been adopted and acknowledged; open used to load
+    the older one. It refuses with one line naming the repair command."""
+    from perfsuite.engine import SessionError
+
+    path = tmp_path / "s"
+    session = Session.open(path, create=True)
+    session.add_message("root", Message("user", "turn 0", 0.0))
+    session.checkpoint()
+    session.add_message("root", Message("user", "turn 1", 1.0))
+    publication = session.publication(session.freeze("checkpoint", ["root"]))
+    for step in publication.steps():  # committed, then the crash: HEAD never moved, staging stays
+        if step.phase == "adopt":
+            break
+        step.accept(step.func(*step.args))
+    session._release_owner()
+    os.remove(path / "HEAD")
+    try:
+        Session.open(path)
+        raise AssertionError("open loaded an older generation while a newer one may have been adopted")
+    except SessionError as exc:
+        assert "\n" not in str(exc) and "session repair" in str(exc) and "may have been adopted" in str(exc)
