@@ -115,3 +115,60 @@ HEAD_LOST_FALLBACK = FaultHooks(recover_head=_recover_head_either, retire_newer=
 #: Before the fix: the first line that does not decode ends the log, wherever it is; everything after it,
 #: fsynced messages included, goes to ``recovery/`` (and no committed size is checked).
 MID_TRANSCRIPT_CUT = FaultHooks(cut_at_first_bad_line=True)
+
+
+# -- head-lost-previous (issue 27 class 5) ------------------------------------------------------------------
+def previous_recover_head(store: Any, hint: HeadRef | None, problems: list[str]
+                          ) -> tuple[HeadRef | None, Any, dict[str, bytes], list[str]]:
+    """Off by one: a lost or torn HEAD is recovered to the newest intact manifest that another one names as
+    its parent, i.e. the generation *before* the newest, silently (``FaultHooks.recover_head``)."""
+    names = sorted(store.list_manifests(), key=lambda n: (int(_MANIFEST.search(n).group(1)) if _MANIFEST.search(n)
+                                                         else 0), reverse=True)
+    parents = _named_as_parent(store, names)
+    for name in names:
+        if name not in parents or (hint is not None and name == hint.manifest):
+            continue
+        try:
+            manifest, contents = store.load_verified(name, None)
+        except SessionError:
+            continue
+        digest = hashlib.sha256(store.fs.read(store.path(name))).hexdigest()
+        return HeadRef(manifest.seq, name, digest, manifest.epoch, manifest.parent), manifest, contents, list(problems)
+    return None, None, {}, list(problems)
+
+
+def previous_recover_head_v2(store: Any, problems: list[str]) -> tuple[int | None, list[str]]:
+    """Format 2's off-by-one (issue 29): a lost or torn HEAD is recovered to the log *before* the newest
+    one proven adopted (records appended to it, or named as a predecessor), silently; a session with one
+    proven log opens empty (``FaultHooks.recover_head`` for format 2)."""
+    from perfsuite.crash._logcheck import log_header, records
+
+    logs: list[tuple[int, str | None, bool]] = []  # (number, last record's digest, records appended to it)
+    previous: set[str] = set()
+    for number in store.log_numbers():
+        try:
+            data = store.fs.read(store.log_path(number))
+        except OSError:
+            continue
+        header = log_header(data)
+        if header is None:
+            continue
+        found, _end = records(data, int(str(header.get("salt", "0" * 8))[:8], 16))
+        if not found:
+            continue
+        carried = int(found[0].meta.get("carried", 0) or 0)
+        logs.append((number, found[-1].digest, len(found) > 1 + carried))
+        if header.get("previous"):
+            previous.add(str(header["previous"]))
+    proven = [number for number, last, appended in logs if appended or last in previous]
+    return (proven[-2] if len(proven) > 1 else None), []
+
+
+def _previous_either(store: Any, *args: Any) -> Any:
+    """The off-by-one recovery of either format: format 1 calls it with (store, hint, problems)."""
+    if len(args) == 2:
+        return previous_recover_head(store, *args)
+    return previous_recover_head_v2(store, *args)
+
+
+HEAD_LOST_PREVIOUS = FaultHooks(recover_head=_previous_either)

@@ -247,9 +247,15 @@ class LogStore:
         self.ranges: dict[int, tuple[int, int]] = {}  # log number -> (first, last) generation in it
         self.refs: dict[int, frozenset[int]] = {}  # log number -> logs its BASE references
         self.appended = 0  # bytes of records appended by this process (the suite's "bytes stored")
+        self.locked = False  # the open log's flock is held (False where the layer has no flock)
+        # Re-validates the lease before a record is written or a log created (E3 fencing): set by the session
+        self.fence: Callable[[], None] | None = None
         # 32 hex digits per call: session ids and log salts (random; a fixture generator makes them seeded)
         self.entropy: Callable[[], str] = lambda: uuid.uuid4().hex
         self.rolled = 0  # roll-overs by this process
+        # Logs left poisoned by a roll-over (their bytes are copied out at the next roll-over, never
+        # referenced: a log whose sync failed is rested on by nothing acknowledged later, fsyncgate)
+        self.poisoned: set[int] = set()
         self._cache: dict[int, bytes] = {}
         self._chain: dict[str, int] = {}  # digest -> index of each record of HEAD's log, as open found it
         self._chain_length = 0
@@ -276,8 +282,14 @@ class LogStore:
     def check_format(self) -> int:
         return self.v1.check_format()
 
+    def _fenced(self) -> None:
+        if self.fence is not None and not (self.hooks is not None and self.hooks.skip_lease_check):
+            self.fence()
+
     def check_lease(self, lease: Lease, epoch: int) -> None:
         """Re-validate the lease before acknowledging (E3 fencing): a read, no sync."""
+        if self.hooks is not None and self.hooks.skip_lease_check:  # a seeded bug (FaultHooks, issue 27)
+            return
         current = self.read_lease()
         if current is None or current.token != lease.token or current.epoch != epoch:
             raise OwnerConflictFenced(f"{self.path(LEASE)}: epoch {epoch} is no longer the owner's epoch; fenced: "
@@ -470,6 +482,7 @@ class LogStore:
     def _open_locked(self, path: str) -> int:
         fd = self.fs.open(path, _O_RDWR)
         locked = self.fs.lock(fd)
+        self.locked = locked is True
         if locked is False:
             self.fs.close(fd)
             try:
@@ -484,7 +497,8 @@ class LogStore:
 
     def lock_only(self, head: HeadV2) -> int | None:
         """Before anything is read: the flock on HEAD's log (when it exists), so a live owner is refused
-        before open touches anything. Returns the descriptor (kept as the open log's)."""
+        before open touches anything. Returns the descriptor (kept as the open log's); ``locked`` says
+        whether the layer held the lock (False where there is no flock: Windows, some network file systems)."""
         path = self.log_path(head.number)
         if not self.fs.exists(path) or self.fs.isdir(path):
             return None
@@ -563,6 +577,7 @@ class LogStore:
     def _write(self, chunks: Sequence[bytes], info: Sequence[tuple[int, str, int]]) -> list[Placement]:
         log = self.current
         assert log is not None and log.fd is not None
+        self._fenced()  # a fenced owner writes nothing (where there is no flock, another owner may hold the log)
         data = b"".join(chunks)
         offset = log.tail
         try:
@@ -613,13 +628,16 @@ class LogStore:
         copied in: a poisoned log's, a log under half live when ``compact``, every log when ``compact`` is
         ``"all"``). The caller installs that state as the committed one."""
         state = state or self.state
+        self._fenced()  # a fenced owner never creates a log or replaces its successor's HEAD
         session = session or (self.head.session if self.head else self.entropy())
         numbers = [n for n in self.log_numbers() if n is not None]
         number = max([*numbers, self.current.number if self.current else 0]) + 1
-        poisoned = self.current.number if self.current is not None and self.current.poisoned else None
+        poisoned = set(self.poisoned)
+        if self.current is not None and self.current.poisoned:
+            poisoned.add(self.current.number)
         live = state.live_bytes()
         copy = {n for n, nbytes in live.items() if n in self.salts and (
-            n == poisoned or compact == "all" or (compact and nbytes * 2 < self.used(n)))}
+            n in poisoned or compact == "all" or (compact and nbytes * 2 < self.used(n)))}
         base_state, payload = self._copied(state, copy, start=len(inline))
         payload = inline + payload  # ``inline``: bytes a state built elsewhere (migration) put in log THIS
         refs = {n: self.salts[n] for n in base_state.logs() if n != THIS}
@@ -636,6 +654,7 @@ class LogStore:
         path = self.log_path(number)
         fd = self._create_log(header, path)
         head_first = self.hooks is not None and self.hooks.head_before_base_sync  # a seeded bug
+        old_head = self.head
         try:
             head = HeadV2(session, number, salt, capacity, state.seq + 1, base_state.generation, epoch)
             if head_first:
@@ -647,7 +666,11 @@ class LogStore:
                 if not head_first:
                     self.write_head(head)
             except BaseException:
-                if self.head is head:  # the rename landed: HEAD names the new log, which holds the carried
+                if self.head is head and self.hooks is not None and self.hooks.readopt_as_new:
+                    # A seeded bug (issue 27 defect 2's shape): the landed HEAD is taken for a failed one and
+                    # the session goes on in the log it left, which HEAD may no longer name.
+                    self.head, self.head_durable = (old_head, True)
+                elif self.head is head:  # the rename landed: HEAD names the new log, which holds the carried
                     self._switch(header, path, fd, LOG_HEADER_SIZE + len(body), old,  # records: poisoned
                                  LOG_HEADER_SIZE + len(base_bytes))
                     fd = -1
@@ -727,6 +750,8 @@ class LogStore:
         return self._open_locked(path)
 
     def _switch(self, header: LogHeader, path: str, fd: int, tail: int, old: OpenLog | None, base_end: int) -> None:
+        if old is not None and old.poisoned:
+            self.poisoned.add(old.number)
         self.current = OpenLog(header, path, fd, tail, base_end=base_end)
         if old is not None and old.fd is not None:
             self.fs.close(old.fd)

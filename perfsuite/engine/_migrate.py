@@ -41,6 +41,7 @@ def migrate_format1(session: Any) -> None:
     head, _manifest, contents, problems = v1.open_newest_intact()
     floor = max([head.epoch if head else 0] + [manifest_epoch(n) for n in v1.list_manifests()])
     session.lease, broke = store.acquire_lease(floor, session.owner_alive)
+    store.fence = session._fence
     session.problems.extend(problems)
     if broke:
         session.problems.append(broke)

@@ -84,18 +84,34 @@ class Opening:
             store.close()
             raise
         self.problems.extend(problems)
-        self.problems.extend(loaded.problems)
         self.lease, broke = store.acquire_lease(max(loaded.state.epoch, head.epoch), self.owner_alive)
+        store.fence = self._fence
         if broke:
             self.problems.append(broke)
+        if broke and not store.locked:
+            # No flock proves the previous owner gone (another host, a layer without locks): read the log
+            # again now that the lease is ours (anything it acknowledged before is in it; nothing it writes
+            # from now on is acknowledged), and start a new log so its later writes land where HEAD is not.
+            held = store.current.fd
+            loaded = store.load(head)
+            store.current.fd = held
+        self.problems.extend(loaded.problems)
         if problems:
             store.write_head(head)  # HEAD lost or damaged: it names the log proven adopted again (a recovery write)
         if loaded.torn is not None:
             store.rezero(loaded.torn)
         self.fs.makedirs(store.path(LOGS))  # a crash during creation may have lost it
         store.remove_orphans(self.problems, abandoned)
+        if broke and not store.locked:
+            _placed, base = store.roll_over((), epoch=self.lease.epoch, compact=False)
+            store.state = base
         self._load_state(loaded.contents)
         store.forget()
+
+    def _fence(self) -> None:
+        """The lease still names this owner and its epoch (E3): checked before the store writes."""
+        assert self.lease is not None
+        self.store.check_lease(self.lease, self.lease.epoch)
 
     def _head(self) -> tuple[HeadV2 | None, list[str]]:
         """HEAD, or the one proven when it is missing or corrupt (with the problems met); None: create."""
@@ -135,6 +151,7 @@ class Opening:
         fs.sync_dirs(os.path.dirname(d) for d in created)
         fs.sync_dirs(created)
         self.lease, broke = store.acquire_lease(0, self.owner_alive)
+        store.fence = self._fence
         if broke:
             self.problems.append(broke)
         store.create(self.lease.epoch)

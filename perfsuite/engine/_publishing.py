@@ -18,7 +18,7 @@ from typing import Any
 
 from perfsuite.engine._buffer import ConversationBuffer, FrozenText
 from perfsuite.engine._layout import SessionError, StaleHead
-from perfsuite.engine._logstate import apply_ops, resolve
+from perfsuite.engine._logstate import apply_gen
 from perfsuite.engine._objects import HashMemo
 from perfsuite.engine._pipeline import (
     Batch,
@@ -75,7 +75,10 @@ class Publishing:
         marker = {"epoch": self.epoch, "conversations": dict((self.sidecar.checkpoint or {}).get("conversations", {}))}
         marker["conversations"].update({c: {"size": t.size, "messages": t.count} for c, t in texts.items()})
         candidate["marker"] = marker
-        capture, detached = (self._freeze_sidecar(owner, receipts, projection, marker) if document
+        committing = receipts
+        if self.faults is not None and self.faults.drop_consumed:  # a seeded bug (FaultHooks, issue 27)
+            committing = {c: frozenset(ledger) for c, ledger in self.sidecar.ledger.items()}
+        capture, detached = (self._freeze_sidecar(owner, committing, projection, marker) if document
                              else (None, None))
         names = [artifact_for(c) for c in texts] + [ATTACHMENT_PREFIX + a for a in attachments]
         return Batch(
@@ -228,15 +231,16 @@ class Publishing:
             return
         state = self.store.state
         placement = publication.placement
-        for name, artifact in changes.artifacts.items():
+        # Installed as open replays it (the record spliced onto the committed state), not from the selection:
+        # a roll-over that carried the record remapped the state it follows (bytes copied out of a poisoned
+        # log), and the memory must rest on the same bytes as the disk.
+        apply_gen(state, changes.meta, placement.seq, placement.digest, changes.epoch, placement.log,
+                  placement.payload, len(changes.payload))
+        for name in changes.artifacts:
             frozen = next((t for c, t in batch.texts.items() if artifact_for(c) == name), None)
-            state.artifacts[name] = replace(resolve(artifact, publication.placed),
-                                            source=frozen.lines if frozen is not None else None)
-        apply_ops(state.sidecar, changes.ops)
+            state.artifacts[name] = replace(state.artifacts[name], source=frozen.lines if frozen is not None else None)
         if changes.prompt is not None:
             state.prompt_reset = changes.prompt[1]
-        state.generation, state.seq, state.digest, state.epoch = (changes.generation, placement.seq,
-                                                                   placement.digest, changes.epoch)
         self.store.ranges[placement.log] = (self.store.ranges.get(placement.log, (changes.generation,) * 2)[0],
                                             changes.generation)
         self.head = self._generation_ref()
@@ -317,11 +321,22 @@ class Publishing:
     def _roll_back(self, pending: PendingPublication) -> None:
         """Abandon's rollback: a record the abandoned publication wrote may be in the log (its sync failed,
         so it may or may not persist); the session rolls over from memory into a new log whose BASE is the
-        committed state, and HEAD names that one, so a reopen never adopts the abandoned generation."""
-        if pending.written:
+        committed state, and HEAD names that one, so a reopen never adopts the abandoned generation (issue
+        27 defect 3). A fenced owner rolls nothing over: HEAD is its successor's."""
+        if self.faults is not None and self.faults.abandon_in_memory:  # a seeded bug: defect 3 planted back
+            return
+        if pending.written and self._still_owner():
             _placed, base = self.store.roll_over((), epoch=self.epoch, compact=False)
             self.store.state = base
             self.head = self._generation_ref()
+
+    def _still_owner(self) -> bool:
+        """The lease still names this session (a fenced owner never rewrites its successor's HEAD)."""
+        try:
+            lease = self.store.read_lease()
+        except SessionError:
+            return False
+        return lease is not None and self.lease is not None and lease.token == self.lease.token
 
     def _require_pending(self) -> PendingPublication:
         if self.pending is None:

@@ -106,8 +106,28 @@ class FaultHooks:
     and a flipped byte in the last record are dropped, RocksDB's point-in-time recovery).
     ``skip_record_checksum``: a record whose header verifies is accepted without its sha256.
     ``skip_log_identity``: a log is accepted whatever session, number or salt its header names.
+    ``readopt_as_new``: a roll-over whose HEAD replace landed but failed (its directory fsync) is taken as
+    not landed, and the session goes on appending to the log it left, which HEAD may no longer name
+    (issue 27 defect 2's shape, planted back: format 1 retried a failed adoption as a new generation and
+    could delete the manifest HEAD named on disk).
     (``recover_head``, for format 2, is called as ``recover_head(store, problems)`` and returns HEAD and
-    problem lines, like ``_logadoption.recover_lost_head``.)"""
+    problem lines, like ``_logadoption.recover_lost_head``.)
+    ``accept_partial_line``: a last line without its newline that still decodes is loaded as a message
+    instead of being recovered as a torn tail (E2; the next append then merges into it).
+    ``skip_lease_check``: the commit point no longer re-checks that the lease still names the caller's token
+    and epoch (format 2: before a record is written and after its fdatasync), so a writer whose lease
+    another owner broke can still write and acknowledge (E3 fencing).
+
+    Session hooks (issue 27's seeded bugs; ``Session.open(..., faults=...)``):
+    ``steal_pid_lock``: before the file-backed commit point, a ``session.pid`` that no longer names this
+    owner is written again with its own token instead of fencing it (E3 file-backed fencing).
+    ``drop_consumed``: delivered (consumed) mail is left out of every later sidecar at once instead of
+    staying in the ledger until the receiving transcript commits its receipt (E7 at-least-once).
+    ``ack_blocked_checkpoint``: ``request_checkpoint(ack=...)`` while a pending publication holds automatic
+    checkpoints back acknowledges ``None`` at once (issue 27 defect 1, planted back).
+    ``abandon_in_memory``: abandon rolls back in memory only: the session log (format 2: no roll-over past
+    the abandoned record) or the file-backed sidecar and transcripts keep what the abandoned publication
+    wrote (issue 27 defect 3, planted back)."""
 
     acknowledge_after: str | None = None
     reorder_steps: Callable[[Iterator[Step]], Iterator[Step]] | None = None
@@ -120,6 +140,13 @@ class FaultHooks:
     damage_as_torn: bool = False
     skip_record_checksum: bool = False
     skip_log_identity: bool = False
+    accept_partial_line: bool = False
+    skip_lease_check: bool = False
+    steal_pid_lock: bool = False
+    drop_consumed: bool = False
+    ack_blocked_checkpoint: bool = False
+    readopt_as_new: bool = False
+    abandon_in_memory: bool = False
 
 
 class _HookedFileSystem(DelegatingFileSystem):
