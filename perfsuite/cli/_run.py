@@ -14,6 +14,7 @@ from perfsuite._extras import require
 from perfsuite.cli._common import (
     add_phase_options,
     add_recipes_option,
+    commit_id,
     describe_error,
     fixture_hook,
     non_empty,
@@ -101,6 +102,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from perfsuite.harness import (
         SampleEvent,
         instructions_unavailable,
+        measured_repository,
         new_results_path,
         plan_order,
         resume_run,
@@ -123,16 +125,21 @@ def _cmd_run(args: argparse.Namespace) -> int:
                          order=args.order, seed=args.seed, storage=args.storage, storage_file=args.storage_file,
                          heap=args.heap, gc_freeze=args.gc_freeze or None,
                          instructions=True if args.instructions else None)
+    if args.resume and (args.commit or args.branch):
+        raise PerfsuiteError("--resume continues the recorded document, whose measured commit is recorded: "
+                             "give no --commit or --branch")
+    # issue 28: the code measured is the working directory's repository (or --commit, or the CI's), found once
+    measured = None if args.resume else measured_repository(commit=args.commit, branch=args.branch)
     if args.resume:
         recipe = plan_resume(args.resume, args.recipes, options)
-        plans.append((recipe, Path(args.resume), *fixture_hook()(recipe.fixture, args.session)))
+        plans.append((recipe, Path(args.resume), *fixture_hook()(recipe.fixture, args.session or recipe.session)))
     else:
         plan = plan_run(args.recipes, options, all_recipes=args.all, recipes_dir=args.recipes_dir)
         skipped = [f"skipped: {s.recipe}: {s.reason}" for s in plan.skipped]
         if plan.recipes:  # every recipe checked: nothing measured, nothing written until here
             Path(args.output_dir).mkdir(parents=True, exist_ok=True)  # unusable: fail before building fixtures
         for recipe in plan.recipes:
-            plans.append((recipe, None, *fixture_hook()(recipe.fixture, args.session)))
+            plans.append((recipe, None, *fixture_hook()(recipe.fixture, args.session or recipe.session)))
     if any(plan[0].instructions for plan in plans):  # one line, once: the pass records "not measured"
         why = instructions_unavailable(args.valgrind)
         if why:
@@ -168,7 +175,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
                                         on_sample=on_sample, writer=writer, valgrind=args.valgrind)
                 else:
                     result = run_recipe(recipe, output=path, fixture=fixture, fixture_info=info, work_root=work_root,
-                                        on_sample=on_sample, run_id=run_id, writer=writer, valgrind=args.valgrind)
+                                        on_sample=on_sample, run_id=run_id, writer=writer, valgrind=args.valgrind,
+                                        measured=measured)
             except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM (Terminated): keep, hint, 130 / 143
                 progress.stop()
                 _print_measured(finished)
@@ -234,6 +242,11 @@ def register(sub: Any) -> None:
     run.add_argument("--output-dir", default="results/local", type=output_dir,
                      help="where results go (default: results/local)")
     run.add_argument("--resume", metavar="FILE", type=non_empty, help="continue an interrupted results file")
+    run.add_argument("--commit", type=commit_id,
+                     help="the commit measured (default: the git repository of the working directory, else the "
+                     "CI's variable, e.g. GITHUB_SHA; $PERFSUITE_COMMIT also sets it)")
+    run.add_argument("--branch", type=non_empty,
+                     help="the branch measured (default: the checkout's, else the CI's; $PERFSUITE_BRANCH)")
     run.add_argument("--session", metavar="PATH", type=non_empty, help="a session directory to use as the fixture")
     run.add_argument("--work-dir", metavar="DIR", type=output_dir,
                      help="where private fixture copies live (default: temp dir)")

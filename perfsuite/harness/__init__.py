@@ -30,6 +30,7 @@ from perfsuite.harness._heap import LiveHeap, build_heap, probe_full_collection
 from perfsuite.harness._heartbeat import GapWindow, Heartbeat, LagPercentiles
 from perfsuite.harness._instructions import InstructionRecord, instructions_section, measure_instructions
 from perfsuite.harness._lock import ResultsBusy, ResultsLock
+from perfsuite.harness._machine_load import LOAD_RULE, LOADED_EXCESS_MS, MachineLoad, machine_load
 from perfsuite.harness._operation import (
     AckCallback,
     Operation,
@@ -38,6 +39,7 @@ from perfsuite.harness._operation import (
     create_operation,
     resolve_operation,
 )
+from perfsuite.harness._provenance import CI_VARIABLES, check_commit, measured_repository
 from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe, recipe_dirs
 from perfsuite.harness._results import (
     HOST_LABEL_ENV,
@@ -83,8 +85,11 @@ from perfsuite.harness._variants import (
 )
 
 __all__ = [
+    "CI_VARIABLES",
     "HEAP_SEED",
     "HOST_LABEL_ENV",
+    "LOADED_EXCESS_MS",
+    "LOAD_RULE",
     "AckCallback",
     "AllocationRecord",
     "BuildFailed",
@@ -98,6 +103,7 @@ __all__ = [
     "InstrumentedLoop",
     "LagPercentiles",
     "LiveHeap",
+    "MachineLoad",
     "ModeSpec",
     "Operation",
     "OperationContext",
@@ -121,6 +127,7 @@ __all__ = [
     "build_library",
     "call_optional",
     "callgrind_totals",
+    "check_commit",
     "check_conditions",
     "check_resumable",
     "create_operation",
@@ -132,9 +139,11 @@ __all__ = [
     "list_recipes",
     "load_recipe",
     "load_results",
+    "machine_load",
     "measure_allocation",
     "measure_instructions",
     "measure_sample",
+    "measured_repository",
     "new_results_path",
     "plan_order",
     "plan_variants",

@@ -175,7 +175,10 @@ class _Writer:
         fs = f"`{work['filesystem']}`" if work.get("filesystem") else "an unknown filesystem"
         dir_fsync = work.get("dir_fsync")
         fsync = "where directory fsync works" if dir_fsync == "ok" else f"where directory fsync fails (`{dir_fsync}`)"
+        # issue 28: the measured repository's commit (and branch), never perfsuite's own checkout
         commit = f"commit `{short_commit(result.commit)}`" + (" (uncommitted changes)" if result.dirty else "")
+        if result.branch:
+            commit += f" on branch `{result.branch.replace('`', chr(39))}`"
         cpu = env["cpu"]
         python = f"{env['python'].get('implementation', 'Python')} {env['python']['version']}"
         machine = f"`{python}` on `{env['os']['system']}`"
