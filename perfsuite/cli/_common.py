@@ -343,7 +343,8 @@ def verdict_lines(result: Any, floor: Any = None) -> list[str]:
     """``-q`` of `run` and `report`: one line per mode, ``recipe mode: verdict (max gap median X ms)``."""
     from perfsuite.report import summary_rows
 
-    return [f"{result.recipe} {row.mode}: {row.verdict} (max gap median {row.max_gap} ms)"
+    loaded = " [LOADED machine]" if getattr(result, "loaded", False) else ""  # issue 28: said where shown
+    return [f"{result.recipe} {row.mode}: {row.verdict} (max gap median {row.max_gap} ms){loaded}"
             for row in summary_rows(result, floor) if not row.control]
 
 

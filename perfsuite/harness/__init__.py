@@ -30,7 +30,14 @@ from perfsuite.harness._heap import LiveHeap, build_heap, probe_full_collection
 from perfsuite.harness._heartbeat import GapWindow, Heartbeat, LagPercentiles
 from perfsuite.harness._instructions import InstructionRecord, instructions_section, measure_instructions
 from perfsuite.harness._lock import ResultsBusy, ResultsLock
-from perfsuite.harness._machine_load import LOAD_RULE, LOADED_EXCESS_MS, MachineLoad, machine_load
+from perfsuite.harness._machine_load import (
+    BASELINE_DIR_NAME,
+    LOAD_RULE,
+    LOADED_EXCESS_MS,
+    MachineLoad,
+    machine_load,
+    probe_load,
+)
 from perfsuite.harness._operation import (
     AckCallback,
     Operation,
@@ -46,7 +53,10 @@ from perfsuite.harness._results import (
     ResultsWriter,
     load_results,
     sample_metrics,
+    summarize,
+    summarize_samples,
     validate_results,
+    verdict,
     write_json_atomic,
 )
 from perfsuite.harness._resume import check_resumable, resume_run
@@ -85,6 +95,7 @@ from perfsuite.harness._variants import (
 )
 
 __all__ = [
+    "BASELINE_DIR_NAME",
     "CI_VARIABLES",
     "HEAP_SEED",
     "HOST_LABEL_ENV",
@@ -149,6 +160,7 @@ __all__ = [
     "plan_variants",
     "prepare_workdir",
     "probe_full_collection",
+    "probe_load",
     "probe_variant",
     "recipe_dirs",
     "resolve_operation",
@@ -158,7 +170,10 @@ __all__ = [
     "run_variants",
     "sample_metrics",
     "stall_monitor_of",
+    "summarize",
+    "summarize_samples",
     "validate_results",
+    "verdict",
     "write_exports",
     "write_json_atomic",
 ]

@@ -34,6 +34,7 @@ from perfsuite.report._evidence_context import (
     fsync_floor,
     join_and,
     limitations,
+    loaded_machine,
     mode_code,
     publication_floor,
 )
@@ -413,13 +414,13 @@ def evidence(
     sentences += [w.mode_sentence(m) for m in result.modes]
     for mode in result.modes:
         sentences += w.details(mode)
-    sentences += [w.allocation(), w.instructions(), w.gc(), w.heap(), w.verdict(), w.control(), fsync_floor(w),
-                  publication_floor(w)]
+    sentences += [w.allocation(), w.instructions(), w.gc(), w.heap(), w.verdict(), w.control(), loaded_machine(w),
+                  fsync_floor(w), publication_floor(w)]
     comparison = None
     if baseline is not None:
         comparison = compare_results(  # a paragraph describes what it is given; the gate is `compare`
             [baseline], [result], alpha=alpha, factor=factor, base_name=baseline.name, new_name=result.name,
-            cross_machine=True, allow_incomplete=True,
+            cross_machine=True, allow_incomplete=True, timings="info",  # two separate runs, as `compare` says
         )
         sentences.append(against_baseline(w, comparison))
     limits = limitations(w)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite.errors import PerfsuiteError
-from perfsuite.harness import load_results, sample_metrics, validate_results
+from perfsuite.harness import MachineLoad, load_results, machine_load, sample_metrics, validate_results
 
 __all__ = [
     "FLOOR_OPERATION_SUFFIX",
@@ -141,6 +141,18 @@ class Result:
     def branch(self) -> str | None:
         """The measured repository's branch, when it was known (never for documents before issue 28)."""
         return self.measured.get("branch") or None
+
+    @property
+    def load(self) -> MachineLoad:
+        """How loaded the machine was (issue 28), from the idle control against the heartbeat period; computed
+        from the samples, so documents written before the ``load`` section get the same verdict."""
+        period = float((self.data.get("recipe") or {}).get("heartbeat_ms") or 5.0)
+        return machine_load((self.data.get("control") or {}).get("samples") or [], period)
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the run was measured on a loaded machine (:attr:`load`; False when not measured)."""
+        return bool(self.load.loaded)
 
     @property
     def date(self) -> str:

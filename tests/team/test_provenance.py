@@ -11,7 +11,7 @@ import pytest
 
 from perfsuite.errors import PerfsuiteError
 from perfsuite.report import Result
-from tests.team.conftest import SOURCE, commit_all, git, perfsuite
+from tests.team.teamrepo import SOURCE, commit_all, git, perfsuite
 
 try:  # issue 28's names; the end-to-end tests below run (and fail) without them, on the code before it
     from perfsuite.harness import CI_VARIABLES, measured_repository

@@ -14,7 +14,7 @@ import pytest
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness import ModeSpec, Recipe, load_recipe, run_recipe
 from perfsuite.workloads.fixtures import content_digest, resolve_fixture
-from tests.team.conftest import perfsuite
+from tests.team.teamrepo import perfsuite
 
 
 def _document(directory: Path) -> dict:
