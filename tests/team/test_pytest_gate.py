@@ -6,6 +6,7 @@ in recorded documents, regressions are deterministic costs (an extra fsync, +1 M
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -76,34 +77,54 @@ def test_a_planted_2x_cost_fails_the_separate_run_gate(team_repo: Path, knob: st
     assert any("test_commit: REGRESSION" in ln and metric in ln for ln in ran.stdout.splitlines()), ran.stdout
 
 
+def _readme_paired_commands() -> list[list[str]]:
+    """The README's two `pytest --perfsuite-ab` lines, as arguments after `pytest` (the tests directory, which
+    _pytest() names itself, left out)."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("**The paired path: `pytest --perfsuite-ab BASE`.**", 1)[1]
+    block = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+    lines = [ln.split("#", 1)[0].split() for ln in block.splitlines() if ln.strip()]
+    assert len(lines) == 2 and all(ln[0] == "pytest" and ln[-1] == "tests" for ln in lines)
+    return [ln[1:-1] for ln in lines]
+
+
+def _rounds(args: list[str], n: int) -> list[str]:
+    """A test, not a measurement: ``n`` rounds instead of the README's 16 or 24."""
+    args = list(args)
+    if "--perfsuite-ab-rounds" in args:
+        args[args.index("--perfsuite-ab-rounds") + 1] = str(n)
+        return args
+    return [*args, "--perfsuite-ab-rounds", str(n)]
+
+
 def test_the_paired_path_passes_a_a_and_fails_a_planted_fsync(team_repo: Path) -> None:
+    """The README's commands, as written but for 2 rounds and the costs-only gate (timings are not asserted)."""
     pytest.importorskip("scipy.stats")
-    same = _pytest(team_repo, "--perfsuite-ab", "HEAD", "--perfsuite-ab-rounds", "2", "--perfsuite-ab-seed", "7",
-                   "--perfsuite-ab-gate", "costs", "--perfsuite-dir", "results/aa")
+    first, second = _readme_paired_commands()
+    same = _pytest(team_repo, *_rounds(first, 2), "--perfsuite-ab-seed", "7", "--perfsuite-ab-gate", "costs")
     assert same.returncode == 0, same.stdout + same.stderr
     assert "perfsuite ab: round 2/2:" in same.stdout and "perfsuite ab: no regression" in same.stdout
-    out = team_repo / "results" / "aa"
+    (out,) = (team_repo / "results" / "local").glob("pytest-ab-*")  # the default output directory
     pairing = json.loads((out / "ab.json").read_text())
     head = git(team_repo, "rev-parse", "HEAD")
     assert pairing["base"]["commit"] == pairing["head"]["commit"] == head and pairing["options"]["paired"]
+    assert pairing["base"]["revision"] == "main" and pairing["head"]["revision"] == "working tree"
     assert all(order in (["base", "head"], ["head", "base"]) for order in pairing["orders"])
     for side in ("base", "head"):
         (doc,) = [json.loads(p.read_text()) for p in _docs(out / side)]
         assert [s["index"] for s in doc["modes"]["call"]["samples"]] == [0, 1]  # one sample per round
         assert [s["index"] for s in doc["control"]["samples"]] == [0, 1]
         assert doc["environment"]["measured"]["commit"] == head and "load" in doc
-        imported = pairing[side]["code"]["myruntime"]
-        assert ("perfsuite-pytest-ab-" in imported) == (side == "base")  # BASE from its own worktree
-    assert perfsuite(team_repo, "compare", "results/aa").returncode == 0  # the same verdict from the files
+        assert ("perfsuite-pytest-ab-" in pairing[side]["code"]["myruntime"]) == (side == "base")  # own tree
+    assert perfsuite(team_repo, "compare", str(out)).returncode == 0  # the same verdict from the files
 
     plant(team_repo, "EXTRA_FSYNCS", "1")
     commit_all(team_repo, "plant: the commit fsyncs twice")
-    planted = _pytest(team_repo, "--perfsuite-ab", "HEAD~1", "--perfsuite-ab-rounds", "2", "--perfsuite-ab-gate",
-                      "costs", "--perfsuite-dir", "results/planted")
+    planted = _pytest(team_repo, *_rounds(second, 2), "--perfsuite-ab-gate", "costs")
     assert planted.returncode == 1, planted.stdout
     assert "regressed: test_commit/call metrics.fsyncs 2.00x" in planted.stdout
-    assert perfsuite(team_repo, "compare", "results/planted").returncode == 1
-    assert (team_repo / "results" / "planted" / "summary.md").read_text().startswith("### perfsuite compare: ")
+    assert perfsuite(team_repo, "compare", "results/ab").returncode == 1
+    assert (team_repo / "results" / "ab" / "summary.md").read_text().startswith("### perfsuite compare: ")
 
 
 def test_a_base_that_imports_code_from_elsewhere_is_refused(team_repo: Path, tmp_path: Path) -> None:
@@ -126,3 +147,4 @@ def test_bad_paired_options_are_one_line(team_repo: Path) -> None:
     assert ran.returncode == 1 and "perfsuite ab: error: --perfsuite-ab: unknown revision 'no-such-rev'" in ran.stdout
     both = _pytest(team_repo, "--perfsuite-ab", "HEAD", "--perfsuite-compare", "results/base")
     assert both.returncode == 4 and "measures both sides itself" in both.stderr
+
