@@ -18,6 +18,7 @@ one line. Which side ran first in each round, the seed and the revisions are in 
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import random
@@ -60,13 +61,7 @@ def add_ab_options(group: Any) -> None:
                     "round's order (default: drawn, recorded)")
     group.addoption("--perfsuite-ab-gate", choices=("all", "costs"), default="all",
                     help="with --perfsuite-ab: what may fail it: timings and costs (default), or costs only")
-    group.addoption("--perfsuite-round", type=int, metavar="N", help=argparse_suppress())
-
-
-def argparse_suppress() -> str:
-    import argparse
-
-    return argparse.SUPPRESS
+    group.addoption("--perfsuite-round", type=int, metavar="N", help=argparse.SUPPRESS)  # a round's session
 
 
 # -- inside a round (a sub-session) -------------------------------------------------------------------------
@@ -153,11 +148,10 @@ class _Side:
         self.tree, self.cwd = tree, cwd
         self.imported: dict[str, str] = {}
 
-    def session(self, args: Sequence[str], out: Path, index: int, warmup: int | None) -> float:
+    def session(self, args: Sequence[str], out: Path, index: int) -> float:
+        """One round's session of this side (``--perfsuite-warmup`` and every other option as the user gave)."""
         command = [sys.executable, "-m", "pytest", *args, "-q", "-p", "no:cacheprovider", "--perfsuite-round",
                    str(index), "--perfsuite-dir", str(out), "--perfsuite-samples", "1"]
-        if warmup is not None:
-            command += ["--perfsuite-warmup", str(warmup)]
         started = time.monotonic()
         proc = subprocess.run(command, cwd=self.cwd, env=_path_env(self.tree), capture_output=True, text=True,
                               check=False)
@@ -263,7 +257,6 @@ def run_ab(config: pytest.Config, write: Any) -> tuple[int, str]:
     if out.exists() and any(out.iterdir()):
         raise PerfsuiteError(f"--perfsuite-dir: {out} is not empty (an A/B output needs a new or empty directory)")
     args = _session_args(config.invocation_params.args)
-    warmup = config.getoption("perfsuite_warmup")
     parent = Path(tempfile.mkdtemp(prefix="perfsuite-pytest-ab-"))
     base, head, made = _sides(config, parent)
     rng = random.Random(seed)
@@ -275,7 +268,7 @@ def run_ab(config: pytest.Config, write: Any) -> tuple[int, str]:
             orders.append([s.name for s in sides])
             times = []
             for side in sides:
-                took = side.session(args, out / "rounds" / side.name / f"{i:03d}", i, warmup)
+                took = side.session(args, out / "rounds" / side.name / f"{i:03d}", i)
                 times.append(f"{side.name} {took:.1f} s")
             write(f"perfsuite ab: round {i + 1}/{rounds}: {', '.join(times)}")
     finally:
@@ -337,12 +330,7 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     except PerfsuiteError as exc:  # unusable input: one line, and the session fails
         write(f"perfsuite ab: error: {exc}")
         session.testsfailed = 1
-        config.stash[_STATUS] = 2
         return True
-    config.stash[_STATUS] = status
     if status:  # 1 a regression, 3 it cannot tell: never a pass
         session.testsfailed = 1
     return True
-
-
-_STATUS = pytest.StashKey[int]()

@@ -24,13 +24,10 @@ Three kinds of metric (:mod:`perfsuite.report._metrics`):
   shown as ``(info)`` for diagnosis, never gating: with some 25 metrics per mode, gating on all of them
   would raise false alarms on every few runs, and they move with the headlines anyway.
 
-**Separate runs** (issue 28 item 4): two runs measured apart cannot tell the machine's load from a regression
-in a timing (unchanged code on a loaded machine compared 4.25x slower), while costs do not move with load.
-So ``compare BASE NEW``, ``compare --store``, the pytest plugin's ``--perfsuite-compare`` and the dashboard
-compare separate runs with ``timings="info"``: costs gate exactly, timings are shown as information, and the
-first line says so. ``timings="gate"`` gates them as above, but only while neither run is loaded (its idle
-control, :func:`perfsuite.harness.machine_load`); a loaded side turns them back into information, said first.
-An A/B pairing (both sides interleaved in one run) gates its timings whatever the load (``"paired"``); every
+**Separate runs** (issue 28 item 4) cannot tell the machine's load from a regression in a timing, while costs
+do not move with load: the commands compare them with ``timings="info"`` (costs gate, timings are shown as
+information, said in the first line); ``"gate"`` gates timings unless a run is loaded (its idle control,
+:func:`perfsuite.harness.machine_load`); an A/B pairing gates them whatever the load (``"paired"``). Every
 comparison names its loaded runs in the first line.
 
 Exit status: 1 on a regression, else 3 when something is inconclusive (or an incomplete document was
