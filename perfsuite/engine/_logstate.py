@@ -184,11 +184,24 @@ def doc_value(doc: Mapping[str, Any], section: str, name: str | None) -> Any:
 
 def apply_ops(doc: dict[str, Any], ops: Iterable[Sequence[Any]]) -> None:
     """Apply a GEN record's sidecar operations to ``doc`` in place: ``put``/``del`` of a key, ``index``
-    (prompt-index offsets appended). Values are deep-copied so the document shares nothing with a caller."""
+    (prompt-index offsets appended), ``madd``/``mdel`` (mail records appended to a mailbox, removed by
+    id). Values are deep-copied so the document shares nothing with a caller."""
     for op in ops:
         verb, section, name, value = op[0], op[1], op[2], (op[3] if len(op) > 3 else None)
         value = copy.deepcopy(value)
-        if section in ("agents", "mailboxes", "control"):
+        if verb in ("madd", "mdel"):  # a mailbox's delta: records appended, records removed by id
+            table = doc.setdefault("mailboxes", {})
+            box = list(table.get(name) or [])
+            if verb == "madd":
+                box.extend(value or [])
+            else:
+                gone = set(value or [])
+                box = [r for r in box if not (isinstance(r, dict) and r.get("id") in gone)]
+            if box:
+                table[name] = box
+            else:
+                table.pop(name, None)
+        elif section in ("agents", "mailboxes", "control"):
             table = doc.setdefault(section, {})
             if verb == "del" or (value is None and section != "control"):
                 table.pop(name, None)

@@ -322,6 +322,30 @@ def select_changes(batch: Batch, jobs: Sequence[StageJob], staged: Staged, hashe
                              prompt, memos, changed, new_chunks), changed)
 
 
+def mailbox_ops(name: str | None, old: list[Any], new: list[Any]) -> list[list[Any]] | None:
+    """A mailbox's change as its delta, O(what changed) in bytes: records removed by id (``mdel``:
+    delivered and committed, discarded, or moved) and records appended (``madd``): the longest prefix of
+    the new mailbox that the old one holds in order is kept, the rest of the new one appended. None when a
+    record has no id (then the whole mailbox is put). Mail records are immutable (one id, one record), so
+    ids say which are the same."""
+    old_ids = [r.get("id") if isinstance(r, dict) else None for r in old]
+    new_ids = [r.get("id") if isinstance(r, dict) else None for r in new]
+    if None in old_ids or None in new_ids or len(set(new_ids)) != len(new_ids):
+        return None
+    k = 0
+    for rid in old_ids:  # the longest prefix of the new mailbox that is a subsequence of the old one
+        if k < len(new_ids) and rid == new_ids[k]:
+            k += 1
+    kept = set(new_ids[:k])
+    ops: list[list[Any]] = []
+    removed = [i for i in old_ids if i not in kept]
+    if removed:
+        ops.append(["mdel", "mailboxes", name, removed])
+    if k < len(new):
+        ops.append(["madd", "mailboxes", name, new[k:]])
+    return ops
+
+
 def sidecar_ops(batch: Batch, view: BaseView) -> tuple[list[list[Any]], dict[tuple[str, str | None], Any],
                                                        tuple[int, int | None] | None]:
     """The sidecar delta: put/delete of each captured key whose value differs from the base, the root
@@ -331,7 +355,15 @@ def sidecar_ops(batch: Batch, view: BaseView) -> tuple[list[list[Any]], dict[tup
     values: dict[tuple[str, str | None], Any] = {}
 
     def put(section: str, name: str | None, value: Any) -> None:
-        if value != view.value(section, name):
+        old = view.value(section, name)
+        if section == "mailboxes" and isinstance(old, list) and isinstance(value, list):
+            mail = mailbox_ops(name, old, value)
+            if mail is not None:
+                ops.extend(mail)
+                if mail:
+                    values[(section, name)] = value
+                return
+        if value != old:
             ops.append(["del" if value is None and section in ("agents", "mailboxes") else "put", section, name, value])
             values[(section, name)] = value
 
@@ -343,13 +375,15 @@ def sidecar_ops(batch: Batch, view: BaseView) -> tuple[list[list[Any]], dict[tup
     if batch.projection is not None:
         fields = {k: v for k, v in batch.projection.items() if k != "prompt_index"}
         put("root", None, fields)
-        index = list(batch.projection.get("prompt_index", ()))
+        index = batch.projection.get("prompt_index", ())  # a view (OffsetsView): never copied whole here
         length, reset = view.prompt()
         if reset is not None and reset == batch.prompt_reset and len(index) >= length:
             if len(index) > length:
-                ops.append(["index", "prompt_index", None, index[length:]])
-        elif index != view.value("prompt_index", None):
-            ops.append(["put", "prompt_index", None, index])
+                ops.append(["index", "prompt_index", None, list(index[length:])])
+        else:
+            whole = list(index)  # a rewrite replaced the index (or nothing is known of it): O(index), rare
+            if whole != view.value("prompt_index", None):
+                ops.append(["put", "prompt_index", None, whole])
         prompt = (len(index), batch.prompt_reset)
     marker = batch.candidate.get("marker") or {}
     if marker:

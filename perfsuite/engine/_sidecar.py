@@ -246,7 +246,7 @@ class Sidecar:
             "agents": {aid: dict(a) for aid, a in self.agents.items() if visible(f"agent:{aid}")},
             "mailboxes": mailboxes,
             "control": copy.deepcopy(self.control),
-            "root": dict(root_projection),
+            "root": {k: (list(v) if k == "prompt_index" and v is not None else v) for k, v in root_projection.items()},
             "next_mail": self.next_mail,
             "checkpoint": dict(checkpoint) if checkpoint else None,
         }

@@ -6,6 +6,7 @@ this module is a command, not library code.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
@@ -62,8 +63,11 @@ def session_demo(root: str) -> None:
     registry = session.save_registry()
     print(f"sidecar-only registry save: generation {registry.seq}, changed {', '.join(registry.changed)}")
     with open(os.path.join(path, "HEAD"), encoding="utf-8") as handle:
-        head = handle.read()
-    print(f"HEAD names: {head}")
+        head = json.loads(handle.read())
+    storage = session.storage()
+    print(f"HEAD names {head['log']} (format 2: moved only at roll-over; its BASE is generation "
+          f"{head['generation']}, the records after it go up to generation {registry.seq}); "
+          f"{storage.logs} log, {storage.used} of {storage.allocated} preallocated bytes used")
     session.close()
     reopened = Session.open(path)
     print(f"reopened in epoch {reopened.epoch}: root has {len(reopened.buffers['root'])} messages, "
