@@ -24,6 +24,7 @@ from perfsuite.harness._callgrind import (
     find_valgrind,
     instructions_unavailable,
 )
+from perfsuite.harness._documents import parse_json, parse_toml, read_json, read_text, read_toml
 from perfsuite.harness._exports import write_exports
 from perfsuite.harness._gc import GcEvent, GcRecorder, GcWindow, apply_gc_policy
 from perfsuite.harness._heap import LiveHeap, build_heap, probe_full_collection
@@ -36,8 +37,11 @@ from perfsuite.harness._operation import (
     OperationContext,
     call_optional,
     create_operation,
+    import_roots,
     resolve_operation,
 )
+from perfsuite.harness._params import Param, accepts, check_params, declared_parameters, param_value
+from perfsuite.harness._plan import check_parameters, resolve_factories
 from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe, recipe_dirs
 from perfsuite.harness._results import (
     HOST_LABEL_ENV,
@@ -101,6 +105,7 @@ __all__ = [
     "ModeSpec",
     "Operation",
     "OperationContext",
+    "Param",
     "Recipe",
     "ResultsBusy",
     "ResultsLock",
@@ -116,16 +121,21 @@ __all__ = [
     "Valgrind",
     "ValgrindUnavailable",
     "VariantsResult",
+    "accepts",
     "apply_gc_policy",
     "build_heap",
     "build_library",
     "call_optional",
     "callgrind_totals",
     "check_conditions",
+    "check_parameters",
+    "check_params",
     "check_resumable",
     "create_operation",
+    "declared_parameters",
     "extend_variants",
     "find_valgrind",
+    "import_roots",
     "imports_packages",
     "instructions_section",
     "instructions_unavailable",
@@ -136,12 +146,19 @@ __all__ = [
     "measure_instructions",
     "measure_sample",
     "new_results_path",
+    "param_value",
+    "parse_json",
+    "parse_toml",
     "plan_order",
     "plan_variants",
     "prepare_workdir",
     "probe_full_collection",
     "probe_variant",
+    "read_json",
+    "read_text",
+    "read_toml",
     "recipe_dirs",
+    "resolve_factories",
     "resolve_operation",
     "resume_run",
     "run_instrumented",
