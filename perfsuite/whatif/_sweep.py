@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from perfsuite._limits import LIMITS
 from perfsuite.errors import PerfsuiteError
 from perfsuite.whatif._costs import PublicationCosts
 from perfsuite.whatif._simulate import (
@@ -191,11 +192,26 @@ class WhatIf:
         }
 
 
+def check_settings(trace: Trace, settings: Sequence[Setting]) -> None:
+    """Issue 27: a checkpoint interval so small that its in-flight timer would fire more than
+    ``LIMITS["timer_firings"]`` times over the trace (0.0001 s over a 100 s request: a million firings, the
+    replay hung) is one line naming it and the smallest interval this trace allows, before any replay."""
+    most = LIMITS["timer_firings"].high
+    for setting in settings:
+        firings = trace.duration_s / setting.checkpoint_interval_s
+        if firings > most:
+            raise PerfsuiteError(
+                f"--checkpoint-interval {setting.checkpoint_interval_s:g}: its timer would fire up to {firings:.3g} "
+                f"times over the {trace.duration_s:g} s trace (at most {most:g}); give at least "
+                f"{trace.duration_s / most:.3g} s for this trace")
+
+
 def sweep(trace: Trace, settings: Sequence[Setting], costs: PublicationCosts | None = None,
           durations: Mapping[str, float] | None = None) -> WhatIf:
     """Replay ``trace`` once per setting in virtual time; mark the Pareto-optimal settings."""
     if not settings:
         raise PerfsuiteError("the settings grid is empty")
+    check_settings(trace, settings)
     if durations is None and costs is not None:
         durations = costs.durations_s()
     started = time.perf_counter()
