@@ -11,12 +11,11 @@ from typing import Any
 
 from perfsuite.cli._common import (
     add_gate_option,
+    bounded_int,
     finite_float,
     fixture_hook,
     non_empty,
-    non_negative_int,
     output_dir,
-    positive_int,
     thresholds,
 )
 from perfsuite.cli._console import console
@@ -117,13 +116,16 @@ def register(sub: Any) -> None:
                     help="a recipe name or .toml path, repeatable (default: the quick set's recipes that import the "
                     "engine: mailbox-delivery, root-checkpoint, diagnostic-append)")
     ab.add_argument("--all", action="store_true", help="the whole catalogue instead of the quick set")
-    ab.add_argument("--samples", type=positive_int, help="rounds per look: one sample per mode per revision each "
+    ab.add_argument("--samples", type=bounded_int("samples"),
+                    help="rounds per look: one sample per mode per revision each "
                     f"(default: {AB_SAMPLES})")
-    ab.add_argument("--looks", type=positive_int, help="at most this many looks of --samples rounds while a headline "
+    ab.add_argument("--looks", type=bounded_int("looks"),
+                    help="at most this many looks of --samples rounds while a headline "
                     f"stays inconclusive, each testing at alpha / looks (default: {AB_LOOKS}; 1: a fixed sample)")
-    ab.add_argument("--warmup", type=non_negative_int,
+    ab.add_argument("--warmup", type=bounded_int("warmup"),
                     help="discarded warm-up samples per mode per revision (recipe default: 1)")
-    ab.add_argument("--allocation-samples", type=positive_int, help="allocation-pass samples per mode per revision "
+    ab.add_argument("--allocation-samples", type=bounded_int("allocation_samples"),
+                    help="allocation-pass samples per mode per revision "
                     "(recipe default: 3; costs need no p-value)")
     ab.add_argument("--instructions", action="store_true",
                     help="also count instructions per operation under valgrind (callgrind), both revisions "
@@ -131,7 +133,8 @@ def register(sub: Any) -> None:
     ab.add_argument("--valgrind", metavar="PATH", type=non_empty,
                     help="the valgrind executable for --instructions (default: $PERFSUITE_VALGRIND, else PATH)")
     ab.add_argument("--gc", choices=("collect-before", "natural"), help="GC policy before each sample")
-    ab.add_argument("--seed", type=non_negative_int, help="seed of the interleaved order (default: random, recorded)")
+    ab.add_argument("--seed", type=bounded_int("seed"),
+                    help="seed of the interleaved order (default: random, recorded)")
     ab.add_argument("--output-dir", metavar="DIR", type=output_dir,
                     help="a new or empty directory for base/, head/ and ab.json (default: results/local/ab-<time>)")
     ab.add_argument("--work-dir", metavar="DIR", type=output_dir,
