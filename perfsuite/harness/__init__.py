@@ -40,7 +40,7 @@ from perfsuite.harness._operation import (
     import_roots,
     resolve_operation,
 )
-from perfsuite.harness._params import Param, accepts, check_params, declared_parameters, param_value
+from perfsuite.harness._params import Param, accepts, check_params, declared_parameters, did_you_mean, param_value
 from perfsuite.harness._plan import check_parameters, resolve_factories
 from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe, recipe_dirs
 from perfsuite.harness._results import (
@@ -133,6 +133,7 @@ __all__ = [
     "check_resumable",
     "create_operation",
     "declared_parameters",
+    "did_you_mean",
     "extend_variants",
     "find_valgrind",
     "import_roots",
