@@ -106,14 +106,17 @@ LIMITS: dict[str, Limit] = {
     "allocation_samples": Limit(1, 1_000, what="allocation-pass samples per mode (recipe key, --allocation-samples)"),
     "instructions_samples": Limit(1, 1_000, what="instruction-pass samples per mode (recipe key)"),
     "heap": Limit(0, 100_000_000, what="live objects held through every sample (recipe key, --heap)"),
+    "modes": Limit(1, 100, what="modes of one recipe"),
+    "plan_entries": Limit(1, 200_000, what="entries of a run's plan: modes x (warm-ups + samples + passes) + controls"),
     "seed": Limit(0, 2**32 - 1, what="seeds of random orders and samples (recipe key, --seed)"),
     "heartbeat_ms": Limit(0.1, 1_000, integer=False, unit="ms", what="the heartbeat period (recipe key)"),
     "target_ms": Limit(0.001, 3_600_000, integer=False, unit="ms", what="the max-gap target (recipe key)"),
     "window_tail_ms": Limit(0, 60_000, integer=False, unit="ms", what="the window after the ack (recipe key)"),
     "settle_ms": Limit(0, 60_000, integer=False, unit="ms", what="the settle before each window (recipe key)"),
     "ack_timeout_s": Limit(0.001, 86_400, integer=False, unit="s", what="the acknowledgement timeout (recipe key)"),
-    # `ab`
+    # `ab`, `compare`, `evidence --baseline`
     "looks": Limit(1, 100, what="sequential looks of `ab` (--looks)"),
+    "factor": Limit(1, 100, integer=False, what="the ratio that counts as a change (--factor; more than 1)"),
     # operation parameters of perfsuite.workloads (declared with these bounds)
     "window_ms": Limit(0, 3_600_000, integer=False, unit="ms", what="waits and busy times of the probes"),
     "bytes": Limit(0, 1 << 30, what="bytes an operation writes or allocates (1 GiB)"),
@@ -126,6 +129,7 @@ LIMITS: dict[str, Limit] = {
     "trace_time_s": Limit(0, _SECONDS_PER_YEAR, integer=False, unit="s", what="trace times and durations (a year)"),
     "timer_firings": Limit(1, 100_000, what="firings of one simulated timer over a trace"),
     "speed": Limit(0.01, 1_000, integer=False, what="time compression of whatif --validate (--speed)"),
+    "grid_settings": Limit(1, 10_000, what="settings of a whatif grid or a sweep (the product of its values)"),
     "cost_bytes": Limit(0, 1 << 40, what="bytes of one publication in a what-if costs file (1 TiB)"),
     # storage profiles (SPEC M10): one simulated delay
     "delay_ms": Limit(0, 60_000, integer=False, unit="ms", what="one simulated storage delay"),

@@ -171,7 +171,7 @@ class Recipe:
         if allocation_samples is not None:
             changes["allocation_samples"] = check.count("--allocation-samples", allocation_samples,
                                                         "allocation_samples")
-        return dataclasses.replace(self, **changes)
+        return _check_plan_size(dataclasses.replace(self, **changes), check)
 
 
 def _show(value: object) -> str:
@@ -314,7 +314,29 @@ def parse_recipe(data: Mapping[str, Any], label: str, *, default_name: str) -> R
     control = data.get("control_windows", values["samples"])
     values["control_windows"] = check.count("control_windows", control, "control_windows")
     values["modes"] = _parse_modes(data.get("modes"), check)
-    return Recipe(**values)
+    return _check_plan_size(Recipe(**values), check)
+
+
+def plan_entries(recipe: Recipe) -> int:
+    """How many entries the run's plan holds (warm-ups, samples, control windows, passes: M4)."""
+    per_mode = recipe.warmup + recipe.samples + (recipe.allocation_samples if recipe.allocation else 0) + (
+        recipe.instructions_samples if recipe.instructions else 0)
+    return len(recipe.modes) * per_mode + recipe.control_windows
+
+
+def _check_plan_size(recipe: Recipe, check: _Checker) -> Recipe:
+    """Issue 27: the plan is built in memory (and written after every sample) before the run starts, so its
+    size is bounded too: modes x (warm-ups + samples + passes) + control windows."""
+    problem = check_limit("modes", len(recipe.modes))
+    if problem:
+        raise PerfsuiteError(f"{check.label}: modes: {problem.replace('expected an integer', 'expected a count')}")
+    entries = plan_entries(recipe)
+    problem = check_limit("plan_entries", entries)
+    if problem:
+        raise PerfsuiteError(f"{check.label}: the plan would hold {entries} entries ({len(recipe.modes)} modes x "
+                             f"(warmup {recipe.warmup} + samples {recipe.samples} + passes) + {recipe.control_windows} "
+                             f"control windows); at most {LIMITS['plan_entries'].high:g}: lower samples or warmup")
+    return recipe
 
 
 def _parse_modes(raw: object, check: _Checker) -> tuple[ModeSpec, ...]:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from perfsuite._limits import LIMITS
+from perfsuite._limits import LIMITS, check_limit
 from perfsuite.errors import PerfsuiteError
 from perfsuite.whatif._costs import PublicationCosts
 from perfsuite.whatif._simulate import (
@@ -62,7 +62,13 @@ def parse_intervals(text: str, option: str, *, allow_zero: bool = True) -> tuple
 
 def make_grid(debounce: Iterable[float] = DEFAULT_DEBOUNCE_S, checkpoint: Iterable[float] = DEFAULT_CHECKPOINT_S,
               notify_max: Iterable[float] = DEFAULT_NOTIFY_MAX_S) -> tuple[Setting, ...]:
-    """Every combination, debounce varying fastest within a checkpoint interval."""
+    """Every combination, debounce varying fastest within a checkpoint interval; at most
+    ``LIMITS["grid_settings"]`` of them (issue 27: the product was built in memory, however large)."""
+    debounce, checkpoint, notify_max = tuple(debounce), tuple(checkpoint), tuple(notify_max)
+    size = len(debounce) * len(checkpoint) * len(notify_max)
+    if check_limit("grid_settings", size):
+        raise PerfsuiteError(f"the grid has {size} settings ({len(debounce)} debounce x {len(checkpoint)} checkpoint x "
+                             f"{len(notify_max)} notify-max intervals); at most {LIMITS['grid_settings'].high:g}")
     return tuple(Setting(d, c, n) for c, n, d in itertools.product(tuple(checkpoint), tuple(notify_max),
                                                                    tuple(debounce)))
 

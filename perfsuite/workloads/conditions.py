@@ -172,6 +172,10 @@ def plan_sweep(
     if len(set(storages)) != len(storages) or len(set(heaps)) != len(heaps):
         raise PerfsuiteError("a sweep's --storage and --heap values must not repeat")
     freezes = {"off": (False,), "on": (True,), "both": (False, True)}[freeze]
+    size = len(storages) * len(heaps) * len(freezes)
+    if check_limit("grid_settings", size):  # every setting is a whole run (issue 27)
+        raise PerfsuiteError(f"a sweep of {size} settings ({len(storages)} storage x {len(heaps)} heap x "
+                             f"{len(freezes)} freeze); at most {LIMITS['grid_settings'].high:g}")
     recipe = dataclasses.replace(recipe, allocation=False)  # the sweep measures latency: no M3 pass per setting
     files = dict(storage_files or {})
     profiles: dict[str | None, StorageProfile | None] = {}
