@@ -29,7 +29,7 @@ def _cmd_ab(args: argparse.Namespace) -> int:
     from perfsuite.ab import AB_LOOKS, AB_SAMPLES, run_ab
     from perfsuite.cli._report import print_comparison
     from perfsuite.cli._run import DEFAULT_RUN_RECIPES
-    from perfsuite.harness import SampleEvent, list_recipes, load_recipe
+    from perfsuite.harness import SampleEvent, check_parameters, list_recipes, load_recipe, resolve_factories
 
     if os.getcwd() not in sys.path:  # operations import like `python -m` would (workers get the same)
         sys.path.insert(0, os.getcwd())
@@ -42,6 +42,12 @@ def _cmd_ab(args: argparse.Namespace) -> int:
                                         instructions=True if args.instructions else None)
         for ref in names
     ]
+    for recipe in recipes:  # issue 28 item 6: declared parameters checked before any worktree or fixture
+        try:
+            factories = resolve_factories(recipe)
+        except PerfsuiteError:
+            continue  # imported in each revision's worktree instead, where its error is said
+        check_parameters(recipe, factories)
     if any(r.instructions for r in recipes):  # one line, once: the pass records "not measured" (issue 22)
         from perfsuite.harness import instructions_unavailable
 
