@@ -27,6 +27,8 @@ from perfsuite.harness import ModeSpec, Recipe, run_recipe
 FILE, DIR, EMPTY, GARBAGE, RESULT, MISSING = "@FILE", "@DIR", "@EMPTY", "@GARBAGE", "@RESULT", "@MISSING"
 #: the workspace root itself (files of the issue 27 cases: recipes, documents, traces, a session)
 WS = "@WS"
+#: a dashboard of the workspace's results
+SITE = ["dashboard", DIR, "-o", "site"]
 #: where even root cannot create anything (sysfs): a genuinely unwritable directory
 SYS = "/sys/perfsuite-cannot-write-here"
 
@@ -226,6 +228,7 @@ CASES: list[tuple[str, list[str]]] = [
     ("sweep-samples-huge", ["sweep", "idle-control", "--samples", "1000000000000"]),
     ("ab-samples-huge", ["ab", "HEAD", "--samples", "1000000000000"]),
     ("ab-looks-huge", ["ab", "HEAD", "--looks", "1000000000000"]),
+    ("ab-mode-param-typo", ["ab", "HEAD", "-r", f"{WS}/typo.toml"]),  # checked before any worktree is made
     ("report-nan", ["report", f"{WS}/nan.json"]),
     ("report-nested-deep", ["report", f"{WS}/deep.json"]),
     ("report-dir-nested-deep", ["report", f"{WS}/deep-dir"]),
@@ -234,11 +237,11 @@ CASES: list[tuple[str, list[str]]] = [
     ("evidence-nested-deep", ["evidence", f"{WS}/deep.json"]),
     ("bars-nan", ["bars", f"{WS}/nan.json"]),
     ("store-ingest-nested-deep", ["store", "ingest", f"{WS}/deep-dir", "--store", "s.sqlite3"]),
-    ("dashboard-commit-url-unknown-field", ["dashboard", DIR, "-o", "site", "--commit-url", "https://x/{sha}"]),
-    ("dashboard-commit-url-positional", ["dashboard", DIR, "-o", "site", "--commit-url", "https://x/{}"]),
-    ("dashboard-commit-url-index", ["dashboard", DIR, "-o", "site", "--commit-url", "https://x/{0}/{commit}"]),
-    ("dashboard-commit-url-attribute", ["dashboard", DIR, "-o", "site", "--commit-url", "https://x/{commit.upper}"]),
-    ("dashboard-commit-url-unbalanced", ["dashboard", DIR, "-o", "site", "--commit-url", "https://x/{commit"]),
+    ("dashboard-commit-url-unknown-field", [*SITE, "--commit-url", "https://x/{commit}/{sha}"]),  # KeyError
+    ("dashboard-commit-url-positional", [*SITE, "--commit-url", "https://x/{commit}/{}"]),  # IndexError
+    ("dashboard-commit-url-index", [*SITE, "--commit-url", "https://x/{0}/{commit}"]),
+    ("dashboard-commit-url-attribute", [*SITE, "--commit-url", "https://x/{commit}/{commit.upper}"]),  # exit 0
+    ("dashboard-commit-url-unbalanced", [*SITE, "--commit-url", "https://x/{commit}/{"]),
     ("whatif-trace-size-huge", ["whatif", "--trace", f"{WS}/huge-size.jsonl", "--no-costs"]),  # MemoryError
     ("whatif-trace-time-huge", ["whatif", "--trace", f"{WS}/huge-time.jsonl", "--no-costs"]),
     ("whatif-trace-nested-deep", ["whatif", "--trace", f"{WS}/deep.jsonl", "--no-costs"]),
@@ -277,6 +280,16 @@ CASES: list[tuple[str, list[str]]] = [
     ("run-storage-file-percentile", ["run", "idle-control", "--storage-file", f"{WS}/storage-percentile.toml"]),
     ("run-heap-nan", ["run", "idle-control", "--heap", "nan"]),
     ("run-heap-huge", ["run", "idle-control", "--heap", "1e12"]),
+    ("evidence-alpha-without-baseline", ["evidence", RESULT, "--alpha", "0.01"]),  # was silently ignored
+    ("compare-factor-huge", ["compare", RESULT, RESULT, "--factor", "1e308"]),  # a gate that can never fail
+    ("history-metric-unknown", ["history", DIR, "--metric", "max_gap"]),  # was "0 series", exit 0
+    ("run-recipe-plan-huge", ["run", f"{WS}/plan-huge.toml"]),  # 50 modes x 5000 samples: built in memory
+    ("whatif-grid-huge", ["whatif", "--storm", "--no-costs", "--debounce", ",".join(map(str, range(200))),
+                          "--checkpoint-interval", ",".join(map(str, range(1, 201)))]),
+    ("sweep-grid-huge", ["sweep", "idle-control", "--heap", ",".join(map(str, range(20_000)))]),
+    ("profile-diff-nested-deep", ["profile", "--diff", f"{WS}/deep.json", f"{WS}/deep.json"]),
+    ("profile-baseline-not-utf8", ["profile", "idle-control", "--profiler", "callgrind", "--baseline",
+                                   f"{WS}/latin1.json"]),
     # the command itself
     ("unknown-command", ["no-such-command"]),
     ("unknown-option", ["run", "--no-such-option"]),
@@ -311,6 +324,7 @@ NAMES: dict[str, tuple[str, ...]] = {
     "sweep-samples-huge": ("--samples", "1000000000000", "at most"),
     "ab-samples-huge": ("--samples", "1000000000000", "at most"),
     "ab-looks-huge": ("--looks", "1000000000000", "at most"),
+    "ab-mode-param-typo": ("windw_ms", "did you mean window_ms?"),
     "report-nan": ("nan.json", "NaN"),
     "report-nested-deep": ("deep.json", "nested"),
     "report-dir-nested-deep": ("x.json", "nested"),
@@ -319,11 +333,11 @@ NAMES: dict[str, tuple[str, ...]] = {
     "evidence-nested-deep": ("deep.json", "nested"),
     "bars-nan": ("nan.json", "NaN"),
     "store-ingest-nested-deep": ("x.json", "nested"),
-    "dashboard-commit-url-unknown-field": ("--commit-url", "{sha}", "{commit}"),
-    "dashboard-commit-url-positional": ("--commit-url", "{}", "{commit}"),
-    "dashboard-commit-url-index": ("--commit-url", "{0}", "{commit}"),
-    "dashboard-commit-url-attribute": ("--commit-url", "{commit.upper}", "{commit}"),
-    "dashboard-commit-url-unbalanced": ("--commit-url", "https://x/{commit", "{commit}"),
+    "dashboard-commit-url-unknown-field": ("--commit-url", "field {sha} is not allowed", "{commit}"),
+    "dashboard-commit-url-positional": ("--commit-url", "field {} is not allowed", "{commit}"),
+    "dashboard-commit-url-index": ("--commit-url", "field {0} is not allowed", "{commit}"),
+    "dashboard-commit-url-attribute": ("--commit-url", "field {commit.upper} is not allowed", "{commit}"),
+    "dashboard-commit-url-unbalanced": ("--commit-url", "https://x/{commit}/{", "not a URL template"),
     "whatif-trace-size-huge": ("huge-size.jsonl:1", "size", "100000000000", "at most"),
     "whatif-trace-time-huge": ("huge-time.jsonl:1", "time", "1e+300", "at most"),
     "whatif-trace-nested-deep": ("deep.jsonl:2", "nested"),
@@ -360,6 +374,14 @@ NAMES: dict[str, tuple[str, ...]] = {
     "run-heap-huge": ("--heap", "'1e12'"),
     "sweep-heap-nan": ("--heap", "'nan'"),
     "demo-sysfs": ("/sys/perfsuite-cannot-write-here",),
+    "evidence-alpha-without-baseline": ("--alpha", "--baseline"),
+    "compare-factor-huge": ("--factor", "1e+308", "at most 100"),
+    "history-metric-unknown": ("--metric 'max_gap'", "did you mean max_gap_ms?"),
+    "profile-diff-nested-deep": ("deep.json", "nested"),
+    "run-recipe-plan-huge": ("plan-huge.toml", "the plan would hold", "at most 200000"),
+    "whatif-grid-huge": ("40000 settings", "at most 10000"),
+    "sweep-grid-huge": ("20000 settings", "at most 10000"),
+    "profile-baseline-not-utf8": ("latin1.json", "UTF-8"),
 }
 
 
@@ -462,10 +484,11 @@ def _issue_27_files(root: Path) -> None:
     (root / "nan.jsonl").write_text(json.dumps(event) + "\n" + json.dumps({**event, "size": float("nan")}) + "\n")
     (root / "in-flight.jsonl").write_text("".join(json.dumps({**event, **e}) + "\n" for e in (
         {"time": 0.0, "kind": "request-start", "size": 0}, {"time": 0.5}, {"time": 100.0, "kind": "request-end"})))
-    (root / "costs-nan.json").write_text('{"format": "perfsuite-costs", "checkpoint_ms": NaN}')
+
     (root / "storage-inf.toml").write_text('name = "mine"\nsource = "a guess"\n[operations.fsync]\nkind = "fixed"\n'
                                            'ms = inf\nsource = "a guess"\n')
     _recipe(root, "escape", 'name = "../../escaped"', idle)
+    _recipe(root, "plan-huge", "samples = 5000", idle + "".join(f"[modes.m{i}]\n{idle}" for i in range(49)))
     (root / "specs").mkdir()
     (root / "specs" / "huge.toml").write_text('generator = "synthetic-session"\nseed = 1\n[params]\n'
                                               "root_messages = 1000000000000\n")
@@ -475,6 +498,8 @@ def _issue_27_files(root: Path) -> None:
     kind = {"allocated_bytes": 1, "peak_bytes": 1, "bytes_written": 1, "staged_bytes": 1, "duration_ms": 1.0}
     (root / "costs-negative.json").write_text(json.dumps({"schema": 1, "kinds": {
         "registry": {**kind, "duration_ms": -1}, "checkpoint": kind, "mail": kind}}))
+    (root / "costs-nan.json").write_text(json.dumps({"schema": 1, "kinds": {  # json.dumps writes NaN
+        "registry": {**kind, "duration_ms": float("nan")}, "checkpoint": kind, "mail": kind}}))
     (root / "storage-percentile.toml").write_text(
         'name = "mine"\nsource = "a guess"\n[operations.fsync]\nkind = "quantiles"\npoints = [[0, 1], [101, 1]]\n'
         'source = "a guess"\n')
