@@ -179,3 +179,25 @@ def test_the_publication_floor_checks_the_parameters_of_the_publication_it_names
     with pytest.raises(PerfsuiteError, match=r"mode floor: path: unknown parameter of perfsuite.workloads.engine:"
                                              r"registry_save"):
         asyncio.run(record_publication(ctx, "registry_save", {"path": "async"}))
+
+
+def test_an_operations_non_finite_metrics_are_not_measured(tmp_path: Path, monkeypatch) -> None:
+    """Issue 27: a NaN or infinite metric is recorded as null ("not measured"), never written as NaN (the
+    results hold finite numbers only; it used to fail the write with an "unexpected" ValueError)."""
+    (tmp_path / "nanops.py").write_text(
+        "class Nan:\n"
+        "    def __init__(self, ctx):\n        pass\n"
+        "    def submit(self, ack):\n        ack(None)\n"
+        "    def metrics(self):\n"
+        "        return {'x': float('nan'), 'y': float('inf'), 'z': 10 ** 400, 'ok': 3,\n"
+        "                'phases_ms': {'a': float('nan'), 'b': 1.0}, 'drain_ms': float('inf')}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    recipe = Recipe(name="nan", modes=(ModeSpec("a", "nanops:Nan"),), samples=1, warmup=0, isolation="inline",
+                    control_windows=1, settle_ms=0.0)
+    result = run_recipe(recipe, output_dir=tmp_path / "out", work_root=tmp_path / "w")
+    [sample] = result.document["modes"]["a"]["samples"]
+    assert {k: sample["metrics"][k] for k in ("x", "y", "z", "ok")} == {"x": None, "y": None, "z": None, "ok": 3}
+    assert sample["phases_ms"] == {"b": 1.0} and sample.get("drain_ms") is None
+    from perfsuite.harness import load_results
+
+    assert load_results(result.path)["modes"]["a"]["samples"][0]["metrics"]["x"] is None  # reads back strictly
