@@ -12,9 +12,10 @@ with the same specification reuses it.
 not declare (perfsuite itself, its own dependencies) is the running one: both sides run the same instrument
 (the harness must be the same on both sides for their samples to be comparable), and no network is needed
 for perfsuite. pip sees those inherited packages, so a requirement they already satisfy is not installed
-again; uv installs every declared requirement into the environment. Offline, point the installer at local
-wheels: ``PIP_FIND_LINKS`` / ``PIP_NO_INDEX`` (passed on to uv as ``--find-links`` / ``--no-index`` when
-``UV_FIND_LINKS`` / ``UV_NO_INDEX`` are unset).
+again; uv does not look through the ``.pth`` file, so it is given only the requirements the running
+environment does not already satisfy (the same outcome as pip's, decided here with ``packaging``).
+Offline, point the installer at local wheels: ``PIP_FIND_LINKS`` / ``PIP_NO_INDEX`` (passed on to uv as
+``--find-links`` / ``--no-index`` when ``UV_FIND_LINKS`` / ``UV_NO_INDEX`` are unset).
 
 Builds run before any sample (never inside a measured window) and their time is returned, to be shown and
 recorded; a requirement that cannot be installed is one line naming it. One builder per environment at a
@@ -193,7 +194,9 @@ def _uv_index_args() -> list[str]:
     args: list[str] = []
     if not os.environ.get("UV_FIND_LINKS"):
         for link in (os.environ.get("PIP_FIND_LINKS") or "").split():
-            args += ["--find-links", link]
+            # pip warns about a find-links directory that does not exist and goes on; uv refuses to run
+            if "://" in link or os.path.isdir(link):
+                args += ["--find-links", link]
     no_index = (os.environ.get("PIP_NO_INDEX") or "").lower() in ("1", "true", "yes", "on")
     if no_index and not os.environ.get("UV_NO_INDEX"):
         args.append("--no-index")
@@ -241,8 +244,10 @@ def _build(path: Path, requirements: Sequence[str], installer: str) -> None:
     if not requirements:
         return
     if installer == "uv":
-        argv = [str(find_uv()), "pip", "install", "--quiet", "--python", str(python), *_uv_index_args(),
-                *requirements]
+        wanted = unsatisfied(requirements)
+        if not wanted:
+            return
+        argv = [str(find_uv()), "pip", "install", "--quiet", "--python", str(python), *_uv_index_args(), *wanted]
     elif own_pip:
         argv = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *requirements]
     else:
@@ -252,6 +257,34 @@ def _build(path: Path, requirements: Sequence[str], installer: str) -> None:
     proc = _run(argv, f"{installer} install", env)
     if proc.returncode != 0:
         raise PerfsuiteError(install_failure(proc.stderr + "\n" + proc.stdout, requirements))
+
+
+def unsatisfied(requirements: Sequence[str]) -> list[str]:
+    """The requirements the running environment (inherited through the ``.pth`` overlay) does not satisfy:
+    what pip would install. Without ``packaging`` (or for a requirement it cannot parse), all of them."""
+    try:
+        import importlib.metadata as metadata
+
+        from packaging.requirements import InvalidRequirement, Requirement
+    except ImportError:
+        return list(requirements)
+    wanted: list[str] = []
+    for text in requirements:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            wanted.append(text)
+            continue
+        if requirement.marker is not None and not requirement.marker.evaluate():
+            continue  # not for this interpreter: pip would skip it too
+        try:
+            version = metadata.version(requirement.name)
+        except metadata.PackageNotFoundError:
+            wanted.append(text)
+            continue
+        if requirement.extras or requirement.url or not requirement.specifier.contains(version, prereleases=True):
+            wanted.append(text)
+    return wanted
 
 
 _VERSIONS = """import importlib.metadata as m, json, sys
