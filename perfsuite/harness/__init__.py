@@ -24,6 +24,7 @@ from perfsuite.harness._callgrind import (
     find_valgrind,
     instructions_unavailable,
 )
+from perfsuite.harness._documents import parse_json, parse_toml, read_json, read_text, read_toml
 from perfsuite.harness._exports import write_exports
 from perfsuite.harness._gc import GcEvent, GcRecorder, GcWindow, apply_gc_policy
 from perfsuite.harness._heap import LiveHeap, build_heap, probe_full_collection
@@ -44,8 +45,11 @@ from perfsuite.harness._operation import (
     OperationContext,
     call_optional,
     create_operation,
+    import_roots,
     resolve_operation,
 )
+from perfsuite.harness._params import Param, accepts, check_params, declared_parameters, did_you_mean, param_value
+from perfsuite.harness._plan import check_parameters, resolve_factories
 from perfsuite.harness._provenance import CI_VARIABLES, check_commit, measured_repository
 from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe, recipe_dirs
 from perfsuite.harness._results import (
@@ -119,6 +123,7 @@ __all__ = [
     "ModeSpec",
     "Operation",
     "OperationContext",
+    "Param",
     "Recipe",
     "ResultsBusy",
     "ResultsLock",
@@ -134,6 +139,7 @@ __all__ = [
     "Valgrind",
     "ValgrindUnavailable",
     "VariantsResult",
+    "accepts",
     "apply_gc_policy",
     "build_heap",
     "build_library",
@@ -141,10 +147,15 @@ __all__ = [
     "callgrind_totals",
     "check_commit",
     "check_conditions",
+    "check_parameters",
+    "check_params",
     "check_resumable",
     "create_operation",
+    "declared_parameters",
+    "did_you_mean",
     "extend_variants",
     "find_valgrind",
+    "import_roots",
     "imported_modules",
     "imports_packages",
     "instructions_section",
@@ -158,13 +169,20 @@ __all__ = [
     "measure_sample",
     "measured_repository",
     "new_results_path",
+    "param_value",
+    "parse_json",
+    "parse_toml",
     "plan_order",
     "plan_variants",
     "prepare_workdir",
     "probe_full_collection",
     "probe_load",
     "probe_variant",
+    "read_json",
+    "read_text",
+    "read_toml",
     "recipe_dirs",
+    "resolve_factories",
     "resolve_operation",
     "resume_run",
     "run_instrumented",
