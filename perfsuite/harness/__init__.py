@@ -14,7 +14,7 @@ Several versions of the code under test, interleaved in one run (what ``perfsuit
     pair = run_variants(recipe, variants, outputs={"base": Path("b.json"), "head": Path("h.json")}, seed=7)
 """
 
-from perfsuite.harness._alloc import AllocationRecord, measure_allocation
+from perfsuite.harness._alloc import AllocationRecord, measure_allocation, memray_totals
 from perfsuite.harness._callgrind import (
     BuildFailed,
     Valgrind,
@@ -41,10 +41,18 @@ from perfsuite.harness._operation import (
 from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe, recipe_dirs
 from perfsuite.harness._results import (
     HOST_LABEL_ENV,
+    SCHEMA_VERSION,
+    SUMMARY_METHOD,
     ResultsWriter,
+    collect_environment,
+    describe_fixture,
     load_results,
+    now_iso,
     sample_metrics,
+    summarize,
+    summarize_samples,
     validate_results,
+    verdict,
     write_json_atomic,
 )
 from perfsuite.harness._resume import check_resumable, resume_run
@@ -65,6 +73,7 @@ from perfsuite.harness._sample import (
     prepare_workdir,
 )
 from perfsuite.harness._stalls import (
+    TOP_CALLBACKS,
     InstrumentedLoop,
     StallEntry,
     StallMonitor,
@@ -85,6 +94,9 @@ from perfsuite.harness._variants import (
 __all__ = [
     "HEAP_SEED",
     "HOST_LABEL_ENV",
+    "SCHEMA_VERSION",
+    "SUMMARY_METHOD",
+    "TOP_CALLBACKS",
     "AckCallback",
     "AllocationRecord",
     "BuildFailed",
@@ -123,7 +135,9 @@ __all__ = [
     "callgrind_totals",
     "check_conditions",
     "check_resumable",
+    "collect_environment",
     "create_operation",
+    "describe_fixture",
     "extend_variants",
     "find_valgrind",
     "imports_packages",
@@ -135,7 +149,9 @@ __all__ = [
     "measure_allocation",
     "measure_instructions",
     "measure_sample",
+    "memray_totals",
     "new_results_path",
+    "now_iso",
     "plan_order",
     "plan_variants",
     "prepare_workdir",
@@ -149,7 +165,10 @@ __all__ = [
     "run_variants",
     "sample_metrics",
     "stall_monitor_of",
+    "summarize",
+    "summarize_samples",
     "validate_results",
+    "verdict",
     "write_exports",
     "write_json_atomic",
 ]

@@ -29,6 +29,7 @@ What it cannot see, and why that is acceptable:
 from __future__ import annotations
 
 import asyncio
+import bisect
 import functools
 import heapq
 import inspect
@@ -166,8 +167,35 @@ class StallMonitor:
 
     @property
     def recorded(self) -> int:
-        """Callbacks recorded since the last :meth:`arm`."""
+        """Callbacks recorded since the last :meth:`arm` (and not trimmed since)."""
         return len(self._starts)
+
+    def trim(self, before_ns: int) -> None:
+        """Drop the records of callbacks that ended before ``before_ns``, staying armed (M11: a live watch reads
+        back-to-back windows, and a callback straddling a boundary must stay for the next window, as the
+        heartbeat's straddling gap does). Records are appended when a callback ends, so their end times never
+        decrease on one loop's thread: the dropped records are a prefix."""
+        ends = self._ends
+        keep = bisect.bisect_left(ends, before_ns)
+        if keep:
+            del self._starts[:keep]
+            del self._ends[:keep]
+            del self._callbacks[:keep]
+
+    def since(self, start_ns: int, top: int = TOP_CALLBACKS) -> tuple[StallEntry, ...]:
+        """The ``top`` longest recorded callbacks that ended at or after ``start_ns``, named, longest first.
+
+        Walks back from the newest record only (records end in order), so asking about the last few milliseconds
+        costs what they held, not the whole window: M12 attributes each slow key to the callbacks that ran
+        between the key and its frame, inside the window, without a scan of everything recorded."""
+        starts, ends = self._starts, self._ends
+        i = len(ends) - 1
+        picked = []
+        while i >= 0 and ends[i] >= start_ns:
+            picked.append(i)
+            i -= 1
+        longest = heapq.nsmallest(top, picked, key=lambda j: (starts[j] - ends[j], starts[j]))
+        return tuple(StallEntry(callback_name(self._callbacks[j]), starts[j], ends[j] - starts[j]) for j in longest)
 
     def window(self, start_ns: int, end_ns: int, top: int = TOP_CALLBACKS) -> StallWindow:
         """Callbacks overlapping ``[start_ns, end_ns]``: count, busy time, longest, the ``top`` longest named."""

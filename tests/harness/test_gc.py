@@ -7,6 +7,8 @@ import gc
 import time
 from collections.abc import Callable
 
+import pytest
+
 from perfsuite.harness import GcRecorder, SampleRecord, apply_gc_policy
 
 BASIC = "perfsuite.workloads.basic"
@@ -54,3 +56,24 @@ def test_policies() -> None:
             return rec.count - before
 
     assert asyncio.run(main()) >= 1
+
+
+
+def test_window_reads_the_same_collections_as_the_whole_ring_even_after_it_wrapped(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """M11: the window walks back from the newest collection instead of rebuilding the ring each time; it must
+    select exactly what a scan of every retained event selects, across a wrapped ring (clock injected)."""
+    import perfsuite.harness._gc as gc_module
+
+    now = [0]
+    monkeypatch.setattr(gc_module.time, "perf_counter_ns", lambda: now[0])
+    rec = GcRecorder(capacity=16)
+    for n in range(40):  # collection n runs [10n, 10n + 4], through the gc.callbacks seam itself
+        now[0] = 10 * n
+        rec._callback("start", {"generation": n % 3})
+        now[0] += 4
+        rec._callback("stop", {"generation": n % 3, "collected": n, "uncollectable": 0})
+    for start, end in [(0, 1000), (250, 300), (303, 306), (305, 305), (395, 500), (1000, 2000)]:
+        expected = [e for e in rec.events() if e.end_ns >= start and e.start_ns <= end]
+        assert list(rec.window(start, end).events) == expected, (start, end)
+    assert rec.window(0, 1000).collections == 16
