@@ -93,6 +93,24 @@ class GcRecorder:
         self._pending_start = 0
         self._installed = False
 
+    @classmethod
+    def from_events(cls, events: list[GcEvent]) -> GcRecorder:
+        """A recorder holding collections recorded elsewhere (another process: a live watch's agent, M11), for
+        :meth:`window` offline; never installed."""
+        capacity = 16
+        while capacity < len(events):
+            capacity <<= 1
+        rec = cls(capacity)
+        for n, e in enumerate(sorted(events, key=lambda e: e.start_ns)):
+            rec._start[n], rec._duration[n], rec._generation[n] = e.start_ns, e.duration_ns, e.generation
+            rec._collected[n], rec._uncollectable[n] = e.collected, e.uncollectable
+            rec._count = n + 1
+        return rec
+
+    def events_since(self, start_ns: int) -> list[GcEvent]:
+        """Retained collections that ended at or after ``start_ns``, oldest first (what a window from there needs)."""
+        return self._ending_since(start_ns)
+
     def _callback(self, phase: str, info: dict[str, int]) -> None:
         # M2: the measuring path; keep it to clock reads and array stores
         now = time.perf_counter_ns()

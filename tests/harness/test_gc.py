@@ -77,3 +77,17 @@ def test_window_reads_the_same_collections_as_the_whole_ring_even_after_it_wrapp
         expected = [e for e in rec.events() if e.end_ns >= start and e.start_ns <= end]
         assert list(rec.window(start, end).events) == expected, (start, end)
     assert rec.window(0, 1000).collections == 16
+
+
+def test_a_recorder_rebuilt_from_events_reads_the_same_window() -> None:
+    """M11: a live watch's agent sends its collections to the parent, which reads the window there."""
+    with GcRecorder() as rec:
+        t0 = time.perf_counter_ns()
+        gc.collect()
+        gc.collect(0)
+        t1 = time.perf_counter_ns()
+    events = rec.events_since(t0)
+    assert len(events) >= 2 and events == [e for e in rec.events() if e.end_ns >= t0]
+    again = GcRecorder.from_events(events)
+    assert again.window(t0, t1, (t0, t1)) == rec.window(t0, t1, (t0, t1))
+    assert GcRecorder.from_events([]).window(0, 1).collections == 0

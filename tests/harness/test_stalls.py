@@ -168,6 +168,7 @@ def test_trim_keeps_what_ends_inside_the_next_window_and_since_walks_back_from_t
     assert [e.duration_ns for e in monitor.since(9 * MS)] == [8 * MS, 4 * MS, 1 * MS]
     assert [e.name for e in monitor.since(10 * MS, top=1)] == ["print"]
     assert monitor.since(32 * MS) == ()
+    assert [e.duration_ns for e in monitor.since(9 * MS, until_ns=11 * MS)] == [4 * MS]  # [12, 20] started later
     monitor.trim(10 * MS)  # drops [0, 2] and [5, 9]; [12, 20] ended after the boundary
     assert monitor.recorded == 2 and monitor.armed
     assert monitor.window(15 * MS, 40 * MS).busy_ns == 9 * MS
