@@ -77,6 +77,7 @@ class LoopWatch:
         self.thread: threading.Thread | None = None
         self.heartbeat: Heartbeat | None = None
         self.runs = 0
+        self.run_start_ns = 0
         self.index = 0  # the window in progress: [origin + index*W, ...]
         self.window_start: int | None = None  # ns; None: nothing is being recorded
         self.boundary = 0  # ns: where the window in progress ends
@@ -88,23 +89,29 @@ class LoopWatch:
     # -- the loop's life ----------------------------------------------------------------------------
 
     def run_starting(self) -> None:
-        """``run_forever`` is about to run the loop (in the loop's thread): start the instruments in it."""
+        """``run_forever`` is about to run the loop (in the loop's thread): start the instruments in it.
+
+        The heartbeat needs the running loop, so it starts in the loop's first callback; but what is already
+        queued (``asyncio.run``'s main task's first step, often the program's longest) runs before it. So the
+        stretch starts here: the stall monitor is armed now (it times that first step), and the first heartbeat gap
+        opens here (M1: no tick before a window's start, the start opens its first gap)."""
         if self.thread is None:
             self.thread = threading.current_thread()
             self.mode = self.agent.register(self, self.thread)
+        self.run_start_ns = time.perf_counter_ns()
+        if self.runs == 0:
+            self.monitor.arm()  # armed for the loop's life; each window close trims what it no longer needs
         self.loop.call_soon(self._start)
 
     def _start(self) -> None:
         agent = self.agent
-        now = time.perf_counter_ns()
+        now = self.run_start_ns
         if agent.stopped_before(now):
             return  # perfsuite stopped the program: what runs now (its shutdown) is not part of the watch
         heartbeat = Heartbeat(agent.period_ms)
         heartbeat.start()
         with self.lock:
             self.heartbeat = heartbeat
-            if self.runs == 0:
-                self.monitor.arm()  # armed for the loop's life; each window close trims what it no longer needs
             first = self.runs == 0
             self.runs += 1
             index = agent.index_at(now + (agent.delay_ns if first else 0))

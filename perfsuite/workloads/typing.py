@@ -25,7 +25,8 @@ what a persistence change can move.
 key slower than ``slow_key_ms`` the stall monitor's longest callbacks of that span are named in the sample
 (``labels.slow_keys``, JSON). Per sample: ``metrics.keys``, ``key_p50_ms``, ``key_p99_ms``, ``key_max_ms``,
 ``keys_over_target``, ``slow_keys``, ``publication_ack_ms`` (submission of the publication to its
-acknowledgement; null without one), ``key_send_late_max_ms`` (how late the input thread handed a key over), and
+acknowledgement; null without one), ``key_send_late_max_ms`` (how late the input thread handed a key over), with a
+plant ``plants_missed`` and ``labels.planted_keys`` (the keys a step held: not framed when it started), and
 ``labels.key_hdr``: every key's latency in an HDR histogram (integer microseconds), so
 :func:`perfsuite.watch.key_latency` reads p50/p99/max over all keys of a mode exactly.
 """
@@ -189,6 +190,7 @@ class _Typing(Operation):
         self.publication: _Publication | None = None
         self.start_col = 0
         self.missed_plants = 0
+        self.held_keys: list[int] = []
         self._finisher: asyncio.Task[None] | None = None
         self.recorder = GcRecorder(capacity=1024)  # M2 for slow keys (the harness's own recorder sees the window)
 
@@ -302,6 +304,8 @@ class _Typing(Operation):
         """The planted synchronous step (``publish = "plant"``), named so in the stall record."""
         if self.keys.framed[key]:
             self.missed_plants += 1  # the loop reached the step after the key's frame: it delayed nothing
+        else:
+            self.held_keys.append(key)  # not framed yet: its frame comes after the step, so it was held
         planted_step(self.plant_ms)
 
     async def _finish(self, ack: AckCallback) -> None:
@@ -332,6 +336,7 @@ class _Typing(Operation):
                                      if pub is not None and self.pub_ack_ns else None)
         if self.publish == "plant":
             out["plants_missed"] = self.missed_plants
+            out["planted_keys"] = json.dumps(self.held_keys)  # the keys each planted step held
         out["key_hdr"] = _hdr(lat)
         out["slow_keys_detail"] = json.dumps(self.keys.slow, separators=(",", ":"))
         out["publish"] = self.publish
