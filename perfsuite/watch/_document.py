@@ -11,12 +11,14 @@ for what only a watch has: the command, the window clock, how it stopped, each l
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from perfsuite import __version__
+from perfsuite._paths import portable_path
 from perfsuite.harness import (
     SCHEMA_VERSION,
     SUMMARY_METHOD,
@@ -53,9 +55,13 @@ class LiveDocument:
 
     def __init__(self, *, name: str, command: ProgramCommand, window_s: float, delay_s: float, period_ms: float,
                  target_ms: float, duration_s: float | None, control: bool, alloc_every: int, cwd: Path) -> None:
+        # results name no machine's absolute paths (issue 18): the interpreter, the program, the directories
+        target = ([portable_path(command.path) or command.path] if command.path is not None
+                  else ["-m", str(command.module)])
+        argv = [portable_path(command.python) or command.python, *command.options, *target, *command.args]
         recipe = Recipe(
             name=name, modes=(ModeSpec(MAIN_MODE, LIVE_OPERATION),),
-            description=f"live watch of `{command.display}` in windows of {window_s:g} s",
+            description=f"live watch of `{shlex.join(argv)}` in windows of {window_s:g} s",
             fixture=None, samples=1, warmup=0, heartbeat_ms=period_ms, gc="natural", isolation="process",
             target_ms=target_ms, allocation=alloc_every > 0, window_tail_ms=0.0, ack_timeout_s=window_s,
             settle_ms=0.0, control_windows=1, order="fixed", catalogue=False,
@@ -79,9 +85,9 @@ class LiveDocument:
             "modes": {MAIN_MODE: self._mode_body()},
             "control": {"operation": CONTROL_OPERATION, "samples": [], "summary": {}},
             "live": {
-                "command": command.argv,
-                "program": command.path if command.path is not None else f"-m {command.module}",
-                "cwd": str(cwd),
+                "command": argv,
+                "program": argv[1 + len(command.options)] if command.path is not None else f"-m {command.module}",
+                "cwd": portable_path(cwd),
                 "window_s": window_s,
                 "delay_s": delay_s,
                 "duration_s": duration_s,
@@ -112,7 +118,8 @@ class LiveDocument:
         kind = message.get("type")
         live = self.live
         if kind == "hello":
-            live.update(pid=message.get("pid"), python=message.get("python"), executable=message.get("executable"))
+            live.update(pid=message.get("pid"), python=message.get("python"),
+                        executable=portable_path(message.get("executable")))
         elif kind == "loop":
             mode = str(message["mode"])
             modes = self.doc["modes"]

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfsuite._paths import portable_path
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness import ResultsLock, new_results_path, write_exports, write_json_atomic
 from perfsuite.watch._command import AGENT_MODULE, ProgramCommand
@@ -210,7 +211,7 @@ def _program_git(command: ProgramCommand, cwd: Path) -> dict[str, Any] | None:
                                capture_output=True, text=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return {"commit": commit.stdout.strip(), "dirty": bool(dirty.stdout.strip()), "path": str(where)}
+    return {"commit": commit.stdout.strip(), "dirty": bool(dirty.stdout.strip()), "path": portable_path(where)}
 
 
 class _Watch:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from perfsuite._paths import portable_path
 from perfsuite.harness import validate_results
 from perfsuite.watch import LIVE_OPERATION
 from tests.watch.conftest import PROGRAMS, child_env, perfsuite, watch
@@ -65,7 +66,7 @@ def test_a_planted_collection_is_attributed(tmp_path: Path) -> None:
         assert 0 < entry["gc_ms"] <= entry["ms"] + 0.001  # the collection is inside the callback that ran it
         assert w["gc"]["gc_ms"] >= entry["gc_ms"] - 0.001
     assert any(w["gc"]["in_max_gap"] for w in collected)
-    assert "__main__.collect_now" in proc.stdout and "of it GC" in proc.stdout
+    assert "of it GC" in proc.stdout  # the longest callback's line says how much of it was a collection
 
 
 def test_each_loop_is_reported_by_its_thread(tmp_path: Path) -> None:
@@ -181,7 +182,7 @@ def test_python_m_perfsuite_watch_is_the_same_command(tmp_path: Path) -> None:
                           timeout=120, env=child_env())
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(out.read_text())
-    assert doc["live"]["program"] == PLANT and _windows(doc)
+    assert doc["live"]["program"] == portable_path(PLANT) and _windows(doc)  # no machine's absolute path
 
 
 def test_allocation_windows_are_traced_and_never_latency_samples(tmp_path: Path) -> None:
