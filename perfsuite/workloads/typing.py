@@ -4,9 +4,10 @@ The editor is Textual's ``TextArea`` (a UI toolkit no one here wrote), run headl
 (``App.run_test``) in the sample's event loop, which is the harness's instrumented loop (M1 heartbeat, M9 stall
 monitor). Keys are typed at a steady rate (``key_interval_ms``, 100 by default: a fast typist, 10 keys a second)
 by an input thread, the way Textual's Linux driver hands over what it reads from the terminal:
-``Driver.process_message(Key)`` from a thread. While the keys arrive, the mode's publication runs once (a root or
-agent checkpoint, a mailbox delivery; synchronous writer or asynchronous job, the same engine calls as the
-recipes of SPEC section 4), at a seeded random phase between two keys, or nothing (the idle editor: the floor),
+``Driver.process_message(Key)`` from a thread. While the keys arrive, the mode publishes ``publications`` times
+(3; a root or agent checkpoint of one more streamed turn, a mailbox delivery; synchronous writer or asynchronous
+job, the same engine calls as the recipes of SPEC section 4), spread over the typing, each at a seeded random
+phase between two keys, as checkpoints land while a person types; or nothing (the idle editor: the floor),
 or a planted synchronous step (``publish = "plant"``: a busy-wait of ``plant_ms`` on the loop, 1 ms before every
 ``plant_every``-th key: the instrument's check).
 
@@ -21,14 +22,15 @@ then discarded). Not included: the operating system's input path before the driv
 compositor and display after it (Typometer's keypress-to-photon); those are outside the process and outside
 what a persistence change can move.
 
-**Slow keys are attributed** to the callbacks (M9) that ran between the key's due instant and its frame: for every
-key slower than ``slow_key_ms`` the stall monitor's longest callbacks of that span are named in the sample
-(``labels.slow_keys``, JSON). Per sample: ``metrics.keys``, ``key_p50_ms``, ``key_p99_ms``, ``key_max_ms``,
-``keys_over_target``, ``slow_keys``, ``publication_ack_ms`` (submission of the publication to its
-acknowledgement; null without one), ``key_send_late_max_ms`` (how late the input thread handed a key over), with a
-plant ``plants_missed`` and ``labels.planted_keys`` (the keys a step held: not framed when it started), and
-``labels.key_hdr``: every key's latency in an HDR histogram (integer microseconds), so
-:func:`perfsuite.watch.key_latency` reads p50/p99/max over all keys of a mode exactly.
+**Slow keys are attributed** to what held them: for every key slower than ``slow_key_ms`` (10), the stall
+monitor's two longest callbacks between the key's due instant and its frame (M9, named; read just after the
+callback that wrote the frame, so that one is in) and the garbage collections in that span (M2), in
+``labels.slow_keys_detail`` (JSON). Per sample: ``metrics.keys``, ``key_p50_ms``, ``key_p99_ms``,
+``key_max_ms``, ``keys_over_target``, ``slow_keys``, ``publication_ack_ms`` and ``publication_ack_max_ms`` (a
+publication's call to its acknowledgement, median and worst; null without one), ``key_send_late_max_ms`` (how
+late the input thread handed a key over), with a plant ``plants_missed`` and ``labels.planted_keys`` (the keys
+a step held: not framed when it started), and ``labels.key_hdr``: every key's latency in an HDR histogram
+(integer microseconds), so :func:`perfsuite.watch.key_latency` reads p50/p99/max over all keys of a mode.
 """
 
 from __future__ import annotations
@@ -148,17 +150,30 @@ def __getattr__(name: str) -> Any:
 
 
 class _Publication:
-    """The engine call a mode publishes with, run in its own loop callback; ``__wrapped__`` names the engine's
-    method in the stall record (M9), so a slow key reads "Session.checkpoint", not this class."""
+    """One publication of the mode, run in its own loop callback; ``__wrapped__`` names the engine's method in the
+    stall record (M9), so a slow key reads "Session.checkpoint", not this class. A checkpoint after the first one
+    first streams another turn into the conversation (the edit a checkpoint publishes), in the same callback."""
 
-    __slots__ = ("__wrapped__", "ack", "inner", "start_ns")
+    __slots__ = ("__wrapped__", "ack_ns", "error", "inner", "n", "start_ns")
 
-    def __init__(self, inner: Any, name_of: Any, ack: AckCallback) -> None:
-        self.inner, self.__wrapped__, self.ack, self.start_ns = inner, name_of, ack, 0
+    def __init__(self, inner: Any, name_of: Any, n: int) -> None:
+        self.inner, self.__wrapped__, self.n = inner, name_of, n
+        self.start_ns = self.ack_ns = 0
+        self.error: BaseException | None = None
+
+    def _ack(self, error: BaseException | None) -> None:
+        self.ack_ns = time.perf_counter_ns()
+        self.error = error
 
     def __call__(self) -> None:
         self.start_ns = time.perf_counter_ns()
-        self.inner.submit(self.ack)
+        if self.n and hasattr(self.inner, "_edit"):
+            self.inner._edit(self.n)  # a checkpoint operation of this package: the next streamed turn
+        self.inner.submit(self._ack)
+
+    @property
+    def ack_ms(self) -> float | None:
+        return (self.ack_ns - self.start_ns) / 1e6 if self.ack_ns else None
 
 
 class _Typing(Operation):
@@ -173,21 +188,21 @@ class _Typing(Operation):
             raise PerfsuiteError(f"mode {ctx.mode}: keys: expected at least 1, got {self.n}")
         self.interval_ns = round(float(_param(ctx, "key_interval_ms", 100, (int, float))) * 1e6)
         self.publish_at = _param(ctx, "publish_at_key", 5, int) % self.n
+        self.count = max(1, _param(ctx, "publications", 3, int))
         self.slow_ms = float(_param(ctx, "slow_key_ms", 10, (int, float)))
         self.plant_ms = float(_param(ctx, "plant_ms", 10, (int, float)))
         self.plant_every = max(1, _param(ctx, "plant_every", 10, int))
         self.rng = random.Random(3000 + ctx.sample)
         phase = ctx.params.get("publish_phase", "random")
-        self.phase = self.rng.random() if phase == "random" else float(phase)  # type: ignore[arg-type]
+        self.phases = [self.rng.random() if phase == "random" else float(phase)  # type: ignore[arg-type]
+                       for _ in range(self.count)]
         self.text_lines = _param(ctx, "text_lines", 400, int)
         self.inner: Any = None
         self.app: Any = None
         self._running: Any = None
         self.pilot: Any = None
         self.keys = _Keys(self.n)
-        self.pub_ack_ns = 0
-        self.pub_error: BaseException | None = None
-        self.publication: _Publication | None = None
+        self.publications: list[_Publication] = []
         self.start_col = 0
         self.missed_plants = 0
         self.held_keys: list[int] = []
@@ -292,13 +307,13 @@ class _Typing(Operation):
                 when = (self.keys.due[i] - lead) / 1e9 + to_loop
                 loop.call_at(when, functools.partial(self._planted_step, i))
         elif self.inner is not None and self.publish != "none":
-            def pub_ack(error: BaseException | None) -> None:
-                self.pub_ack_ns = time.perf_counter_ns()
-                self.pub_error = error
-
-            self.publication = _Publication(self.inner, self._engine_call(), pub_ack)
-            at = self.keys.due[self.publish_at] + round(self.phase * self.interval_ns)
-            loop.call_at(at / 1e9 + to_loop, self.publication)
+            spacing = max(1, self.n // self.count)  # the publications spread over the typing, one per stretch
+            for j, phase in enumerate(self.phases):
+                publication = _Publication(self.inner, self._engine_call(), j)
+                self.publications.append(publication)
+                key = min(self.publish_at + j * spacing, self.n - 1)
+                at = self.keys.due[key] + round(phase * self.interval_ns)
+                loop.call_at(at / 1e9 + to_loop, publication)
 
     def _planted_step(self, key: int) -> None:
         """The planted synchronous step (``publish = "plant"``), named so in the stall record."""
@@ -319,9 +334,9 @@ class _Typing(Operation):
             ack(PerfsuiteError(f"mode {self.ctx.mode}: key {keys.next} of {self.n} never reached a frame"))
             return
         self.recorder.uninstall()
-        while self.publication is not None and not self.pub_ack_ns:
+        while any(not p.ack_ns for p in self.publications):
             await asyncio.sleep(0.005)
-        ack(self.pub_error)
+        ack(next((p.error for p in self.publications if p.error is not None), None))
 
     def metrics(self) -> Mapping[str, Any]:
         out: dict[str, Any] = dict(self.inner.metrics()) if self.inner is not None else {}
@@ -331,9 +346,9 @@ class _Typing(Operation):
         out["keys_over_target"] = sum(1 for v in lat if v > TARGET_MS)
         late = [(s - d) / 1e6 for s, d in zip(self.keys.sent, self.keys.due) if s]
         out["key_send_late_max_ms"] = round(max(late), 3) if late else None
-        pub = self.publication
-        out["publication_ack_ms"] = (round((self.pub_ack_ns - pub.start_ns) / 1e6, 3)
-                                     if pub is not None and self.pub_ack_ns else None)
+        acks = sorted(p.ack_ms for p in self.publications if p.ack_ms is not None)
+        out["publication_ack_ms"] = round(acks[len(acks) // 2], 3) if acks else None  # their median; null: none
+        out["publication_ack_max_ms"] = round(acks[-1], 3) if acks else None
         if self.publish == "plant":
             out["plants_missed"] = self.missed_plants
             out["planted_keys"] = json.dumps(self.held_keys)  # the keys each planted step held
@@ -376,7 +391,8 @@ async def typing(ctx: OperationContext) -> Operation:
     """Keys typed into Textual's TextArea while the mode publishes (see the module docstring). Params:
     ``publish`` "none" (the idle editor: the floor), "checkpoint", "mailbox_delivery" (with the engine operation's
     own params: ``path`` "sync"/"async", ``conversation``, ``result_chars``...) or "plant" (``plant_ms``, 10, every
-    ``plant_every``-th key, 10); ``keys`` (20), ``key_interval_ms`` (100), ``publish_at_key`` (5),
+    ``plant_every``-th key, 10); ``keys`` (20), ``key_interval_ms`` (100), ``publications`` (3), ``publish_at_key``
+    (5: the first publication's key; the others follow every ``keys // publications`` keys),
     ``publish_phase`` ("random", seeded by the sample, or a fraction of the interval), ``slow_key_ms`` (10),
     ``text_lines`` (400 lines in the editor)."""
     return await _Typing(ctx).open()

@@ -67,7 +67,7 @@ def test_a_planted_step_holds_its_keys_and_is_named(tmp_path: Path) -> None:
 
 def test_a_synchronous_checkpoint_holds_the_key_due_as_it_starts(tmp_path: Path, small_session: Path) -> None:
     params = {"publish": "checkpoint", "path": "sync", "conversation": "root", "keys": 5, "key_interval_ms": 60,
-              "publish_at_key": 2, "publish_phase": 0.0, "slow_key_ms": 0}
+              "publish_at_key": 2, "publish_phase": 0.0, "slow_key_ms": 0, "publications": 1}
     doc = _run(tmp_path, (ModeSpec("sync", TYPING, params),), fixture=small_session)
     [sample] = doc["modes"]["sync"]["samples"]
     metrics = sample["metrics"]
@@ -99,3 +99,15 @@ def test_bad_parameters_and_a_missing_textual_are_one_line(monkeypatch: pytest.M
     monkeypatch.setitem(sys.modules, "textual", None)
     reason = typing_factory.unavailable()  # type: ignore[attr-defined]
     assert reason is not None and "ui extra" in reason
+
+
+def test_each_publication_of_a_sample_publishes_a_new_turn(tmp_path: Path, small_session: Path) -> None:
+    """Several checkpoints while typing (one per stretch of keys), each of one more streamed turn: each adopts a
+    generation, asynchronously here, and the sample acknowledges after the last."""
+    params = {"publish": "checkpoint", "path": "async", "conversation": "agent", "keys": 6, "key_interval_ms": 40,
+              "publications": 3, "publish_at_key": 0}
+    doc = _run(tmp_path, (ModeSpec("async", TYPING, params),), fixture=small_session)
+    [sample] = doc["modes"]["async"]["samples"]
+    metrics = sample["metrics"]
+    assert metrics["publications"] == 3 and metrics["generations"] == 3
+    assert metrics["publication_ack_max_ms"] >= metrics["publication_ack_ms"] > 0
