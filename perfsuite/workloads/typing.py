@@ -7,7 +7,8 @@ by an input thread, the way Textual's Linux driver hands over what it reads from
 ``Driver.process_message(Key)`` from a thread. While the keys arrive, the mode publishes ``publications`` times
 (3; a root or agent checkpoint of one more streamed turn, a mailbox delivery; synchronous writer or asynchronous
 job, the same engine calls as the recipes of SPEC section 4), spread over the typing, each at a seeded random
-phase between two keys, as checkpoints land while a person types; or nothing (the idle editor: the floor),
+phase between two keys (stratified: the j-th in the j-th third of the interval), as checkpoints land while a
+person types; or nothing (the idle editor: the floor),
 or a planted synchronous step (``publish = "plant"``: a busy-wait of ``plant_ms`` on the loop, 1 ms before every
 ``plant_every``-th key: the instrument's check).
 
@@ -194,8 +195,10 @@ class _Typing(Operation):
         self.plant_every = max(1, _param(ctx, "plant_every", 10, int))
         self.rng = random.Random(3000 + ctx.sample)
         phase = ctx.params.get("publish_phase", "random")
-        self.phases = [self.rng.random() if phase == "random" else float(phase)  # type: ignore[arg-type]
-                       for _ in range(self.count)]
+        # stratified: publication j at a uniform phase within the j-th of `count` equal parts of the key interval,
+        # so each phase is uniform over the samples and the phases of one sample never bunch up (variance down)
+        fixed = None if phase == "random" else float(phase)  # type: ignore[arg-type]
+        self.phases = [(j + self.rng.random()) / self.count if fixed is None else fixed for j in range(self.count)]
         self.text_lines = _param(ctx, "text_lines", 400, int)
         self.inner: Any = None
         self.app: Any = None
@@ -393,7 +396,8 @@ async def typing(ctx: OperationContext) -> Operation:
     own params: ``path`` "sync"/"async", ``conversation``, ``result_chars``...) or "plant" (``plant_ms``, 10, every
     ``plant_every``-th key, 10); ``keys`` (20), ``key_interval_ms`` (100), ``publications`` (3), ``publish_at_key``
     (5: the first publication's key; the others follow every ``keys // publications`` keys),
-    ``publish_phase`` ("random", seeded by the sample, or a fraction of the interval), ``slow_key_ms`` (10),
+    ``publish_phase`` ("random": seeded by the sample, stratified over the publications; or a fraction of the
+    interval), ``slow_key_ms`` (10),
     ``text_lines`` (400 lines in the editor)."""
     return await _Typing(ctx).open()
 
