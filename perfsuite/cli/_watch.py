@@ -22,17 +22,30 @@ from perfsuite.errors import PerfsuiteError
 _STOP_STATUS = {"interrupted": 130, "terminated": 143}
 
 
-def _progress(event: Any) -> None:
-    out = console()
-    if out.quiet or event.source != "program":
-        return
-    record = event.record
-    stalls = record.get("stalls") or {}
-    top = (stalls.get("top") or [{}])[0]
-    name = f" ({top['name']})" if top.get("name") else ""
-    print(f"perfsuite: watch {event.mode} window {record['index']}: max gap {record['max_gap_ms']:.2f} ms, longest "
-          f"callback {stalls.get('longest_ms', 0):.2f} ms{name}, GC {record['gc']['gc_ms']:.2f} ms",
-          file=sys.stderr)
+class _Progress:
+    """A line on stderr for each window over the target (every window with -v), and a count every 10 windows."""
+
+    def __init__(self, target_ms: float) -> None:
+        self.target_ms = target_ms
+        self.windows = self.over = 0
+
+    def __call__(self, event: Any) -> None:
+        out = console()
+        if out.quiet or event.source != "program":
+            return
+        record = event.record
+        self.windows += 1
+        missed = record["max_gap_ms"] > self.target_ms
+        self.over += missed
+        if missed or out.verbose:
+            stalls = record.get("stalls") or {}
+            top = (stalls.get("top") or [{}])[0]
+            name = f" ({top['name']})" if top.get("name") else ""
+            print(f"perfsuite: watch {event.mode} window {record['index']}: max gap {record['max_gap_ms']:.2f} ms, "
+                  f"longest callback {stalls.get('longest_ms', 0):.2f} ms{name}, GC {record['gc']['gc_ms']:.2f} ms",
+                  file=sys.stderr)
+        elif self.windows % 10 == 0:
+            print(f"perfsuite: watch: {self.windows} windows, {self.over} over {self.target_ms:g} ms", file=sys.stderr)
 
 
 def _cmd_watch(args: argparse.Namespace) -> int:
@@ -48,11 +61,12 @@ def _cmd_watch(args: argparse.Namespace) -> int:
         name=args.name, output_dir=Path(args.output_dir), output=Path(args.output) if args.output else None,
         grace_s=args.grace,
     )
+    options.check()  # before anything is printed or started
     out = console()
     if not out.quiet:
         until = f"for {args.duration:g} s" if args.duration else "until it exits or Ctrl-C"
         print(f"perfsuite: watching `{command.display}` {until}, windows of {args.window:g} s", file=sys.stderr)
-    run = watch_program(command, options, on_event=_progress)
+    run = watch_program(command, options, on_event=_Progress(args.target))
     doc = run.document
     out.table(summary_table(Result(run.path, doc)))
     live = doc["live"]
@@ -112,7 +126,7 @@ def register(sub: Any) -> None:
         "perfsuite watch --window 0.5 -- python -m mypackage.server")
     w.add_argument("--duration", type=positive_float, metavar="S", help="stop the program S seconds after start")
     w.add_argument("--window", type=positive_float, default=1.0, metavar="S",
-                   help="window length: one sample per window (default: 1)")
+                   help="window length: one sample per window (default: 1; at most 60)")
     w.add_argument("--delay", type=non_negative_float, default=0.0, metavar="S",
                    help="leave the first S seconds of each loop out of the windows (startup; default: 0)")
     w.add_argument("--heartbeat", type=positive_float, default=5.0, metavar="MS", help="heartbeat period (default: 5)")

@@ -83,6 +83,9 @@ class Agent:
         self.window_ns = round(float(config["window_s"]) * 1e9)
         self.delay_ns = round(float(config.get("delay_s", 0.0)) * 1e9)
         self.period_ms = float(config.get("period_ms", 5.0))
+        self.tick_capacity = 1 << 16
+        while self.tick_capacity * self.period_ms * 1e6 < 4 * (self.window_ns + self.delay_ns):
+            self.tick_capacity <<= 1  # the heartbeat's ring must hold the startup stretch and two windows
         self.stop_file = config.get("stop_file")
         self.alloc_every = int(config.get("alloc_every") or 0)
         self.alloc_dir = config.get("alloc_dir")

@@ -40,6 +40,7 @@ class Agent(Protocol):
 
     period_ms: float
     delay_ns: int
+    tick_capacity: int
     recorder: GcRecorder
 
     def owns_process(self) -> bool: ...
@@ -108,7 +109,7 @@ class LoopWatch:
         now = self.run_start_ns
         if agent.stopped_before(now):
             return  # perfsuite stopped the program: what runs now (its shutdown) is not part of the watch
-        heartbeat = Heartbeat(agent.period_ms)
+        heartbeat = Heartbeat(agent.period_ms, capacity=agent.tick_capacity)  # a ring that holds two windows
         heartbeat.start()
         with self.lock:
             self.heartbeat = heartbeat

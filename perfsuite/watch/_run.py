@@ -48,6 +48,8 @@ __all__ = ["WatchEvent", "WatchOptions", "WatchRun", "watch_program"]
 
 #: share of wall time the document writes may take (a long watch's document grows)
 WRITE_DUTY = 0.02
+#: the longest window: each is reduced in the watched loop (its ticks and callbacks), so its cost grows with it
+MAX_WINDOW_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +74,9 @@ class WatchOptions:
         """One-line errors for settings no watch can use."""
         if self.window_s < 2 * self.period_ms / 1e3:
             raise PerfsuiteError(f"watch: --window {self.window_s:g} s is shorter than two heartbeat periods")
+        if self.window_s > MAX_WINDOW_S:  # a window's reduction runs in the watched loop, and grows with it
+            raise PerfsuiteError(f"watch: --window {self.window_s:g} s is longer than {MAX_WINDOW_S:g} s (the "
+                                 "instrument reduces each window in the program's loop: use more windows)")
         if self.duration_s is not None and self.duration_s <= 0:
             raise PerfsuiteError("watch: --duration must be > 0 s")
         if self.delay_s < 0:
