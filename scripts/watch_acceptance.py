@@ -4,7 +4,7 @@ documents these commands write, and each command is printed before it runs.
     python scripts/watch_acceptance.py plant [--duration 10]    # 8 ms planted every 100 ms vs none: stall, max gap
     python scripts/watch_acceptance.py gc [--duration 6]        # a planted full collection, attributed
     python scripts/watch_acceptance.py sigint                   # SIGINT mid-run: what was measured is kept
-    python scripts/watch_acceptance.py third-party [--duration 20]  # Textual's demo app and LangGraph's AsyncSqliteSaver
+    python scripts/watch_acceptance.py third-party [--duration 20]  # Textual's demo, LangGraph's AsyncSqliteSaver
     python scripts/watch_acceptance.py typing [--samples 6]     # the typing recipes, then `perfsuite typing`
     python scripts/watch_acceptance.py all                      # all of the above, short
 
@@ -81,9 +81,10 @@ def plant(out: Path, duration: float) -> None:
     gap_delta = stats["8"][0] - stats["0"][0]
     stall_delta = stats["8"][1] - stats["0"][1]
     period = float(runs["8"]["recipe"]["heartbeat_ms"])
+    gap_ok, stall_ok = (("yes" if abs(delta - 8) <= period else "no") for delta in (gap_delta, stall_delta))
     print(f"\ndifference (8 ms plant - none), medians over windows: max gap {gap_delta:+.3f} ms, longest callback "
-          f"{stall_delta:+.3f} ms; within one heartbeat period ({period:g} ms) of 8 ms: max gap "
-          f"{'yes' if abs(gap_delta - 8) <= period else 'no'}, stall {'yes' if abs(stall_delta - 8) <= period else 'no'}")
+          f"{stall_delta:+.3f} ms; within one heartbeat period ({period:g} ms) of 8 ms: max gap {gap_ok}, "
+          f"stall {stall_ok}")
     _perfsuite(["compare", str(out / "watch-plant-0ms.json"), str(out / "watch-plant-8ms.json")], check=False)
 
 

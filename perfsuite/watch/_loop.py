@@ -198,8 +198,11 @@ class LoopWatch:
         if not ticks or ticks[-1] < end:
             ticks.append(max(time.perf_counter_ns(), end))  # the open last gap, closed by the query time (M1)
         stalls = self.monitor.window(start, end)
+        # the collections overlapping the window, and those inside its longest callbacks (one that straddles the
+        # window's start may have collected before it: its gc_ms counts the whole callback, like its ms)
+        since = min([start, *(e.start_ns for e in stalls.top)])
         collections = [[e.generation, e.start_ns, e.duration_ns, e.collected, e.uncollectable]
-                       for e in self.agent.recorder.events_since(start) if e.start_ns <= end]
+                       for e in self.agent.recorder.events_since(since) if e.start_ns <= end]
         return {
             "index": index, "start_ns": start, "end_ns": end, "whole": whole,
             "started_at": time.time() - (time.perf_counter_ns() - start) / 1e9,

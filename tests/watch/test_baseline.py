@@ -30,6 +30,8 @@ def test_the_baseline_reads_with_a_watch_and_a_typing_result_in_it(tmp_path: Pat
         proc = perfsuite(*args, timeout=300)
         assert proc.returncode == 0, (args, proc.stdout[-2000:], proc.stderr)
         assert "Traceback" not in proc.stderr
+    pages = "".join(p.read_text() for p in (tmp_path / "site").rglob("*.html"))
+    assert "watch-plant" in pages and "typing-floor" in pages  # a recipe page each, timelines included
     readme = tmp_path / "README.md"
     shutil.copy(ROOT / "results" / "README.md", readme)
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "results_readme.py"), str(baseline), str(readme)],

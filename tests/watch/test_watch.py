@@ -29,11 +29,12 @@ def _windows(doc: dict[str, Any], mode: str = "live") -> list[dict[str, Any]]:
 
 
 def test_a_planted_block_reads_at_least_its_length_in_every_window_named(tmp_path: Path) -> None:
-    proc, doc = watch(tmp_path, [PLANT, "--block-ms", "20", "--every-ms", "100"], "--duration", "2.5", *FAST)
+    # the program stops itself after 2 s of loop time: as many windows however long a loaded machine takes to start
+    proc, doc = watch(tmp_path, [PLANT, "--block-ms", "20", "--every-ms", "100", "--duration", "2"], *FAST)
     assert proc.returncode == 0, proc.stderr
     assert doc is not None
     validate_results(doc)
-    assert doc["status"] == "complete" and doc["live"]["stop"] == "duration"
+    assert doc["status"] == "complete" and doc["live"]["stop"] == "exited" and doc["live"]["exit_status"] == 0
     assert doc["recipe"]["name"] == "watch-plant"  # the program's name: one series in history and the store
     windows = [w for w in _windows(doc) if w["labels"]["window"] == "whole"]
     assert len(windows) >= 3
@@ -55,23 +56,22 @@ def test_a_planted_block_reads_at_least_its_length_in_every_window_named(tmp_pat
 
 
 def test_a_planted_collection_is_attributed(tmp_path: Path) -> None:
-    program = [str(PROGRAMS / "gc_pause.py"), "--objects", "100000", "--every-ms", "150"]
-    proc, doc = watch(tmp_path, program, "--duration", "2.5", "--window", "0.5")
+    program = [str(PROGRAMS / "gc_pause.py"), "--objects", "100000", "--every-ms", "150", "--duration", "2.5"]
+    proc, doc = watch(tmp_path, program, "--window", "0.5")
     assert proc.returncode == 0, proc.stderr
     assert doc is not None
-    collected = [w for w in _windows(doc) if w["gc"]["by_generation"]["2"] > 0]
-    assert collected, "no window saw the planted full collection"
-    for w in collected:
-        entry = next(e for e in w["stalls"]["top"] if e["name"] == "__main__.collect_now")
-        assert 0 < entry["gc_ms"] <= entry["ms"] + 0.001  # the collection is inside the callback that ran it
-        assert w["gc"]["gc_ms"] >= entry["gc_ms"] - 0.001
-    assert any(w["gc"]["in_max_gap"] for w in collected)
+    planted = [(w, e) for w in _windows(doc) for e in w["stalls"]["top"] if e["name"] == "__main__.collect_now"]
+    assert planted, "no window named the planted collection's callback"
+    for w, entry in planted:  # a full collection every time: inside the callback that ran it, and in its window
+        assert 0 < entry["gc_ms"] <= entry["ms"] + 0.001
+        assert w["gc"]["collections"] >= 1 and w["gc"]["by_generation"]["2"] >= 1
+    assert any(w["gc"]["in_max_gap"] for w, _ in planted)
     assert "of it GC" in proc.stdout  # the longest callback's line says how much of it was a collection
 
 
 def test_each_loop_is_reported_by_its_thread(tmp_path: Path) -> None:
-    program = [str(PROGRAMS / "threads.py"), "--block-ms", "20", "--every-ms", "100"]
-    proc, doc = watch(tmp_path, program, "--duration", "2.5", *FAST, "--no-control")
+    program = [str(PROGRAMS / "threads.py"), "--block-ms", "20", "--every-ms", "100", "--duration", "2"]
+    proc, doc = watch(tmp_path, program, *FAST, "--no-control")
     assert proc.returncode == 0, proc.stderr
     assert doc is not None
     assert set(doc["modes"]) == {"live", "live@worker"}
@@ -186,11 +186,12 @@ def test_python_m_perfsuite_watch_is_the_same_command(tmp_path: Path) -> None:
 
 
 def test_allocation_windows_are_traced_and_never_latency_samples(tmp_path: Path) -> None:
-    proc, doc = watch(tmp_path, [PLANT, "--block-ms", "1"], "--duration", "3", "--window", "0.3",
+    proc, doc = watch(tmp_path, [PLANT, "--block-ms", "1"], "--duration", "4", "--window", "0.3",
                       "--allocation-every", "2", "--no-control")
     assert proc.returncode == 0, proc.stderr
     assert doc is not None
     validate_results(doc)
+    assert doc["live"]["stop"] == "duration" and doc["status"] == "complete"  # perfsuite stopped it
     alloc = doc["modes"]["live"]["allocation"]
     assert alloc is not None and alloc["tracker"] == "memray" and alloc["samples"]
     assert all(s["total_bytes"] > 0 and s["allocations"] > 0 for s in alloc["samples"])
