@@ -149,9 +149,25 @@ def third_party(out: Path, duration: float) -> None:
 
 
 def typing(out: Path, samples: int) -> None:
+    """Item 2's acceptance: key latency per mode; the sync modes' slow keys named after the publication; the planted
+    10 ms step in p99 (and not p50) against the frozen floor; the idle editor's latency stated as the floor."""
     recipes = ["typing-floor", "typing-root-checkpoint", "typing-agent-checkpoint", "typing-mailbox-delivery"]
     _perfsuite(["run", *recipes, "--samples", str(samples), "--output-dir", str(out)])
     _perfsuite(["typing", str(out)])
+    print(f"$ perfsuite typing {out} --format json   (read below)", flush=True)
+    proc = subprocess.run([PY, "-m", "perfsuite", "typing", str(out), "--format", "json"], env=_env(),
+                          capture_output=True, text=True, check=True)
+    rows = {(r["recipe"], r["mode"]): r for r in json.loads(proc.stdout)["rows"]}
+    idle, plant = rows[("typing-floor", "idle")], rows[("typing-floor", "plant")]
+    print(f"\nplanted 10 ms step against the frozen floor: p50 {idle['p50_ms']:.2f} -> {plant['p50_ms']:.2f} ms "
+          f"({plant['p50_ms'] - idle['p50_ms']:+.2f}), p99 {idle['p99_ms']:.2f} -> {plant['p99_ms']:.2f} ms "
+          f"({plant['p99_ms'] - idle['p99_ms']:+.2f}); keys held by the step: "
+          + ", ".join(f"{b['name']} {b['keys']}" for b in plant["blame"] if "planted" in b["name"]))
+    for (recipe, mode), row in sorted(rows.items()):
+        if mode in ("sync", "async"):
+            engine = [b for b in row["blame"] if b["name"].startswith("perfsuite.engine.")]
+            named = ", ".join(f"{b['name']} {b['keys']} (worst {b['worst_ms']:.1f} ms)" for b in engine) or "none"
+            print(f"{recipe} {mode}: slow keys held by an engine callback: {named}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import json
 import random
 import threading
@@ -200,6 +201,7 @@ class _Typing(Operation):
         fixed = None if phase == "random" else float(phase)  # type: ignore[arg-type]
         self.phases = [(j + self.rng.random()) / self.count if fixed is None else fixed for j in range(self.count)]
         self.text_lines = _param(ctx, "text_lines", 400, int)
+        self.freeze = _param(ctx, "freeze", False, bool)
         self.inner: Any = None
         self.app: Any = None
         self._running: Any = None
@@ -229,6 +231,8 @@ class _Typing(Operation):
         self.app.area.cursor_location = (0, len(text.split("\n", 1)[0]))
         await self.pilot.pause()
         self.start_col = self.app.area.cursor_location[1]
+        if self.freeze:  # M10's mitigation: what the editor (and the session) hold now is out of the collector's scans
+            gc.freeze()
         return self
 
     async def wait_idle(self) -> None:
@@ -397,7 +401,7 @@ async def typing(ctx: OperationContext) -> Operation:
     ``plant_every``-th key, 10); ``keys`` (20), ``key_interval_ms`` (100), ``publications`` (3), ``publish_at_key``
     (5: the first publication's key; the others follow every ``keys // publications`` keys),
     ``publish_phase`` ("random": seeded by the sample, stratified over the publications; or a fraction of the
-    interval), ``slow_key_ms`` (10),
+    interval), ``slow_key_ms`` (10), ``freeze`` (false; true: ``gc.freeze()`` once the editor is up, M10),
     ``text_lines`` (400 lines in the editor)."""
     return await _Typing(ctx).open()
 
