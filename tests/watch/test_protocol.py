@@ -67,3 +67,20 @@ def test_samples_validate_in_a_document(tmp_path: object) -> None:
     assert live.doc["control"]["samples"][0]["kind"] == "control"
     assert live.doc["live"]["traced_windows"] == 1
     assert [e["kind"] for e in live.doc["order"]] == ["sample", "control"]
+
+
+def test_the_window_clock_and_the_modes_by_thread() -> None:
+    """Windows of every loop and of the control are aligned to one origin; loops are named by their thread."""
+    import threading
+
+    from perfsuite.watch._agent import Agent, Channel
+    from perfsuite.watch._loop import mode_for_thread
+
+    agent = Agent({"origin_ns": 1_000 * MS, "window_s": 0.5}, Channel(None))
+    assert agent.boundary(0) == 1_000 * MS and agent.boundary(3) == 2_500 * MS
+    assert agent.index_at(1_000 * MS) == 0 and agent.index_at(1_000 * MS + 1) == 1 and agent.index_at(0) == 0
+    assert agent.index_at(2_499 * MS) == 3 and agent.index_at(2_500 * MS) == 3
+    assert agent.tick_capacity * agent.period_ms * MS >= 4 * agent.window_ns
+    assert mode_for_thread(threading.main_thread()) == "live"
+    assert mode_for_thread(threading.Thread(name="Thread-3 (serve)")) == "live@Thread-3-serve"
+    assert agent.stop_ns() is None and not agent.stopped_before(10**18)
