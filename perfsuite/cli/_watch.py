@@ -11,6 +11,7 @@ from perfsuite.cli._common import (
     non_empty,
     non_negative_float,
     output_dir,
+    output_file,
     positive_float,
     positive_int,
 )
@@ -136,9 +137,9 @@ def register(sub: Any) -> None:
     w.add_argument("--allocation-every", type=positive_int, metavar="N",
                    help="trace one window in N with memray (total and peak bytes allocated; never a latency sample)")
     w.add_argument("--name", type=non_empty, help="results name (default: watch-<program>)")
-    w.add_argument("--output-dir", default="results/local", type=output_dir,
+    w.add_argument("--output-dir", default="results/local", type=output_dir, metavar="DIR",
                    help="where the results go (default: results/local)")
-    w.add_argument("--output", type=non_empty, metavar="FILE", help="the results file (instead of a new name)")
+    w.add_argument("--output", type=output_file, metavar="FILE", help="the results file (instead of a new name)")
     w.add_argument("--grace", type=positive_float, default=5.0, metavar="S",
                    help="after stopping the program with SIGINT, wait S seconds before SIGTERM (default: 5)")
     w.add_argument("program", nargs=argparse.REMAINDER, metavar="-- [python [options]] PROGRAM|-m MODULE ARGS",
