@@ -110,6 +110,14 @@ CASES: list[tuple[str, list[str]]] = [
     ("ab-factor-nan", ["ab", "HEAD", "--factor", "nan"]),
     ("ab-output-dir-file", ["ab", "HEAD", "--output-dir", FILE]),
     ("ab-not-a-repository", ["ab", "HEAD", "-r", "idle-control"]),
+    ("ab-env-bogus", ["ab", "HEAD", "--env", "bogus"]),
+    # bisect and init (issue 28): the same cwd, no repository and no package
+    ("bisect-not-a-repository", ["bisect", "HEAD~1", "HEAD", "-r", "idle-control"]),
+    ("bisect-empty-good", ["bisect", "", "HEAD"]),
+    ("bisect-samples-0", ["bisect", "HEAD~1", "HEAD", "--samples", "0"]),
+    ("init-no-package", ["init"]),
+    ("init-bad-package", ["init", "--package", "not-a-name"]),
+    ("init-dir-file", ["init", "--dir", FILE]),
     ("history-missing", ["history", MISSING]),
     ("history-file", ["history", FILE]),
     ("history-penalty-negative", ["history", DIR, "--penalty", "-1"]),
@@ -198,6 +206,20 @@ CASES: list[tuple[str, list[str]]] = [
     ("sweep-report-garbage", ["sweep", "--report", GARBAGE]),
     ("sweep-report-no-sweep", ["sweep", "--report", RESULT]),
     ("evidence-dir-without-sweep", ["evidence", EMPTY]),
+    # watch and typing (SPEC M11, M12): checked before any program starts
+    ("watch-no-program", ["watch", "--duration", "5"]),
+    ("watch-window-0", ["watch", "--window", "0", "--", "app.py"]),
+    ("watch-duration-nan", ["watch", "--duration", "nan", "--", "app.py"]),
+    ("watch-window-too-long", ["watch", "--window", "600", "--", "python", MISSING]),
+    ("watch-program-missing", ["watch", "--", "python", MISSING]),
+    ("watch-program-not-python", ["watch", "--", FILE]),
+    ("watch-python-c", ["watch", "--", "python", "-c", "print(1)"]),
+    ("watch-output-dir-file", ["watch", "--output-dir", FILE, "--", "app.py"]),
+    ("watch-output-is-dir", ["watch", "--output", DIR, "--", "app.py"]),
+    ("typing-missing", ["typing", MISSING]),
+    ("typing-garbage", ["typing", GARBAGE]),
+    ("typing-not-typing", ["typing", RESULT]),
+    ("typing-target-0", ["typing", RESULT, "--target", "0"]),
     # the command itself
     ("unknown-command", ["no-such-command"]),
     ("unknown-option", ["run", "--no-such-option"]),
@@ -224,10 +246,11 @@ def _materialise(root: Path, args: list[str]) -> tuple[list[str], dict[str, str]
 REAL = (
     "run-samples-0", "run-output-dir-file", "run-output-dir-sysfs", "run-resume-garbage", "demo-onto-file",
     "demo-sysfs", "fixtures-cache-is-file", "crashcheck-jobs-0", "report-garbage", "evidence-alpha-nan",
-    "compare-missing", "ab-not-a-repository", "history-penalty-nan", "bars-garbage", "dashboard-output-sysfs",
+    "compare-missing", "ab-not-a-repository", "bisect-not-a-repository", "init-no-package",
+    "history-penalty-nan", "bars-garbage", "dashboard-output-sysfs",
     "whatif-speed-0", "store-info-not-sqlite", "store-ingest-store-sysfs", "sweep-samples-0", "run-storage-unknown",
     "whatif-validate-seconds-0", "whatif-debounce-empty", "whatif-csv-sysfs", "profile-repeat-0", "unknown-command",
-    "session-repair-file",
+    "session-repair-file", "watch-program-missing", "typing-not-typing",
 )
 
 

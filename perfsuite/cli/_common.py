@@ -281,7 +281,12 @@ def traced(command: Command, name: str) -> Command:
         with recording(path, meta={"command": name}) as recorder:
             status = command(args)
         trace = recorder.trace
-        if trace is not None:
+        if trace is not None and not trace.events:
+            # issue 28: a header-only file is one `whatif` refuses; say so in one line and keep none
+            Path(path).unlink(missing_ok=True)
+            print(f"perfsuite: --record-trace {path}: no events recorded, no file written (the code measured "
+                  "neither used perfsuite's engine nor called perfsuite.whatif.emit(kind, ...))", file=sys.stderr)
+        elif trace is not None:
             console().line(f"trace: {path} ({len(trace.events)} events, {len(trace.sessions)} sessions, "
                            f"{trace.duration_s:.1f} s)")
         return status

@@ -55,7 +55,6 @@ def _cmd_watch(args: argparse.Namespace) -> int:
 
     if not args.program:
         raise PerfsuiteError("watch: give the program to run, e.g. `perfsuite watch --duration 10 -- python app.py`")
-    command = parse_command(args.program)
     options = WatchOptions(
         duration_s=args.duration, window_s=args.window, delay_s=args.delay, period_ms=args.heartbeat,
         target_ms=args.target, control=not args.no_control, alloc_every=args.allocation_every or 0,
@@ -63,6 +62,7 @@ def _cmd_watch(args: argparse.Namespace) -> int:
         grace_s=args.grace,
     )
     options.check()  # before anything is printed or started
+    command = parse_command(args.program)
     out = console()
     if not out.quiet:
         until = f"for {args.duration:g} s" if args.duration else "until it exits or Ctrl-C"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,19 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
     else:
         trace = whatif.unattended_run(whatif.UnattendedSpec(**({"seed": args.seed} if args.seed is not None else {})))
     if not trace.events:
-        raise PerfsuiteError(f"{trace.source}: the trace has no events")
+        hint = ""
+        if trace.meta.get("generator") == "recorded":
+            hint = ("; it was recorded from a run whose code neither used perfsuite's engine nor called "
+                    "perfsuite.whatif.emit(kind, ...)")
+        raise PerfsuiteError(f"{trace.source}: the trace has no events{hint}")
+    target = None
+    if args.target:
+        if os.getcwd() not in sys.path:  # targets import like a recipe's operations (`python -m` would)
+            sys.path.insert(0, os.getcwd())
+        if args.remeasure:
+            raise PerfsuiteError("--remeasure measures the engine's publication costs; with --target give "
+                                 "--costs FILE for your own kinds (or report bytes from your code)")
+        target = whatif.resolve_target(args.target)
     if args.save_trace:
         note(f"trace: {whatif.write_trace(trace, args.save_trace)}")
     debounce = args.debounce  # parsed and checked by interval_list (issue 14: "" is an error, not the default)
@@ -57,15 +70,22 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
             raise PerfsuiteError("--validate checks one setting: give one value to each grid option")
         seconds = args.validate_seconds  # None: `--validate-seconds all`, the whole trace
         note(f"validating {grid[0].label} on the first {seconds or trace.duration_s:g} s of {trace.source} "
-             f"at speed {args.speed:g} (about {(seconds or trace.duration_s) / args.speed:.0f} s)...")
-        check = whatif.validate(trace, grid[0], speed=args.speed, seconds=seconds)
+             f"at speed {args.speed:g} (about {(seconds or trace.duration_s) / args.speed:.1f} s)...")
+        if target is not None:
+            check = whatif.validate_target(trace, grid[0], target, speed=args.speed, seconds=seconds)
+        else:
+            check = whatif.validate(trace, grid[0], speed=args.speed, seconds=seconds)
         note(f"publications: simulated {check.simulated_publications} {dict(check.simulated_by_kind)}, "
              f"real {check.real_publications} {dict(check.real_by_kind)} (tolerance +-{check.publications_tolerance})")
         note(f"generations: simulated {check.simulated_generations}, real {check.real_generations}")
         note(f"crash-loss window: simulated {check.simulated_loss_s:.3f} s, real {check.real_loss_s:.3f} s "
              f"(tolerance +-{check.loss_tolerance_s:.3f} s; trace seconds)")
-        durations = ", ".join(f"{k} {v:.1f} ms" for k, v in sorted(check.real_durations_ms.items()))
-        note(f"real publication durations (medians, not compressed; the simulation used them): {durations}")
+        durations = ", ".join(f"{k} {v:.1f} ms" for k, v in sorted(check.real_durations_ms.items())) or "none"
+        if target is not None:
+            note(f"real publication durations (medians, begin to done; executor work takes no virtual time, so the "
+                 f"loss tolerance includes the slowest): {durations}")
+        else:
+            note(f"real publication durations (medians, not compressed; the simulation used them): {durations}")
         if args.json:
             import json
 
@@ -77,12 +97,17 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
     if args.no_costs:
         costs = None
     elif args.costs:
-        costs = whatif.read_costs(args.costs)
+        costs = whatif.read_costs(args.costs, required=None) if target is not None else whatif.read_costs(args.costs)
+    elif target is not None:
+        costs = None  # the engine's measured costs say nothing of your code: bytes come from it or --costs
     else:
         if args.remeasure or not _whatif_cached():
             note("measuring this machine's per-publication costs (allocation pass, once; cached)...")
         costs = whatif.load_costs(refresh=args.remeasure)
-    report = whatif.sweep(trace, grid, costs)
+    if target is not None:
+        report = whatif.sweep_target(trace, grid, target, costs)
+    else:
+        report = whatif.sweep(trace, grid, costs)
     writers = (("csv", whatif.write_csv), ("json", whatif.write_json), ("plot", whatif.write_plot))
     written = [f"{name}: {writer(report, getattr(args, name))}" for name, writer in writers if getattr(args, name)]
     if args.format == "json":
@@ -118,10 +143,16 @@ def register(sub: Any) -> None:
         "deferral step and the publications' own durations are real and not scaled), both sides run the same "
         "compressed trace, and loss windows are reported back in trace seconds. It passes when publications "
         "match within max(1, 5%) and the crash-loss window within 30 ms + 10% (compressed time) plus the slowest "
-        "real publication's excess over its median. Exit status 2 "
+        "real publication's excess over its median. --target MODULE:CLASS replays the trace through your own "
+        "asyncio code instead (a virtual-clock event loop; --validate against a real-time replay of the same "
+        "code). Exit status 2 "
         "on bad input; with --validate, 1 when the simulation does not match the real session.")
     w.add_argument("--trace", metavar="FILE", type=non_empty,
                    help="a trace file (JSON lines: time, session, conversation, kind, size)")
+    w.add_argument("--target", metavar="MODULE:CLASS", type=non_empty,
+                   help="replay through your own scheduler instead of the engine's: a replay target class (see "
+                   "the README, 'What-if for your own scheduler'), imported from the current directory; "
+                   "it runs on a virtual-clock event loop, and --validate replays it in real time")
     w.add_argument("--storm", action="store_true", help="the generated permission storm (SPEC M6)")
     w.add_argument("--unattended", action="store_true", help="a generated unattended agent run (checkpoints)")
     w.add_argument("--seed", type=non_negative_int, help="seed of the generated trace")
@@ -138,7 +169,8 @@ def register(sub: Any) -> None:
     w.add_argument("--plot", metavar="OUT.png", type=output_file,
                    help="the trade-off plot, Pareto-optimal settings marked")
     w.add_argument("--costs", metavar="FILE", type=non_empty,
-                   help="per-publication costs to use instead of this machine's cache")
+                   help="per-publication costs to use instead of this machine's cache (with --target: the costs "
+                   "of your own publication kinds; the format is in the README)")
     w.add_argument("--no-costs", action="store_true", help="skip bytes (no allocation pass)")
     w.add_argument("--remeasure", action="store_true", help="measure this machine's costs again")
     w.add_argument("--validate", action="store_true",

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from perfsuite.crash._invariants import clean_prefix
 from perfsuite.crash._model import snapshot
 from perfsuite.crash._session_invariants import (
     acknowledged_problems,
@@ -43,6 +44,7 @@ from perfsuite.crash._session_invariants import (
     removal_problems,
 )
 from perfsuite.crash._trace import Ack, Note
+from perfsuite.engine import DelegatingFileSystem
 
 PROFILES = ("portable", "file")
 FLAVOURS = ("running", "permission-blocked", "waiting", "idle")
@@ -60,6 +62,8 @@ class KillConfig:
     max_delay_s: float = 0.006
     directory: str | None = None
     timeout_s: float = 120.0
+    seeded_bug: str | None = None  # run against a deliberately broken engine (``SeededBug.kill`` ones)
+    torn_every: int = 3  # every Nth file-backed kill tears a transcript write first (0: never; issue 27)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,13 +89,21 @@ class KillReport:
     directory: str | None = None
     child_seconds: float = 0.0
     recovery_seconds: float = 0.0
+    torn: int = 0  # kills whose child tore a transcript write first (issue 27)
+    seeded_bug: str | None = None
+
+    @property
+    def caught(self) -> bool:
+        """With a seeded bug: at least one violation (the bug was caught)."""
+        return bool(self.violations)
 
 
 # -- the child --------------------------------------------------------------------------------------------
 class _Child:
     """One child's mixed workload; ``emit`` prints a flushed line the parent reads."""
 
-    def __init__(self, directory: str, profile: str, seed: int, tag: str) -> None:
+    def __init__(self, directory: str, profile: str, seed: int, tag: str, bug: str | None = None,
+                 tear: int = 0) -> None:
         from perfsuite.crash._sessions import settings
         from perfsuite.engine import FileSession, Session, SystemClock
 
@@ -99,10 +111,14 @@ class _Child:
         self.tag = tag
         self.serial = itertools.count()
         self.profile = profile
+        fs, faults = layer(bug)
+        if tear:
+            fs = TearingFileSystem(fs, abs(tear), "newline" if tear > 0 else "half")
         if profile == "portable":
-            self.session: Any = Session.open(directory, clock=SystemClock(), settings=settings("thread"))
+            self.session: Any = Session.open(directory, clock=SystemClock(), settings=settings("thread"), fs=fs,
+                                             faults=faults)
         else:
-            self.session = FileSession.open(directory, clock=SystemClock(), settings=settings())
+            self.session = FileSession.open(directory, clock=SystemClock(), settings=settings(), fs=fs, faults=faults)
 
     def emit(self, what: str, **record: Any) -> None:
         print(f"{what} {json.dumps(record, sort_keys=True)}", flush=True)
@@ -233,10 +249,49 @@ class _Child:
 
 
 def child_main(argv: Sequence[str]) -> int:
-    """Entry point of the child process: ``DIR PROFILE SEED TAG``; runs until it is killed."""
-    directory, profile, seed, tag = argv
-    asyncio.run(_Child(directory, profile, int(seed), tag).run())
+    """Entry point of the child process: ``DIR PROFILE SEED TAG [BUG|- [TEAR]]``; runs until it is killed
+    (or, with ``TEAR`` != 0, until that write to a transcript tears and it kills itself: all but its newline
+    when ``TEAR`` > 0, half of it when < 0)."""
+    directory, profile, seed, tag, *rest = argv
+    bug = rest[0] if rest and rest[0] != "-" else None
+    tear = int(rest[1]) if len(rest) > 1 else 0
+    asyncio.run(_Child(directory, profile, int(seed), tag, bug, tear).run())
     return 0
+
+
+def layer(bug: str | None) -> tuple[Any, Any]:
+    """The I/O layer and fault hooks of the engine under test: the real ones, or a seeded bug's (its layer
+    also wraps the parent's recovery: a broken engine recovers brokenly too)."""
+    from perfsuite.crash._bugs import seeded_bug
+    from perfsuite.engine import OsFileSystem
+
+    if bug is None:
+        return OsFileSystem(), None
+    broken = seeded_bug(bug)
+    return broken.wrap(OsFileSystem()), broken.faults
+
+
+class TearingFileSystem(DelegatingFileSystem):
+    """The child's layer for a torn kill (issue 27): the ``nth`` write to a main transcript is short (all
+    but its newline, or half of it) and the process is SIGKILLed before ``write_all`` writes the rest, the
+    state a kill between two partial writes (or ENOSPC mid-line, then a crash) leaves. Only unacknowledged
+    bytes are torn: a write happens before its barrier."""
+
+    def __init__(self, inner: Any, nth: int, mode: str) -> None:
+        super().__init__(inner)
+        self.left = nth
+        self.mode = mode
+        self.torn = False
+
+    def write(self, fd: int, data: bytes) -> int:
+        if self.torn:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if self.path_of(fd)[0].endswith("conversation.jsonl") and len(data) > 2:
+            self.left -= 1
+            if self.left == 0:
+                self.torn = True
+                return super().write(fd, data[: len(data) - 1 if self.mode == "newline" else len(data) // 2])
+        return super().write(fd, data)
 
 
 # -- the parent -------------------------------------------------------------------------------------------
@@ -253,17 +308,34 @@ def create_session(directory: str, profile: str) -> None:
     session.close()
 
 
-def recover_view(directory: str, profile: str) -> dict[str, Any]:
+def recover_view(directory: str, profile: str, bug: str | None = None) -> dict[str, Any]:
     """The engine's recovery of a killed child's session (real liveness: the child is dead), as the view
     the session invariants read; the session is closed afterwards."""
     from perfsuite.crash._sessions import _recover, settings
     from perfsuite.engine import FileSession, Session
 
+    fs, _faults = layer(bug)
     if profile == "portable":
-        session: Any = Session.open(directory, settings=settings())
+        session: Any = Session.open(directory, settings=settings(), fs=fs)
     else:
-        session = FileSession.open(directory, settings=settings())
+        session = FileSession.open(directory, settings=settings(), fs=fs)
     return _recover(session)
+
+
+def on_disk_problems(directory: str) -> Iterator[str]:
+    """Invariant 2 on disk (file-backed): after recovery every transcript file holds complete records only
+    (a partial last line left in place would swallow the next append)."""
+    conversations = os.path.join(directory, "conversations")
+    for conversation in sorted(os.listdir(conversations)) if os.path.isdir(conversations) else ():
+        path = os.path.join(conversations, conversation, "conversation.jsonl")
+        if not os.path.isfile(path):
+            continue
+        with open(path, "rb") as handle:
+            data = handle.read()
+        keep = clean_prefix(data, messages=True)
+        if keep != len(data):
+            yield (f"{conversation}/conversation.jsonl: {len(data) - keep}B at byte {keep} are not complete records "
+                   "after recovery")
 
 
 class _Oracle:
@@ -292,13 +364,16 @@ class _Oracle:
         return what == "ACK"
 
 
-def check_recovered(directory: str, profile: str, oracle: _Oracle) -> Iterator[tuple[str, str]]:
-    """(invariant, message) for one recovery of ``directory``: 1-5 on the recovered view, 3 on the tree,
-    6 by recovering again."""
-    view = recover_view(directory, profile)
+def check_recovered(directory: str, profile: str, oracle: _Oracle, bug: str | None = None
+                    ) -> Iterator[tuple[str, str]]:
+    """(invariant, message) for one recovery of ``directory``: 1-5 on the recovered view, 2 also on the
+    files (file-backed), 3 on the tree, 6 by recovering again."""
+    view = recover_view(directory, profile, bug)
     acks, notes = oracle.acks, oracle.notes
     yield from (("1", m) for m in acknowledged_problems(view, acks, notes))
     yield from (("2", m) for m in clean_transcript_problems(view))
+    if profile == "file":
+        yield from (("2", m) for m in on_disk_problems(directory))
     if profile == "portable":
         state = snapshot(directory)
         acked = max((int(a.detail.get("seq") or 0) for a in acks), default=0)
@@ -306,7 +381,7 @@ def check_recovered(directory: str, profile: str, oracle: _Oracle) -> Iterator[t
     yield from (("4", m) for m in mail_problems(view, acks, notes))
     yield from (("5", m) for m in removal_problems(view, notes))
     before = snapshot(directory)
-    again = recover_view(directory, profile)
+    again = recover_view(directory, profile, bug)
     if snapshot(directory).digest != before.digest:
         yield "6", "a second recovery changed the session directory"
     elif again["final"] != view["final"] or again["redelivered"] != view["redelivered"]:
@@ -326,8 +401,10 @@ def run_kill_campaign(config: KillConfig, *, on_kill: Callable[[int, str, int, i
     oracles: dict[str, _Oracle] = {}
     violations: list[KillViolation] = []
     per_profile: dict[str, int] = dict.fromkeys(config.profiles, 0)
-    pending = 0
+    pending = torn = 0
     child_s = recovery_s = 0.0
+    if config.seeded_bug is not None:
+        layer(config.seeded_bug)  # an unknown name fails here, before any child runs
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     try:
         for profile in config.profiles:
@@ -339,10 +416,18 @@ def run_kill_campaign(config: KillConfig, *, on_kill: Callable[[int, str, int, i
             oracle = oracles[profile]
             wanted = rng.randint(1, config.max_acks)
             delay = rng.random() * config.max_delay_s
+            # A torn kill (issue 27): the child tears one of its next transcript writes and dies there; the
+            # parent waits for that instead of killing it after ``wanted`` acknowledgements.
+            tear = rng.randint(1, 6) if profile == "file" and config.torn_every and \
+                (kill // len(config.profiles)) % config.torn_every == config.torn_every - 1 else 0
+            if tear:
+                tear = tear if torn % 2 == 0 else -tear  # alternately all but the newline, and half the line
+                wanted = 4 * config.max_acks  # (a child that never reaches that write is killed as usual)
             child_started = time.perf_counter()
             proc = subprocess.Popen(
                 [sys.executable, "-m", "perfsuite.crash._kill", directory, profile, str(rng.randrange(1 << 30)),
-                 f"k{kill}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                 f"k{kill}", config.seeded_bug or "-", str(tear)],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
             assert proc.stdout is not None
             acks = 0
             watchdog = threading.Timer(config.timeout_s, proc.kill)  # a hung child cannot hang the campaign
@@ -365,6 +450,7 @@ def run_kill_campaign(config: KillConfig, *, on_kill: Callable[[int, str, int, i
             for line in rest.splitlines():
                 acks += oracle.read(line, kill)
             child_s += time.perf_counter() - child_started
+            torn += bool(tear)
             if proc.returncode != -signal.SIGKILL:
                 violations.append(KillViolation(kill, profile, "0", f"the child exited with {proc.returncode} "
                                                 f"before it was killed: {err.strip().splitlines()[-1:]}"))
@@ -372,7 +458,7 @@ def run_kill_campaign(config: KillConfig, *, on_kill: Callable[[int, str, int, i
             crashed = tempfile.mkdtemp(prefix="perfsuite-kill-state-")
             shutil.copytree(directory, os.path.join(crashed, profile))  # what the kill left, for a violation
             try:
-                found = list(check_recovered(directory, profile, oracle))
+                found = list(check_recovered(directory, profile, oracle, config.seeded_bug))
             except Exception as exc:  # recovery itself failed: invariant 0
                 found = [("0", f"recovery failed: {type(exc).__name__}: {exc}")]
             recovery_s += time.perf_counter() - recovery_started
@@ -391,7 +477,8 @@ def run_kill_campaign(config: KillConfig, *, on_kill: Callable[[int, str, int, i
         if config.directory is None:
             shutil.rmtree(base, ignore_errors=True)
     return KillReport(config.kills, per_profile, sum(len(o.acks) for o in oracles.values()), pending,
-                      tuple(violations), time.perf_counter() - started, config.directory, child_s, recovery_s)
+                      tuple(violations), time.perf_counter() - started, config.directory, child_s, recovery_s,
+                      torn, config.seeded_bug)
 
 
 if __name__ == "__main__":

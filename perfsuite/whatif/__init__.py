@@ -8,8 +8,16 @@ Typical use::
         print(r.setting.debounce_s, r.per_minute_mean, r.loss_window_s)
 
 Traces are JSON lines (:func:`read_trace`, :data:`KINDS`); generated (:func:`permission_storm`,
-:func:`unattended_run`) or recorded from a run (:func:`recording`). :func:`validate` checks the
-simulation against a real session replaying the same trace in (compressed) real time.
+:func:`unattended_run`) or recorded from a run (:func:`recording`; your own code says its events with
+:func:`emit`). :func:`validate` checks the simulation against a real session replaying the same trace
+in (compressed) real time.
+
+Your own scheduler instead of the engine's (issue 28): a replay target ``module:Class`` receives the
+trace's events and says its publications (:class:`ReplayContext`); :func:`sweep_target` replays it on a
+:class:`VirtualTimeLoop` (your ``call_later``/``asyncio.sleep`` code, unchanged, in virtual time) and
+:func:`validate_target` against a real-time replay of the same code::
+
+    report = sweep_target(read_trace("t.jsonl"), make_grid(debounce=(0.5, 2)), "mydebounce:Target")
 """
 
 from perfsuite.whatif._costs import (
@@ -22,7 +30,8 @@ from perfsuite.whatif._costs import (
     write_costs,
 )
 from perfsuite.whatif._export import build_table, describe_notes, write_csv, write_json, write_plot
-from perfsuite.whatif._record import TraceRecorder, recording
+from perfsuite.whatif._loop import VirtualTimeLoop, virtual_run
+from perfsuite.whatif._record import TraceRecorder, emit, record_from_environment, recording
 from perfsuite.whatif._simulate import Publication, Replay, Setting, TraceSummary, replay, summarize_trace
 from perfsuite.whatif._sweep import (
     DEFAULT_CHECKPOINT_S,
@@ -35,11 +44,31 @@ from perfsuite.whatif._sweep import (
     parse_intervals,
     sweep,
 )
+from perfsuite.whatif._target import (
+    DEFAULT_CHANGES,
+    Publishing,
+    ReplayContext,
+    ReplayTarget,
+    TargetRun,
+    replay_target,
+    resolve_target,
+)
+from perfsuite.whatif._target_sweep import sweep_target, validate_target
 from perfsuite.whatif._validate import Validation, validate
 from perfsuite.workloads.trace_gen import StormSpec, UnattendedSpec, permission_storm, unattended_run
-from perfsuite.workloads.traces import KINDS, Trace, TraceEvent, make_trace, parse_lines, read_trace, write_trace
+from perfsuite.workloads.traces import (
+    KINDS,
+    Trace,
+    TraceEvent,
+    is_user_kind,
+    make_trace,
+    parse_lines,
+    read_trace,
+    write_trace,
+)
 
 __all__ = [
+    "DEFAULT_CHANGES",
     "DEFAULT_CHECKPOINT_S",
     "DEFAULT_DEBOUNCE_S",
     "DEFAULT_NOTIFY_MAX_S",
@@ -47,20 +76,27 @@ __all__ = [
     "KindCost",
     "Publication",
     "PublicationCosts",
+    "Publishing",
     "Replay",
+    "ReplayContext",
+    "ReplayTarget",
     "Setting",
     "SettingResult",
     "StormSpec",
+    "TargetRun",
     "Trace",
     "TraceEvent",
     "TraceRecorder",
     "TraceSummary",
     "UnattendedSpec",
     "Validation",
+    "VirtualTimeLoop",
     "WhatIf",
     "build_table",
     "cache_path",
     "describe_notes",
+    "emit",
+    "is_user_kind",
     "load_costs",
     "make_grid",
     "make_trace",
@@ -71,12 +107,18 @@ __all__ = [
     "permission_storm",
     "read_costs",
     "read_trace",
+    "record_from_environment",
     "recording",
     "replay",
+    "replay_target",
+    "resolve_target",
     "summarize_trace",
     "sweep",
+    "sweep_target",
     "unattended_run",
     "validate",
+    "validate_target",
+    "virtual_run",
     "write_costs",
     "write_csv",
     "write_json",

@@ -17,7 +17,7 @@ import random
 import shutil
 import statistics
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ OPERATIONS: Mapping[str, tuple[str, Mapping[str, Any]]] = {
                                                             "message_chars": 2000}),
     "mail": ("perfsuite.workloads.engine:mailbox_delivery", {"path": "async", "result_chars": 4000}),
 }
+ENGINE_COST_KINDS: tuple[str, ...] = tuple(OPERATIONS)
 FIXTURE_DESCRIPTION = "small generated session: root 200 messages of 1 KB, 3 agents of 50 messages"
 
 
@@ -82,12 +83,17 @@ class PublicationCosts:
                 "kinds": {k: c.to_json() for k, c in self.kinds.items()}}
 
     @classmethod
-    def from_json(cls, data: Any, source: str) -> PublicationCosts:
-        """Inverse of :meth:`to_json`; one-line :class:`PerfsuiteError` naming ``source`` otherwise."""
+    def from_json(cls, data: Any, source: str, required: Iterable[str] | None = ENGINE_COST_KINDS) -> PublicationCosts:
+        """Inverse of :meth:`to_json`; one-line :class:`PerfsuiteError` naming ``source`` otherwise.
+        ``required``: the kinds that must be there (the engine's three; None: any, at least one, for a
+        replay target's own publication kinds, issue 28)."""
         if not isinstance(data, dict) or data.get("schema") != COSTS_SCHEMA or not isinstance(data.get("kinds"), dict):
             raise PerfsuiteError(f"{source}: not a perfsuite what-if costs file (schema {COSTS_SCHEMA})")
+        names = list(required) if required is not None else list(data["kinds"])
+        if not names:
+            raise PerfsuiteError(f"{source}: kinds: no publication kind has costs")
         kinds: dict[str, KindCost] = {}
-        for kind in OPERATIONS:
+        for kind in names:
             entry = data["kinds"].get(kind)
             try:
                 kinds[kind] = KindCost(int(entry["allocated_bytes"]), int(entry["peak_bytes"]),
@@ -182,8 +188,10 @@ def measure_costs(*, timing_samples: int = 3, work_root: Path | None = None) -> 
     return PublicationCosts(kinds, machine_identity(), __version__, now)
 
 
-def read_costs(path: str | os.PathLike[str]) -> PublicationCosts:
-    """A costs file (``--costs FILE``); one-line errors when missing or malformed."""
+def read_costs(path: str | os.PathLike[str], *,
+               required: Iterable[str] | None = ENGINE_COST_KINDS) -> PublicationCosts:
+    """A costs file (``--costs FILE``); one-line errors when missing or malformed. ``required``: the
+    kinds it must hold (default the engine's three; None for a replay target's own kinds)."""
     source = os.fspath(path)
     try:
         data = json.loads(Path(source).read_text(encoding="utf-8"))
@@ -191,7 +199,7 @@ def read_costs(path: str | os.PathLike[str]) -> PublicationCosts:
         raise PerfsuiteError(f"{source}: no such costs file") from None
     except (OSError, ValueError) as exc:
         raise PerfsuiteError(f"{source}: cannot read the costs file: {exc}") from None
-    return PublicationCosts.from_json(data, source)
+    return PublicationCosts.from_json(data, source, required)
 
 
 def write_costs(costs: PublicationCosts, path: str | os.PathLike[str]) -> Path:

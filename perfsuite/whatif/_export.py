@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import csv
 import json
 import os
@@ -26,7 +27,7 @@ def _target(path: str | os.PathLike[str]) -> Path:
 def write_csv(report: WhatIf, path: str | os.PathLike[str]) -> Path:
     """One row per setting, the columns of :meth:`SettingResult.row`."""
     target = _target(path)
-    rows = [r.row() for r in report.results]
+    rows = [r.row(report.kinds) for r in report.results]
     with target.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
@@ -92,11 +93,18 @@ def write_plot(report: WhatIf, path: str | os.PathLike[str]) -> Path:
         ax.set_xlabel("publications per minute (mean over the trace)")
         ax.set_ylabel("crash-loss window (s): longest a change stays unpublished")
         t = report.trace
-        ax.set_title(f"what-if: {t.source}, {t.duration_s / 60:.1f} min, {t.observational} observational changes, "
-                     f"{t.messages} messages", fontsize=9)
+        if report.target:
+            ax.set_title(f"what-if: {t.source} through {report.target}, {t.duration_s / 60:.1f} min, "
+                         f"{t.events} events", fontsize=9)
+        else:
+            ax.set_title(f"what-if: {t.source}, {t.duration_s / 60:.1f} min, {t.observational} observational "
+                         f"changes, {t.messages} messages", fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(loc="upper right", fontsize=8)
-        note = report.costs.describe() if report.costs is not None else "no measured costs"
+        if report.target:
+            note = _target_bytes_note(report)
+        else:
+            note = report.costs.describe() if report.costs is not None else "no measured costs"
         fig.text(0.01, 0.005, note, fontsize=6, color="0.4", wrap=True)
         fig.tight_layout(rect=(0, 0.04, 1, 1))
         fig.savefig(target)
@@ -106,7 +114,7 @@ def write_plot(report: WhatIf, path: str | os.PathLike[str]) -> Path:
 
 
 def _mb(value: int | None) -> str:
-    return "" if value is None else f"{value / 1e6:.2f}"
+    return "-" if value is None else f"{value / 1e6:.2f}"
 
 
 def _s(value: float | None, unit: float = 1.0, digits: int = 2) -> str:
@@ -121,7 +129,8 @@ def build_table(report: WhatIf) -> Any:
 
     t = report.trace
     results = report.results
-    title = (f"what-if {t.source}: {t.duration_s / 60:.1f} min, {t.sessions} session(s); "
+    through = f" through {report.target}" if report.target else ""
+    title = (f"what-if {t.source}{through}: {t.duration_s / 60:.1f} min, {t.sessions} session(s); "
              f"{len(results)} settings simulated in {report.simulate_s:.3f} s")
     columns: list[tuple[str, Callable[[SettingResult], str]]] = [
         ("debounce s", lambda r: f"{r.setting.debounce_s:g}"),
@@ -129,15 +138,17 @@ def build_table(report: WhatIf) -> Any:
         ("notify max s", lambda r: f"{r.setting.notify_max_s:g}"),
         ("pubs", lambda r: str(r.publications)),
     ]
-    for kind in ("registry", "checkpoint", "mail"):
+    for kind in report.kinds:
         if any(r.by_kind.get(kind) for r in results):
             columns.append((kind, lambda r, k=kind: str(r.by_kind.get(k, 0))))
     columns += [("gens", lambda r: str(r.generations)), ("pubs/min", lambda r: f"{r.per_minute_mean:.1f}"),
                 ("peak/min", lambda r: str(r.per_minute_peak))]
-    if report.costs is not None:
+    if report.costs is not None or any(r.bytes_written is not None for r in results):
         columns += [("written MB", lambda r: _mb(r.bytes_written)), ("alloc MB", lambda r: _mb(r.bytes_allocated))]
     columns.append(("loss max s", lambda r: _s(r.loss_window_s)))
-    if t.observational:
+    if report.target:
+        columns.append(("loss mean s", lambda r: _s(r.observational_loss_mean_s)))
+    elif t.observational:
         columns.append(("obs loss mean s", lambda r: _s(r.observational_loss_mean_s)))
     if any(r.notifications for r in results):
         columns.append(("notify max ms", lambda r: _s(r.notify_delay_max_s, 1e3, 0)))
@@ -152,6 +163,8 @@ def build_table(report: WhatIf) -> Any:
 
 def describe_notes(report: WhatIf) -> list[str]:
     """The plain lines printed under the table."""
+    if report.target:
+        return _target_notes(report)
     t = report.trace
     lines = [f"trace: {t.observational} observational changes (publishing every one: "
              f"{t.every_transition_per_minute:.1f}/min, peak {t.every_transition_peak}/min), {t.messages} streamed "
@@ -165,9 +178,41 @@ def describe_notes(report: WhatIf) -> list[str]:
     durations = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in sorted(report.durations_s.items()))
     lines.append(f"modelled publication durations: {durations}; minute windows are fixed minutes from the trace "
                  "start; 'gens' are adopted generations, the other publications were empty selections (no-ops)")
+    if t.user_events:
+        lines.append(f"{t.user_events} event(s) of your own x- kinds were not replayed: the engine's sessions do "
+                     "not know them (replay them through your own scheduler with --target module:Class)")
     stuck = [r for r in report.results if r.unpublished]
     if stuck:
         lines.append(f"warning: {stuck[0].unpublished} change(s) never published under "
                      f"{len(stuck)} setting(s) (e.g. messages streamed with no request in flight); "
+                     "they are left out of the loss window")
+    return lines
+
+
+def _target_bytes_note(report: WhatIf) -> str:
+    """Where a replay target's bytes come from (never the engine's measured costs)."""
+    if report.costs is not None:
+        return (f"bytes: what your code reported per publication, else the costs file {report.costs.source} "
+                f"({report.costs.tracker}, {report.costs.fixture}, measured {report.costs.measured_at})")
+    if any(r.bytes_written is not None for r in report.results):
+        return "bytes: what your code reported per publication"
+    return "bytes not measured: your code reported none (done(bytes_written=...)) and no --costs FILE was given"
+
+
+def _target_notes(report: WhatIf) -> list[str]:
+    """The lines under a replay target's table (issue 28): what was replayed, where bytes come from."""
+    t = report.trace
+    kinds = collections.Counter(t.kinds)
+    lines = [f"replayed in virtual time through {report.target} (your code on a VirtualTimeLoop), one target per "
+             f"trace session: {t.events} events ({', '.join(f'{k} {n}' for k, n in kinds.most_common())})"]
+    if t.recorded_publications:
+        lines.append(f"the recorded run itself published {t.recorded_publications} times (at its own settings)")
+    lines.append(_target_bytes_note(report))
+    lines.append("minute windows are fixed minutes from the trace start; 'gens' are publications done without "
+                 "noop=True; the loss window runs from a change's delivery to the end of the first publication "
+                 "begun after it")
+    stuck = [r for r in report.results if r.unpublished]
+    if stuck:
+        lines.append(f"warning: {stuck[0].unpublished} change(s) never published under {len(stuck)} setting(s); "
                      "they are left out of the loss window")
     return lines

@@ -17,9 +17,17 @@ from typing import Any
 
 from perfsuite.errors import PerfsuiteError
 from perfsuite.workloads.traces import Trace, make_trace, parse_lines, write_trace
-from perfsuite.workloads.tracing import ENV_PATH, ENV_T0, TraceRecorder, record_from_environment
+from perfsuite.workloads.tracing import ENV_PATH, ENV_T0, TraceRecorder, emit, record_from_environment
 
-__all__ = ["ENV_PATH", "ENV_T0", "TraceRecorder", "finish_recording", "record_from_environment", "recording"]
+__all__ = [
+    "ENV_PATH",
+    "ENV_T0",
+    "TraceRecorder",
+    "emit",
+    "finish_recording",
+    "record_from_environment",
+    "recording",
+]
 
 
 def finish_recording(path: str | os.PathLike[str], meta: dict[str, Any] | None = None) -> Trace:

@@ -32,7 +32,7 @@ from perfsuite.engine import (
     VirtualRunner,
 )
 from perfsuite.errors import PerfsuiteError
-from perfsuite.workloads.traces import OBSERVATIONAL, Trace, TraceEvent
+from perfsuite.workloads.traces import OBSERVATIONAL, Trace, TraceEvent, is_user_kind
 
 #: publication durations (s) used when no measured costs are given
 DEFAULT_DURATIONS_S: Mapping[str, float] = {"registry": 0.005, "checkpoint": 0.02, "mail": 0.005}
@@ -89,18 +89,22 @@ class Setting:
 
 @dataclass(frozen=True, slots=True)
 class Publication:
-    """One simulated publication: when it froze and completed, its kind and outcome (adopted | noop)."""
+    """One simulated publication: when it froze and completed, its kind and outcome (adopted | noop |
+    failed); a replay target's own code may say the bytes it wrote and allocated (issue 28)."""
 
     session: str
     kind: str
     outcome: str
     frozen_at: float
     done_at: float
+    bytes_written: int | None = None
+    bytes_allocated: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Replay:
-    """What one replay produced: publications, loss windows and notification waits."""
+    """What one replay produced: publications, loss windows and notification waits. The scheduler
+    counters are the engine's; None (not measured) for a replay through a team's own target."""
 
     setting: Setting
     duration_s: float
@@ -109,11 +113,11 @@ class Replay:
     text_losses: tuple[float, ...]  # streamed message -> checkpoint, one per message
     notification_waits: tuple[float, ...]
     unpublished: int  # changes or messages still unpublished when the replay ended
-    notifications_pending: int
-    debounce_fired: int
-    debounce_absorbed: int
-    debounce_deferred: int
-    checkpoint_ticks: int
+    notifications_pending: int | None
+    debounce_fired: int | None
+    debounce_absorbed: int | None
+    debounce_deferred: int | None
+    checkpoint_ticks: int | None
     recorded_publications: int  # ``publication`` events in the trace (a recorded run's real count)
 
 
@@ -285,6 +289,12 @@ def _noop_notification(_obs: Observations) -> None:
     return None
 
 
+def engine_events(trace: Trace) -> tuple[TraceEvent, ...]:
+    """The events the engine's sessions replay: neither recorded ``publication`` outputs nor a user's own
+    ``x-`` kinds (those only a replay target of the user's understands, issue 28)."""
+    return tuple(e for e in trace.events if e.kind != "publication" and not is_user_kind(e.kind))
+
+
 def replay(trace: Trace, setting: Setting, durations: Mapping[str, float] | None = None) -> Replay:
     """Replay ``trace`` in virtual time for one setting through the engine's own sessions (``_Model``).
     Timers due at an event's time fire before it. After the trace's end the in-flight checkpoint timers
@@ -294,14 +304,11 @@ def replay(trace: Trace, setting: Setting, durations: Mapping[str, float] | None
     fs = MemoryFileSystem()
     sink: list[Publication] = []
     by_session: dict[str, list[TraceEvent]] = {}
-    for event in trace.events:
-        if event.kind != "publication":
-            by_session.setdefault(event.session, []).append(event)
+    for event in engine_events(trace):
+        by_session.setdefault(event.session, []).append(event)
     models = {name: _Model(name, clock, fs, setting, durations, events, sink) for name, events in by_session.items()}
     recorded = trace.count("publication")
-    for event in trace.events:
-        if event.kind == "publication":
-            continue
+    for event in engine_events(trace):
         clock.run_until(event.time)
         model = models[event.session]
         try:
@@ -362,6 +369,8 @@ class TraceSummary:
     every_transition_per_minute: float
     every_transition_peak: int
     meta: Mapping[str, Any] = field(default_factory=dict)
+    user_events: int = 0  # events of the user's own ``x-`` kinds (issue 28)
+    kinds: Mapping[str, int] = field(default_factory=dict)  # events per kind
 
 
 def summarize_trace(trace: Trace) -> TraceSummary:
@@ -369,4 +378,6 @@ def summarize_trace(trace: Trace) -> TraceSummary:
     mean, peak = per_minute(observational, trace.duration_s)
     return TraceSummary(trace.source, trace.duration_s, len(trace.sessions), len(trace.events), len(observational),
                         trace.count("message"), trace.count("mail"), trace.count("request-start"),
-                        trace.count("publication"), mean, peak, dict(trace.meta))
+                        trace.count("publication"), mean, peak, dict(trace.meta),
+                        sum(1 for e in trace.events if is_user_kind(e.kind)),
+                        dict(collections.Counter(e.kind for e in trace.events)))

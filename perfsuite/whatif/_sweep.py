@@ -14,7 +14,7 @@ import itertools
 import math
 import statistics
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +22,7 @@ from perfsuite.errors import PerfsuiteError
 from perfsuite.whatif._costs import PublicationCosts
 from perfsuite.whatif._simulate import (
     DEFAULT_DURATIONS_S,
+    Publication,
     Replay,
     Setting,
     TraceSummary,
@@ -35,6 +36,8 @@ from perfsuite.workloads.traces import Trace
 DEFAULT_DEBOUNCE_S = (0.1, 0.5, 1.0, 2.0, 5.0, 10.0)
 DEFAULT_CHECKPOINT_S = (30.0,)
 DEFAULT_NOTIFY_MAX_S = (0.5,)
+#: the engine's publication kinds, as the costs file and the table name them
+ENGINE_KINDS = ("registry", "checkpoint", "mail")
 
 
 def parse_intervals(text: str, option: str, *, allow_zero: bool = True) -> tuple[float, ...]:
@@ -87,20 +90,20 @@ class SettingResult:
     notify_delay_mean_s: float | None
     notifications: int
     unpublished: int
-    debounce_fired: int
-    debounce_absorbed: int
-    debounce_deferred: int
-    checkpoint_ticks: int
+    debounce_fired: int | None  # the engine's scheduler counters; None through a team's own target
+    debounce_absorbed: int | None
+    debounce_deferred: int | None
+    checkpoint_ticks: int | None
     pareto: bool = False
 
-    def row(self) -> dict[str, Any]:
-        """A flat record (CSV columns, JSON entries)."""
+    def row(self, kinds: Sequence[str] = ENGINE_KINDS) -> dict[str, Any]:
+        """A flat record (CSV columns, JSON entries): one ``publications_KIND`` column per kind."""
         s = self.setting
         return {
             "debounce_s": s.debounce_s, "checkpoint_interval_s": s.checkpoint_interval_s,
             "notify_first_s": s.notify_first_s, "notify_max_s": s.notify_max_s,
             "publications": self.publications,
-            **{f"publications_{k}": self.by_kind.get(k, 0) for k in ("registry", "checkpoint", "mail")},
+            **{f"publications_{k}": self.by_kind.get(k, 0) for k in kinds},
             "generations": self.generations, "noops": self.publications - self.generations,
             "per_minute_mean": round(self.per_minute_mean, 4), "per_minute_peak": self.per_minute_peak,
             "generations_per_minute": round(self.generations_per_minute, 4),
@@ -129,17 +132,41 @@ def _mean(values: Sequence[float]) -> float | None:
     return statistics.fmean(values) if values else None
 
 
-def result_of(run: Replay, costs: PublicationCosts | None) -> SettingResult:
-    """Reduce one replay to its figures; bytes only when ``costs`` are given."""
+def _bytes(pubs: Sequence[Publication], costs: PublicationCosts | None, kind_of: Callable[[str], str],
+           field_name: str) -> int | None:
+    """The total of one byte count: what each publication reported, else its kind's cost (adopted:
+    ``bytes_written``, an empty selection or a failure: ``staged_bytes``); None (not measured) when a
+    publication has neither."""
+    total = 0
+    for p in pubs:
+        reported = getattr(p, field_name)
+        if reported is not None:
+            total += reported
+            continue
+        if costs is None:
+            return None
+        kind = kind_of(p.kind)
+        cost = costs.kinds.get(kind)
+        if cost is None:
+            raise PerfsuiteError(f"{costs.source or 'the costs'}: no costs for publication kind {kind!r} "
+                                 f"(it has {', '.join(costs.kinds)})")
+        if field_name == "bytes_allocated":
+            total += cost.allocated_bytes
+        else:
+            total += cost.bytes_written if p.outcome == "adopted" else cost.staged_bytes
+    return total
+
+
+def result_of(run: Replay, costs: PublicationCosts | None,
+              kind_of: Callable[[str], str] = cost_kind) -> SettingResult:
+    """Reduce one replay to its figures; bytes from what publications reported, else from ``costs``
+    (``kind_of`` maps a publication's kind to its cost kind: the engine's three, or a target's own)."""
     pubs = run.publications
-    by_kind = collections.Counter(cost_kind(p.kind) for p in pubs)
+    by_kind = collections.Counter(kind_of(p.kind) for p in pubs)
     adopted = [p for p in pubs if p.outcome == "adopted"]
     mean, peak = per_minute([p.done_at for p in pubs], run.duration_s)
-    written = allocated = None
-    if costs is not None:
-        written = sum(costs.kinds[cost_kind(p.kind)].bytes_written if p.outcome == "adopted"
-                      else costs.kinds[cost_kind(p.kind)].staged_bytes for p in pubs)
-        allocated = sum(costs.kinds[cost_kind(p.kind)].allocated_bytes for p in pubs)
+    written = _bytes(pubs, costs, kind_of, "bytes_written")
+    allocated = _bytes(pubs, costs, kind_of, "bytes_allocated")
     obs, text = run.observational_losses, run.text_losses
     return SettingResult(
         setting=run.setting, publications=len(pubs), by_kind=dict(by_kind), generations=len(adopted),
@@ -174,20 +201,24 @@ class WhatIf:
     costs: PublicationCosts | None
     simulate_s: float
     durations_s: Mapping[str, float] = field(default_factory=dict)
+    kinds: tuple[str, ...] = ENGINE_KINDS  # the publication kinds, in column order
+    target: str | None = None  # a team's own replay target (``module:Class``), None: the engine's sessions
 
     def to_json(self) -> dict[str, Any]:
         t = self.trace
         return {
+            "target": self.target,
             "trace": {"source": t.source, "duration_s": t.duration_s, "sessions": t.sessions, "events": t.events,
                       "observational_changes": t.observational, "messages": t.messages, "mail": t.mail,
                       "requests": t.requests, "recorded_publications": t.recorded_publications,
                       "every_transition_per_minute": round(t.every_transition_per_minute, 4),
-                      "every_transition_peak_per_minute": t.every_transition_peak, "meta": dict(t.meta)},
+                      "every_transition_peak_per_minute": t.every_transition_peak, "user_events": t.user_events,
+                      "meta": dict(t.meta)},
             "costs": None if self.costs is None else {**self.costs.to_json(), "note": self.costs.describe()},
             "publication_durations_s": dict(self.durations_s),
             "simulate_s": round(self.simulate_s, 4),
             "minute_windows": "fixed minutes from the trace start: [60k, 60k+60)",
-            "results": [r.row() for r in self.results],
+            "results": [r.row(self.kinds) for r in self.results],
         }
 
 
@@ -201,6 +232,10 @@ def sweep(trace: Trace, settings: Sequence[Setting], costs: PublicationCosts | N
     started = time.perf_counter()
     results = [result_of(replay(trace, s, durations), costs) for s in settings]
     elapsed = time.perf_counter() - started
+    return WhatIf(summarize_trace(trace), mark_pareto(results), costs, elapsed, dict(durations or DEFAULT_DURATIONS_S))
+
+
+def mark_pareto(results: Sequence[SettingResult]) -> tuple[SettingResult, ...]:
+    """The results with their Pareto flags (publications per minute against the crash-loss window)."""
     flags = pareto_front([(r.per_minute_mean, r.loss_window_s) for r in results])
-    marked = tuple(dataclasses.replace(r, pareto=f) for r, f in zip(results, flags))
-    return WhatIf(summarize_trace(trace), marked, costs, elapsed, dict(durations or DEFAULT_DURATIONS_S))
+    return tuple(dataclasses.replace(r, pareto=f) for r, f in zip(results, flags))

@@ -32,7 +32,15 @@ from typing import Any
 
 from perfsuite.engine import OsFileSystem, Session, SystemClock
 from perfsuite.errors import PerfsuiteError
-from perfsuite.whatif._simulate import DEFAULT_DURATIONS_S, Setting, TraceDriver, cost_kind, drive, replay
+from perfsuite.whatif._simulate import (
+    DEFAULT_DURATIONS_S,
+    Setting,
+    TraceDriver,
+    cost_kind,
+    drive,
+    engine_events,
+    replay,
+)
 from perfsuite.workloads.traces import Trace, TraceEvent
 
 #: allowed differences: publications (count) and crash-loss window (seconds of compressed, real time);
@@ -125,6 +133,7 @@ class Validation:
     model_durations_ms: Mapping[str, float] = field(default_factory=dict)
     real_durations_ms: Mapping[str, float] = field(default_factory=dict)
     problems: tuple[str, ...] = field(default_factory=tuple)
+    target: str | None = None  # a team's own replay target (issue 28); None: the engine's Session
 
     @property
     def passed(self) -> bool:
@@ -132,7 +141,7 @@ class Validation:
 
     def to_json(self) -> dict[str, Any]:
         s = self.setting
-        return {"debounce_s": s.debounce_s, "checkpoint_interval_s": s.checkpoint_interval_s,
+        return {"target": self.target, "debounce_s": s.debounce_s, "checkpoint_interval_s": s.checkpoint_interval_s,
                 "notify_max_s": s.notify_max_s, "speed": self.speed, "trace_s": self.trace_s,
                 "simulated_publications": self.simulated_publications, "real_publications": self.real_publications,
                 "simulated_by_kind": dict(self.simulated_by_kind), "real_by_kind": dict(self.real_by_kind),
@@ -208,11 +217,11 @@ async def _real_run(trace: Trace, setting: Setting, directory: Path) -> Observed
     session = Session.open(directory, create=True, fs=fs, clock=SystemClock(loop), settings=settings)
     replayer = _Replayer(session)
     try:
-        replayer.prepare(trace.events)
+        replayer.prepare(engine_events(trace))
         await asyncio.sleep(0.05)
         started = time.monotonic()
         replayer.t0 = fs.t0 = started
-        for event in trace.events:
+        for event in engine_events(trace):
             loop.call_at(started + event.time, replayer.apply, event)
         await asyncio.sleep(max(0.0, started + trace.duration_s - time.monotonic()))
         session.stop_checkpoints()

@@ -3,6 +3,8 @@
 Each event line is an object with ``time`` (seconds from the trace start), ``session``, ``conversation``,
 ``kind`` and ``size`` (bytes), plus optional extra fields (``flavour`` for ``activity``). An optional
 first line ``{"format": "perfsuite-trace", "version": 1, "duration_s": ..., "meta": {...}}`` is a header.
+A kind is one of :data:`KINDS` (what the engine's sessions replay) or a user's own, ``x-NAME`` (issue 28:
+a team's own events, replayed only by its own replay target; the engine's replay leaves them out).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +46,22 @@ KINDS: Mapping[str, str] = {
     "publication": "recorded output of a real run (ignored by the replay, counted for comparison)",
 }
 OBSERVATIONAL = frozenset({"activity", "discard"})
+#: a user's own kinds: ``x-`` then letters, digits, ``_``, ``.`` or ``-`` (issue 28)
+USER_KIND_PREFIX = "x-"
+_USER_KIND = re.compile(r"x-[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def is_user_kind(kind: str) -> bool:
+    """Whether ``kind`` is a user's own (``x-NAME``), not one the engine's sessions replay."""
+    return bool(_USER_KIND.fullmatch(kind))
+
+
+def check_kind(kind: object) -> str | None:
+    """Why ``kind`` is no trace kind, or ``None`` when it is one."""
+    if isinstance(kind, str) and (kind in KINDS or is_user_kind(kind)):
+        return None
+    return (f"unknown {kind!r}; expected one of {', '.join(KINDS)}, or a kind of your own named "
+            f"{USER_KIND_PREFIX}NAME (letters, digits, _ . -)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +130,8 @@ def make_trace(events: Iterable[TraceEvent], *, duration_s: float | None = None,
 
 
 def _fail(source: str, line: int, message: str) -> PerfsuiteError:
-    return PerfsuiteError(f"{source}:{line}: {message}")
+    """``SOURCE:LINE: message`` (``SOURCE: message`` for a line number below 1: one event, no file)."""
+    return PerfsuiteError(f"{source}:{line}: {message}" if line > 0 else f"{source}: {message}")
 
 
 def _number(value: Any) -> bool:
@@ -132,8 +152,9 @@ def parse_event(record: Any, source: str, line: int) -> TraceEvent:
     for key in ("session", "conversation"):
         if not isinstance(record[key], str) or not record[key]:
             raise _fail(source, line, f"{key}: expected a non-empty string, got {record[key]!r}")
-    if kind not in KINDS:
-        raise _fail(source, line, f"kind: unknown {kind!r}; expected one of {', '.join(KINDS)}")
+    problem = check_kind(kind)
+    if problem:
+        raise _fail(source, line, f"kind: {problem}")
     size = record.get("size", 0)
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
         raise _fail(source, line, f"size: expected bytes (an integer >= 0), got {size!r}")

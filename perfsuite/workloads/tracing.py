@@ -8,6 +8,10 @@ process and names the file in ``PERFSUITE_RECORD_TRACE`` (with the shared time o
 calls :func:`record_from_environment` when a worker process (``--isolation process``, ``profile``)
 opens its session, so worker sessions are recorded too. Sessions a user's own code opens in its own
 processes are recorded when that code calls :func:`record_from_environment` as well.
+
+Code that is not perfsuite's engine (a team's own runtime, issue 28) says what happened with
+:func:`emit`: one trace event, written when a recording is on in this process or named in the
+environment (a worker process), nothing otherwise.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 
 from perfsuite.engine import Event, PublicationAcknowledged, PublicationFailed, SessionInput, listen
 from perfsuite.errors import PerfsuiteError
+from perfsuite.workloads.traces import parse_event
 
 ENV_PATH = "PERFSUITE_RECORD_TRACE"
 ENV_T0 = "PERFSUITE_RECORD_TRACE_T0"
@@ -87,10 +92,15 @@ class TraceRecorder:
             self.note(event.session, ("publication", "root", 0, {"publication": event.kind, "outcome": outcome}))
 
     def note(self, session: str, line: Line) -> None:
+        """One engine event of the session rooted at ``session`` (labelled per process, :meth:`label`)."""
         kind, conversation, size, extra = line
-        record = {"time": round(max(0.0, time.time() - self.t0), 6), "session": self.label(session),
-                  "conversation": conversation, "kind": kind, "size": size, **extra}
-        data = (json.dumps(record, sort_keys=True) + "\n").encode()
+        self.write({"session": self.label(session), "conversation": conversation, "kind": kind, "size": size,
+                    **extra})
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        """Append ``record`` (every field but ``time``) as one line, stamped with the time since ``t0``."""
+        stamped = {**record, "time": round(max(0.0, time.time() - self.t0), 6)}
+        data = (json.dumps(stamped, sort_keys=True) + "\n").encode()
         with self._lock:
             if self._fd is None:
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -130,17 +140,48 @@ def active_recorder() -> TraceRecorder | None:
     return _active
 
 
+_installing = threading.Lock()
+
+
 def record_from_environment() -> TraceRecorder | None:
     """In a worker process: install a recorder when ``PERFSUITE_RECORD_TRACE`` names a file and none is
     installed yet (idempotent; the process's exit closes the file)."""
     path = os.environ.get(ENV_PATH)
     if not path or _active is not None:
         return None
+    with _installing:  # emit() may be called from several threads at once
+        if _active is not None:
+            return None
+        try:
+            t0 = float(os.environ.get(ENV_T0, ""))
+        except ValueError:
+            t0 = time.time()
+        return TraceRecorder(path, t0=t0).install()
+
+
+_RESERVED = ("time", "session", "conversation", "kind", "size")
+
+
+def emit(kind: str, *, session: str = "main", conversation: str = "root", size: int = 0, **extra: Any) -> bool:
+    """Record one trace event of your own code (issue 28): ``kind`` is a trace kind (``KINDS``) or one of
+    your own, ``x-NAME``; ``extra`` are further JSON fields (``flavour=`` for ``activity``). Written when a
+    recording is on (``--record-trace``, :func:`perfsuite.whatif.recording`, or named in the environment
+    of a worker process), with the time since the recording started; returns whether it was. A malformed
+    event raises :class:`PerfsuiteError` whether or not a recording is on, so a mistake shows in every run."""
+    clash = [k for k in extra if k in _RESERVED]
+    if clash:
+        raise PerfsuiteError(f"emit: {clash[0]!r} is set by emit itself; pass it as its own argument")
+    record = {"session": session, "conversation": conversation, "kind": kind, "size": size, **extra}
+    parse_event({**record, "time": 0.0}, "emit", 0)  # the reader's own checks: what is written can be read
     try:
-        t0 = float(os.environ.get(ENV_T0, ""))
-    except ValueError:
-        t0 = time.time()
-    return TraceRecorder(path, t0=t0).install()
+        json.dumps(record)
+    except (TypeError, ValueError) as exc:  # a value JSON cannot hold
+        raise PerfsuiteError(f"emit: {kind}: an extra field is not JSON: {exc}") from None
+    recorder = _active or record_from_environment()
+    if recorder is None:
+        return False
+    recorder.write(record)
+    return True
 
 
-__all__ = ["ENV_PATH", "ENV_T0", "TraceRecorder", "active_recorder", "record_from_environment"]
+__all__ = ["ENV_PATH", "ENV_T0", "TraceRecorder", "active_recorder", "emit", "record_from_environment"]
