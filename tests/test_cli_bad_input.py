@@ -298,6 +298,20 @@ CASES: list[tuple[str, list[str]]] = [
     ("profile-diff-nested-deep", ["profile", "--diff", f"{WS}/deep.json", f"{WS}/deep.json"]),
     ("profile-baseline-not-utf8", ["profile", "idle-control", "--profiler", "callgrind", "--baseline",
                                    f"{WS}/latin1.json"]),
+    # watch and typing (SPEC M11, M12): checked before any program starts
+    ("watch-no-program", ["watch", "--duration", "5"]),
+    ("watch-window-0", ["watch", "--window", "0", "--", "app.py"]),
+    ("watch-duration-nan", ["watch", "--duration", "nan", "--", "app.py"]),
+    ("watch-window-too-long", ["watch", "--window", "600", "--", "python", MISSING]),
+    ("watch-program-missing", ["watch", "--", "python", MISSING]),
+    ("watch-program-not-python", ["watch", "--", FILE]),
+    ("watch-python-c", ["watch", "--", "python", "-c", "print(1)"]),
+    ("watch-output-dir-file", ["watch", "--output-dir", FILE, "--", "app.py"]),
+    ("watch-output-is-dir", ["watch", "--output", DIR, "--", "app.py"]),
+    ("typing-missing", ["typing", MISSING]),
+    ("typing-garbage", ["typing", GARBAGE]),
+    ("typing-not-typing", ["typing", RESULT]),
+    ("typing-target-0", ["typing", RESULT, "--target", "0"]),
     # the command itself
     ("unknown-command", ["no-such-command"]),
     ("unknown-option", ["run", "--no-such-option"]),
@@ -420,7 +434,7 @@ REAL = (
     "whatif-validate-seconds-0", "whatif-debounce-empty", "whatif-csv-sysfs", "profile-repeat-0", "unknown-command",
     "session-repair-file", "run-mode-param-typo", "run-recipe-samples-huge", "report-nested-deep",
     "whatif-trace-size-huge", "session-repair-generation-negative", "crashcheck-corrupt-target-no-match",
-    "dashboard-commit-url-positional",
+    "dashboard-commit-url-positional", "watch-program-missing", "typing-not-typing",
 )
 
 

@@ -14,7 +14,7 @@ Several versions of the code under test, interleaved in one run (what ``perfsuit
     pair = run_variants(recipe, variants, outputs={"base": Path("b.json"), "head": Path("h.json")}, seed=7)
 """
 
-from perfsuite.harness._alloc import AllocationRecord, measure_allocation
+from perfsuite.harness._alloc import AllocationRecord, measure_allocation, memray_totals
 from perfsuite.harness._callgrind import (
     BuildFailed,
     Valgrind,
@@ -54,8 +54,13 @@ from perfsuite.harness._provenance import CI_VARIABLES, check_commit, measured_r
 from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe, recipe_dirs
 from perfsuite.harness._results import (
     HOST_LABEL_ENV,
+    SCHEMA_VERSION,
+    SUMMARY_METHOD,
     ResultsWriter,
+    collect_environment,
+    describe_fixture,
     load_results,
+    now_iso,
     sample_metrics,
     summarize,
     summarize_samples,
@@ -81,6 +86,7 @@ from perfsuite.harness._sample import (
     prepare_workdir,
 )
 from perfsuite.harness._stalls import (
+    TOP_CALLBACKS,
     InstrumentedLoop,
     StallEntry,
     StallMonitor,
@@ -106,6 +112,9 @@ __all__ = [
     "HOST_LABEL_ENV",
     "LOADED_EXCESS_MS",
     "LOAD_RULE",
+    "SCHEMA_VERSION",
+    "SUMMARY_METHOD",
+    "TOP_CALLBACKS",
     "AckCallback",
     "AllocationRecord",
     "BuildFailed",
@@ -150,8 +159,10 @@ __all__ = [
     "check_parameters",
     "check_params",
     "check_resumable",
+    "collect_environment",
     "create_operation",
     "declared_parameters",
+    "describe_fixture",
     "did_you_mean",
     "extend_variants",
     "find_valgrind",
@@ -168,7 +179,9 @@ __all__ = [
     "measure_instructions",
     "measure_sample",
     "measured_repository",
+    "memray_totals",
     "new_results_path",
+    "now_iso",
     "param_value",
     "parse_json",
     "parse_toml",

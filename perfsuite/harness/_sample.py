@@ -135,8 +135,8 @@ class SampleRecord:
     kind: str
     started_at: float
     setup_ms: float
-    submission_ms: float
-    ack_ms: float
+    submission_ms: float | None  # None: not measured (a live window of `perfsuite watch` submits nothing, M11)
+    ack_ms: float | None
     window_ms: float
     heartbeat: GapWindow
     gc: GcWindow
@@ -161,8 +161,8 @@ class SampleRecord:
             "kind": self.kind,
             "started_at": self.started_at,
             "setup_ms": round(self.setup_ms, 6),
-            "submission_ms": round(self.submission_ms, 6),
-            "ack_ms": round(self.ack_ms, 6),
+            "submission_ms": None if self.submission_ms is None else round(self.submission_ms, 6),
+            "ack_ms": None if self.ack_ms is None else round(self.ack_ms, 6),
             "window_ms": round(self.window_ms, 6),
             "max_gap_ms": round(hb.max_gap_ms, 6),
             "max_gap_at_ms": round((hb.max_gap_start_ns - hb.start_ns) / 1e6, 6),
