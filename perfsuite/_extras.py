@@ -10,6 +10,7 @@ extra          packages                                      what needs them
 ``profile``    scalene, py-spy                               profile
 ``notebooks``  jupyterlab, nbclient, ipykernel (+ report)    notebooks/
 ``peers``      gptme, langgraph-checkpoint-sqlite            the peer recipes
+``ui``         textual                                       the typing recipes (typing-*, M12)
 =============  ============================================  ==========================================
 
 Every import site of an optional package calls :func:`require` first, so a missing extra is one line
@@ -32,6 +33,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "profile": ("scalene",),
     "notebooks": ("jupyterlab", "nbclient", "nbformat", "ipykernel"),
     "peers": ("gptme", "langgraph", "aiosqlite"),
+    "ui": ("textual",),
 }
 
 

@@ -21,6 +21,7 @@ contained. Violating cases can be kept (``keep_dir``): the damaged tree and a de
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import json
 import os
@@ -194,6 +195,25 @@ def _targets(base: str, state: FsState, profile: str) -> list[tuple[str, bytes |
     return entries
 
 
+def check_targets(config: CorruptConfig, recorded: list[tuple[str, dict[str, tuple[FsState, Expect]], str]]) -> None:
+    """Issue 27: every ``--target`` pattern must match a damageable path of at least one workload (an empty
+    pattern, or one that matches nothing, used to report "0 cases, 0 violations" and pass a CI gate).
+    ``recorded`` is ``(workload, states, profile)`` per workload, before any case runs."""
+    if not config.targets:
+        return
+    everything = dataclasses.replace(config, targets=(), max_cases=None)
+    paths = sorted({c.target for _name, states, profile in recorded for c in cases_for(states, profile, everything)},
+                   key=lambda p: (p.count("/"), p))
+    names = ", ".join(name for name, _states, _profile in recorded)
+    for pattern in config.targets:
+        if not pattern.strip():
+            raise CrashCheckError(f"--target {pattern!r}: expected a glob of paths relative to the workload root "
+                                  f"(e.g. sess/HEAD; the paths of {names}: {', '.join(paths[:8])}, ...)")
+        if not any(fnmatch.fnmatch(path, pattern) for path in paths):
+            raise CrashCheckError(f"--target {pattern!r}: matches no path of {names}; the {len(paths)} paths are "
+                                  f"{', '.join(paths[:8])}{', ...' if len(paths) > 8 else ''}")
+
+
 def cases_for(states: dict[str, tuple[FsState, Expect]], profile: str, config: CorruptConfig) -> list[Case]:
     """Every applicable (base, target, damage), filtered by ``config.targets`` and sampled to ``max_cases``."""
     out: list[Case] = []
@@ -253,11 +273,15 @@ def run_corrupt_campaign(config: CorruptConfig, *, executor: Executor | None = N
     results: list[CorruptResult] = []
     try:
         with tempfile.TemporaryDirectory(prefix="perfsuite-corrupt-record-") as work:
-            for workload in workloads:
+            recorded = []
+            for workload in workloads:  # every workload recorded first: --target is checked before any case
                 root = os.path.join(work, workload.name)
                 os.makedirs(root)
                 trace = record_workload(workload, root, config.seeded_bug)
-                result, pool = _run_workload(trace, workload, config, pool, own, keeper)
+                recorded.append((workload, trace, bases(trace, profile_of(workload) or "portable")))
+            check_targets(config, [(w.name, states, profile_of(w) or "portable") for w, _t, states in recorded])
+            for workload, trace, states in recorded:
+                result, pool = _run_workload(trace, workload, config, pool, own, keeper, states)
                 results.append(result)
                 if on_result is not None:
                     on_result(result)
@@ -268,10 +292,9 @@ def run_corrupt_campaign(config: CorruptConfig, *, executor: Executor | None = N
 
 
 def _run_workload(trace: Trace, workload: Workload, config: CorruptConfig, pool: Executor, own: bool,
-                  keeper: _Keeper) -> tuple[CorruptResult, Executor]:
+                  keeper: _Keeper, states: dict[str, tuple[FsState, Expect]]) -> tuple[CorruptResult, Executor]:
     started = time.perf_counter()
     profile = profile_of(workload) or "portable"
-    states = bases(trace, profile)
     trees = {base: state for base, (state, _expect) in states.items()}
     expects = {base: expect for base, (_state, expect) in states.items()}
     cases = cases_for(states, profile, config)

@@ -80,6 +80,8 @@ def repair_log_session(root: str, *, generation: str | int | None, fs: FileSyste
     if not fs.isdir(store.path(LOG_DIR)):
         raise SessionError(f"{store.path(LOG_DIR)}: missing or not a directory: every generation is gone, nothing to "
                            "repair from (restore the session from a backup)")
+    if generation is not None:  # checked before anything is moved or written (issue 27)
+        generation = _resolve(store, generation)
     for name in (LEASE, HEAD):
         path = store.path(name)
         if fs.isdir(path) or (fs.exists(path) and not fs.exists(fs.realpath(path))):
@@ -100,6 +102,21 @@ def repair_log_session(root: str, *, generation: str | int | None, fs: FileSyste
         store.release_lease(lease)
 
 
+def _resolve(store: LogStore, generation: str | int) -> int:
+    """The generation number ``generation`` names, one some log of this session holds (a BASE's or a
+    record's). Anything else (a sign, 20 digits, a path, a format-1 manifest name, a generation no log
+    holds) is a one-line :class:`SessionError` naming the value and what is allowed."""
+    text = str(generation) if not isinstance(generation, bool) else ""
+    held = sorted({int(r.meta.get("generation", -1)) for c in survey(store) for r in c.records} - {-1},
+                  reverse=True)
+    if text.isascii() and text.isdigit() and len(text) <= 18 and int(text) in held:
+        return int(text)
+    shown = ", ".join(str(n) for n in held[:6]) + (", ..." if len(held) > 6 else "")
+    allowed = (f"a generation number of this session ({shown})" if held else "nothing: no log holds a generation")
+    raise SessionError(f"{store.root}: generation {str(generation)!r}: expected {allowed} (format 2 names no "
+                       "manifest: a generation is a number)")
+
+
 def _adopt(store: LogStore, generation: str | int | None, lease: Any, aside: Any, lines: list[str]
            ) -> GenerationRef | None:
     try:
@@ -115,9 +132,7 @@ def _adopt(store: LogStore, generation: str | int | None, lease: Any, aside: Any
         else:
             lines.append(f"HEAD is intact (generation {store.state.generation}): nothing to repair")
             return None
-    upto = int(generation) if generation is not None and str(generation).isdigit() else None
-    if generation is not None and upto is None:
-        raise SessionError(f"{store.root}: --generation names a generation number in format 2, not {generation!r}")
+    upto = int(generation) if generation is not None else None
     numbers = sorted(store.log_numbers(), reverse=True)
     if head is not None and head.number in numbers:
         numbers.remove(head.number)
