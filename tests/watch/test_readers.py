@@ -54,11 +54,16 @@ def test_evidence_says_what_was_watched_and_every_figure_comes_from_its_field(wa
     assert "regressed" in against.markdown and check_provenance(against) == []
 
 
-def test_compare_gates_the_planted_block(watched: tuple[Path, Path]) -> None:
+def test_compare_shows_the_planted_block_as_information_between_two_watches(watched: tuple[Path, Path]) -> None:
+    """Two watches are separate runs: their timings cannot tell the machine's load from a regression, so
+    `compare` shows the planted block's regression as information and gates costs only (issue 28 item 4)."""
     base, planted = watched
     proc = perfsuite("compare", str(base), str(planted))
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert proc.stdout.startswith("perfsuite compare: ") and "watch-plant/live max_gap_ms" in proc.stdout
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    first = proc.stdout.splitlines()[0]
+    assert first.startswith("perfsuite compare: ") and "separate runs: timings are information" in first
+    rows = [line for line in proc.stdout.splitlines() if " live " in line and "max_gap_ms" in line]
+    assert rows and "regressed (info)" in rows[0], proc.stdout
     assert perfsuite("compare", str(base), str(base)).returncode == 0
 
 
