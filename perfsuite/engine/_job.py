@@ -274,15 +274,21 @@ class PublicationJob:
         if self.done:
             return
         members, self.members = self.members, []
-        if self.on_round is not None:
-            self.on_round(self, members)
         nxt: list[tuple[Publication, list[Any], Admission | None]] = []
-        if self.absorb is not None and not self._draining and not self._failed_round:
-            nxt = self.absorb(self)
+        failed = self._failed_round or any(p.outcome == "failed" for p, _acks in members)
+        if self.absorb is not None and not self._draining and not failed:  # (a failure is retained first)
+            nxt = self.absorb(self)  # the members finished (installed): the absorbed freeze after them
         self._failed_round = False
         if not nxt:
+            # The last round: the gate is released first (``on_done``), then the members are resolved, as
+            # without group commit (an acknowledgement's callback finds the gate free: a notification it
+            # schedules wakes at once, E7).
             self._finish()
+            if self.on_round is not None:
+                self.on_round(self, members)
             return
+        if self.on_round is not None:
+            self.on_round(self, members)
         self.members = [(publication, acks) for publication, acks, _admission in nxt]
         for publication, _acks, admission in nxt:
             publication.main_ms = {}

@@ -97,6 +97,8 @@ class WarmLocal:
                 if publication.error is not None:
                     self.problems.append(f"after adoption of {publication.batch.id}: {publication.error}")
                 AckSet(acks).resolve(None)
+        if job.done:
+            self._schedule_pump()  # the gate is free: queued preparations go next, from the loop
 
     def _absorb(self, job: PublicationJob) -> list[tuple[Any, list[Ack], Admission | None]]:
         """Group commit (issue 29): run the preparations queued behind the job while it still holds the gate
@@ -119,10 +121,10 @@ class WarmLocal:
             job.absorbing = None
 
     def _job_released(self, job: PublicationJob) -> None:
-        """The job's last round ended: release the gate; queued preparations go next, from the loop."""
+        """The job's last round ended: release the gate (its members are resolved next, then the queued
+        preparations go, from the loop: ``_round_done``)."""
         self.gate.job = None
         self.active = None
-        self._schedule_pump()
 
     def _schedule_pump(self) -> None:
         """Queued preparations run once the gate is free, from the loop (never on a draining stack)."""

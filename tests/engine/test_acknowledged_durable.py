@@ -114,6 +114,38 @@ def test_a_transient_eio_on_the_logs_fdatasync_is_recovered_by_retry(tmp_path):
     reopened.close()
 
 
+def test_nothing_acknowledged_after_a_failed_fdatasync_rests_on_a_poisoned_log(tmp_path):
+    """Found by session-adopt-eio (invariant 7): the log's fdatasync fails, the retry's roll-over lands
+    HEAD but fails its directory fsync (that log is poisoned too), the second retry rolls over again and
+    acknowledges. Its BASE copied the bytes out of both poisoned logs, yet the session installed the
+    publication's chunks as selected against the old state, so the acknowledged generation still rested
+    on the first log in memory (and every later BASE referenced it). Installed as open replays it now."""
+    path = str(tmp_path / "s")
+    fs = FaultyFileSystem(OsFileSystem())
+    session = Session.open(path, create=True, fs=fs)
+    session.add_message("root", turn(0))
+    session.checkpoint()
+    failed = session.store.log_path(session.head.log)
+    fs.add(Fault("fdatasync", path="*.log"))
+    session.add_message("root", turn(1))
+    with pytest.raises(SaveFailed):
+        session.checkpoint()
+    fs.add(Fault("fsync_dir", path=os.path.abspath(path)))  # the retry's HEAD replace lands, its dir fsync fails
+    with pytest.raises(SaveFailed):
+        session.retry_pending()
+    landed = session.store.log_path(session.store.current.number)
+    session.retry_pending()
+    resting = session.durable_files()
+    assert failed not in resting and landed not in resting, resting
+    assert session.store.state.logs() == {session.head.log}  # every live byte in the log HEAD names
+    session.add_message("root", turn(2))
+    session.checkpoint()
+    session.close()
+    reopened = Session.open(path)
+    assert contents(reopened) == ["turn 0", "turn 1", "turn 2"]
+    reopened.close()
+
+
 def _rolling(tmp_path) -> tuple[str, FaultyFileSystem, Session]:
     """A session whose next checkpoint does not fit its small log: it rolls over (HEAD is replaced)."""
     path = str(tmp_path / "s")
