@@ -69,6 +69,18 @@ class JobTrace:
 Member = tuple[Publication, list[Any]]  # a publication and its acknowledgement callbacks
 
 
+@dataclass
+class _Chained:
+    """What a chain of blocking steps did on the worker: the steps done (with their wall ms), the one that
+    failed (with its error), and the next step, pulled there, for the loop thread."""
+
+    done: list[tuple[Step, float]]
+    failed: Step | None
+    failed_ms: float
+    error: BaseException | None
+    following: Step | None
+
+
 class PublicationJob:
     """One accepted publication, advanced by an asyncio task or drained inline, and, with group commit,
     the publications it absorbs afterwards (issue 29): when a round's commit point returned and its members
@@ -106,6 +118,7 @@ class PublicationJob:
         self._draining = False
         self._failed_round = False
         self._steps: Iterator[Step] = driven_steps(publication)
+        self._next: Step | None = None  # a step the worker pulled at the end of a chain, for the loop to run
         self._current: Step | None = None
         self._future: cf.Future[Any] | None = None
         self._started_ns = 0
@@ -187,7 +200,7 @@ class PublicationJob:
         step on the caller's stack), else hand it to the offload."""
         if self._current is not None:
             return
-        step = next(self._steps, None)
+        step, self._next = (self._next, None) if self._next is not None else (next(self._steps, None), None)
         if step is None:
             self._round_done()
             return
@@ -197,7 +210,10 @@ class PublicationJob:
         if step.blocking and not inline:
             try:
                 submit = self.offload.submit_local if step.local else self.offload.submit
-                self._future = submit(step.func, *step.args)
+                if self._chainable(step):
+                    self._future = submit(self._chain, step)
+                else:
+                    self._future = submit(step.func, *step.args)
             except Exception as exc:  # the offload itself failed (a dead worker, unpicklable state)
                 self._future = None
                 self._observe(step, True, 0.0, 0.0, exc)
@@ -231,10 +247,38 @@ class PublicationJob:
         for member in self._for(step)[1]:
             step_done(member, step.phase)
 
+    def _chainable(self, step: Step) -> bool:
+        """A blocking step whose following blocking steps may run on the worker right after it (one
+        hand-off for stage and hash, one for commit and adopt): only while nobody observes the phases
+        (their events are emitted on the loop thread, in order) and where the offload can (``chains``)."""
+        return not any(m.on_phase is not None for m in self._for(step)[1]) and self.offload.chains(step, step)
+
+    def _chain(self, step: Step) -> _Chained:
+        """On the worker: ``step``, then each following blocking step the offload can chain, each accepted
+        here (the job owns its publications while a step is in flight: nothing else touches them). Stops at
+        the first failure, at a step for the loop thread (returned, to run next) or at the round's end."""
+        done: list[tuple[Step, float]] = []
+        while True:
+            started = time.perf_counter_ns()
+            try:
+                step.accept(step.func(*step.args))
+            except Exception as exc:
+                return _Chained(done, step, (time.perf_counter_ns() - started) / 1e6, exc, None)
+            done.append((step, (time.perf_counter_ns() - started) / 1e6))
+            self._done_step(step)
+            following = next(self._steps, None)
+            if following is None or not following.blocking or not self.offload.chains(step, following):
+                return _Chained(done, None, 0.0, None, following)
+            step = following
+
     def _complete(self) -> None:
         """Accept the offloaded step's result on the loop thread."""
         step, future = self._current, self._future
         assert step is not None and future is not None
+        if future.done() and not future.cancelled() and future.exception() is None and isinstance(
+                future.result(), _Chained):
+            self._complete_chain(future.result())
+            return
         self._future = None
         wall = (time.perf_counter_ns() - self._started_ns) / 1e6
         self._account(step, 0.0, wall)
@@ -253,6 +297,22 @@ class PublicationJob:
             return
         self._current = None
         self._done_step(step)
+
+    def _complete_chain(self, chained: _Chained) -> None:
+        """The chained steps' results, on the loop thread: each step's wall time and phase done (they were
+        accepted on the worker), the failed one failed, the step the worker pulled for the loop next."""
+        self._future = None
+        self._current = None
+        for step, wall in chained.done:
+            self._account(step, 0.0, wall)
+        if chained.failed is not None:
+            self._account(chained.failed, 0.0, chained.failed_ms)
+            assert chained.error is not None
+            self._fail(chained.failed, chained.error)
+            return
+        self._next = chained.following
+        if chained.following is None:
+            self._round_done()
 
     def _fail(self, step: Step, exc: BaseException) -> None:
         """A step failed: the publications it acts on are failed (a round's commit or adopt fails all of

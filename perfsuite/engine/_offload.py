@@ -33,6 +33,12 @@ class Offload(ABC):
         flock-ed log): off the loop thread, never in another process."""
         return self.submit(func, *args)
 
+    def chains(self, step: Any, following: Any) -> bool:
+        """Whether ``following``, the blocking step after ``step``, may run on the same worker right after
+        it, in one hand-off (issue 29: a hand-off to the worker and back costs more than a small step's
+        work). Only where both run in this process: never across a process boundary."""
+        return False
+
     def shutdown(self) -> None:
         return None
 
@@ -62,6 +68,9 @@ class ThreadOffload(Offload):
 
     def submit(self, func: Callable[..., Any], *args: Any) -> cf.Future[Any]:
         return self._pool.submit(func, *args)
+
+    def chains(self, step: Any, following: Any) -> bool:
+        return True  # every step runs on this one thread
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True)
@@ -115,6 +124,9 @@ class ProcessOffload(Offload):
 
     def submit_local(self, func: Callable[..., Any], *args: Any) -> cf.Future[Any]:
         return self._local.submit(func, *args)
+
+    def chains(self, step: Any, following: Any) -> bool:
+        return bool(getattr(step, "local", False) and getattr(following, "local", False))  # commit, then adopt
 
     def submit(self, func: Callable[..., Any], *args: Any) -> cf.Future[Any]:
         recorder = _recorder_of(args)

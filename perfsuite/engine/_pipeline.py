@@ -483,8 +483,10 @@ class Publication:
         if self.outcome == "failed":
             return
         assert self.hashed is not None
+        # select reads this process's committed state (the job holds the gate: nothing changes it meanwhile),
+        # so it is local: off the loop, never in another process; chained with commit and adopt (issue 29)
         yield Step("select", select_changes, (self.batch, self.jobs, self.staged, self.hashed, view),
-                   self._set("selection"), False)
+                   self._set("selection"), True, local=True)
 
     def steps(self) -> Iterator[Step]:
         round_ = Round([self], self.store, self.lease)

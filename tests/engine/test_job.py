@@ -264,3 +264,38 @@ def test_shutdown_order_agents_then_registry_then_root_then_lease(tmp_path, agen
     reopened = Session.open(tmp_path / "s")
     assert reopened.sidecar.agents["a1"]["activity"] == "running"
     assert reopened.buffers["root"].messages()[-1].content == "root text"
+
+
+@pytest.mark.parametrize("observed", [False, True])
+def test_a_thread_offloaded_job_hands_its_blocking_steps_to_the_worker_at_once(tmp_path, observed):
+    """Issue 29: a hand-off to the worker and back costs more than a small publication's stage, hash,
+    select, commit and adopt, so the thread offload runs them in one hand-off, each accepted on the worker;
+    while someone observes the phases (events on the loop thread, in order), each step is its own. The
+    same publication either way: its phases, its one pwrite and fdatasync, its acknowledgement."""
+    from perfsuite.engine import RecordingFileSystem
+
+    recorder = RecordingFileSystem(OsFileSystem())
+    session = make(tmp_path, fs=recorder, offload="thread")
+    events: list = []
+    if observed:
+        session.observers.subscribe(events.append)
+
+    async def scenario() -> None:
+        mark = recorder.mark()
+        acks: list[BaseException | None] = []
+        session.deliver_background("root", "chained", sender="bg", ack=acks.append)
+        await until(lambda: acks)
+        assert acks == [None]
+        assert [op.kind for op in recorder.since(mark) if op.kind in ("pwrite", "fdatasync")] == ["pwrite", "fdatasync"]
+
+    asyncio.run(scenario())
+    job = session.jobs[-1]
+    report = session.reports[-1]
+    assert report.outcome == "adopted" and set(report.phases_ms) >= {"stage", "hash", "select", "commit", "adopt"}
+    # advances of the job on the loop: with the chain, the hand-off of stage to adopt and its return, then
+    # finish; observed, a submission and a completion per blocking step
+    assert (job.trace.advances <= 4) is (not observed), job.trace.advances
+    session.close()
+    reopened = Session.open(tmp_path / "s")
+    assert [m.body for m in reopened.mailbox("root")] == ["chained"]
+    reopened.close()
