@@ -27,6 +27,8 @@ from perfsuite.crash._corrupt import (
     session_workloads,
 )
 from perfsuite.crash._damage import KINDS as DAMAGE_KINDS
+from perfsuite.crash._document import campaign_document
+from perfsuite.crash._execution import Execution, Progress
 from perfsuite.crash._invariants import CheckContext, Invariant, Outcome, transcript_invariants
 from perfsuite.crash._kill import PROFILES, KillConfig, KillReport, KillViolation, run_kill_campaign
 from perfsuite.crash._model import MODELS, CrashCheckError, FsState, MicroOp, Timeline
@@ -54,6 +56,7 @@ __all__ = [
     "CrashSpec",
     "CrashState",
     "Enumeration",
+    "Execution",
     "FsState",
     "Invariant",
     "KillConfig",
@@ -63,6 +66,7 @@ __all__ = [
     "Note",
     "Oracle",
     "Outcome",
+    "Progress",
     "RunResult",
     "SeededBug",
     "SessionDriver",
@@ -73,6 +77,7 @@ __all__ = [
     "Workload",
     "WorkloadEnv",
     "build_timeline",
+    "campaign_document",
     "enumerate_states",
     "make_executor",
     "materialize",

@@ -322,6 +322,8 @@ def _explore(trace: Trace, workload: Workload, model: str, config: CrashConfig, 
     if not stop and not (saved and saved.get("done")):
         stream(runner, _batches(trace, tl, model, limits, nested, config, counts["batches"]), fold)
     save(True)
+    if on_progress is not None:
+        on_progress(Progress(unit, counts["states"], counts["states"], prior + len(violations)))
     return RunResult(trace.workload, model, len(trace.ops), len(tl.micro), len(tl.persistence_points),
                      len(trace.oracle.acks), counts["states"], counts["recovery"], counts["violating"],
                      tuple(violations), counts["seconds"] + time.perf_counter() - started)
