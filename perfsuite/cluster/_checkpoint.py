@@ -48,7 +48,8 @@ class Checkpoint:
         self.interval_s = interval_s
         self.clock = clock
         self.units: dict[str, Any] = {}
-        self.resumed = False
+        self.resume = resume
+        self.resumed = False  # (a file was there to resume from)
         if self.path.exists():
             if not resume:
                 raise CheckpointError(f"{self.path}: a checkpoint already exists; pass --resume to continue that "

@@ -28,7 +28,9 @@ from perfsuite.crash._execution import (
     campaign_key,
     decode,
     encode,
+    forget_recorded,
     open_checkpoint,
+    recorded,
     runner_for,
 )
 from perfsuite.crash._invariants import CheckContext, Outcome
@@ -36,7 +38,7 @@ from perfsuite.crash._model import MODELS, CrashCheckError, FsState, Timeline, m
 from perfsuite.crash._replay import build_timeline
 from perfsuite.crash._states import CrashSpec, CrashState, Enumeration, describe_spec, enumerate_states
 from perfsuite.crash._trace import CRASHED, Trace, TraceRecorder
-from perfsuite.crash._workloads import Workload, get_workload, record_workload, standard_workloads
+from perfsuite.crash._workloads import Workload, get_workload, standard_workloads
 from perfsuite.engine import FileSystem, OsFileSystem
 
 BATCH = 8  # crash states per worker task
@@ -380,11 +382,12 @@ def run_campaign(config: CrashConfig, *, executor: Executor | None = None,
         for workload in workloads:
             root = os.path.join(work, workload.name)
             os.makedirs(root)
-            trace = record_workload(workload, root, config.seeded_bug)
+            trace = recorded(workload, root, config.seeded_bug, checkpoint)
             for model in config.models:
                 result = _explore(trace, workload, model, config, pool, keeper, checkpoint, on_progress,
                                   sum(len(r.violations) for r in results))
                 results.append(result)
                 if on_result is not None:
                     on_result(result)
+            forget_recorded(trace, root)
     return CampaignReport(tuple(results), time.perf_counter() - started, config.seeded_bug, keeper.keep_dir)

@@ -43,7 +43,9 @@ from perfsuite.crash._execution import (
     campaign_key,
     decode,
     encode,
+    forget_recorded,
     open_checkpoint,
+    recorded,
     runner_for,
 )
 from perfsuite.crash._model import CrashCheckError, FsState, materialize, snapshot
@@ -51,7 +53,7 @@ from perfsuite.crash._replay import build_timeline
 from perfsuite.crash._session_invariants import SESSION
 from perfsuite.crash._sessions import recover_file, recover_portable
 from perfsuite.crash._trace import Trace
-from perfsuite.crash._workloads import Workload, get_workload, record_workload, standard_workloads
+from perfsuite.crash._workloads import Workload, get_workload, standard_workloads
 from perfsuite.engine import FileSession
 
 BATCH = 6  # cases per worker task
@@ -267,12 +269,13 @@ def run_corrupt_campaign(config: CorruptConfig, *, executor: Executor | None = N
         for workload in workloads:
             root = os.path.join(work, workload.name)
             os.makedirs(root)
-            trace = record_workload(workload, root, config.seeded_bug)
+            trace = recorded(workload, root, config.seeded_bug, checkpoint)
             result = _run_workload(trace, workload, config, pool, keeper, checkpoint, on_progress,
                                    sum(len(r.violations) for r in results))
             results.append(result)
             if on_result is not None:
                 on_result(result)
+            forget_recorded(trace, root)
     return CorruptReport(tuple(results), time.perf_counter() - started, config.seeded_bug, keeper.keep_dir)
 
 

@@ -5,17 +5,33 @@ a LocalCluster, a remote scheduler): states, cases and kills counted, every viol
 states named relative to the keep directory, and nothing that depends on time, workers or scheduling.
 ``run`` is how this run went: seconds, the back end, the keep directory; and for the kill campaign the
 acknowledgements read and the pending publications retried, which depend on how far a child got in real
-time between the kill decision and the signal.
+time between the kill decision and the signal. Temp-file names in violations are numbered by first
+appearance (:func:`canonical_temps`): the process that recorded the workload put its pid in them.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
 SCHEMA = "perfsuite-crashcheck/1"
+#: the engine's temp-file names carry the recording process's pid and a per-process serial (E1's atomic
+#: replace), which differ between two runs of one campaign; the document numbers them by first appearance
+_TEMP = re.compile(r"\.tmp-\d+-\d+")
+
+
+def canonical_temps(value: Any) -> Any:
+    """``value`` (JSON) with every ``.tmp-PID-SERIAL`` renamed ``.tmp-N`` in order of first appearance."""
+    names: dict[str, str] = {}
+
+    def rename(match: re.Match[str]) -> str:
+        return names.setdefault(match.group(0), f".tmp-{len(names) + 1}")
+
+    return json.loads(_TEMP.sub(rename, json.dumps(value)))
 
 
 def _rel(path: str | None, root: str | None) -> str | None:
@@ -46,7 +62,8 @@ def campaign_document(kind: str, report: Any, config: Any, runner: str) -> dict[
         results = [{k: v for k, v in dataclasses.asdict(r).items() if k not in ("violations", "seconds")}
                    for r in report.results]
         timing = {"unit_seconds": [round(r.seconds, 3) for r in report.results]}
-    answer = {"campaign": kind, "settings": settings, "results": results, "violations": _violations(report)}
+    answer = canonical_temps({"campaign": kind, "settings": settings, "results": results,
+                              "violations": _violations(report)})
     keep = getattr(report, "keep_dir", None) or getattr(report, "directory", None)
     return {"schema": SCHEMA, "answer": answer,
             "run": {"seconds": round(report.seconds, 3), "runner": runner, "keep_dir": keep, **timing}}

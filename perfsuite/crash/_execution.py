@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import pickle
+import shutil
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Executor
 from contextlib import contextmanager
@@ -19,6 +21,9 @@ from typing import Any
 
 import perfsuite
 from perfsuite.cluster import Checkpoint, PoolRunner, Runner, make_runner
+from perfsuite.crash._model import CrashCheckError, materialize, snapshot
+from perfsuite.crash._trace import Trace
+from perfsuite.crash._workloads import Workload, record_workload
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,3 +94,39 @@ def encode(value: Any) -> Any:
 def decode(cls: type, data: Mapping[str, Any]) -> Any:
     """Back from :func:`encode`: lists become the tuples the dataclass holds."""
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
+
+def recorded(workload: Workload, root: str, bug: str | None, checkpoint: Checkpoint | None) -> Trace:
+    """``record_workload``, once per campaign: with a checkpoint the trace (and the tree it left) is kept
+    beside it (``FILE.traces/``), and a resumed campaign checks that very trace. The engine writes wall-clock
+    times into its event records, so a new recording would differ from the first in those bytes."""
+    if checkpoint is None:
+        return record_workload(workload, root, bug)
+    store = checkpoint.path.with_name(checkpoint.path.name + ".traces")
+    path = store / f"{workload.name}.pickle"
+    if checkpoint.resume and path.is_file():
+        with open(path, "rb") as handle:
+            trace, tree = pickle.load(handle)
+        if not isinstance(trace, Trace) or trace.workload != workload.name or trace.seeded_bug != bug:
+            raise CrashCheckError(f"{path}: not the recorded trace of {workload.name}")
+        shutil.rmtree(trace.root, ignore_errors=True)  # (what the killed client left there)
+        materialize(tree, trace.root)  # the corruption campaign damages copies of this tree
+        return trace
+    trace = record_workload(workload, root, bug)
+    store.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(temp, "wb") as handle:
+        pickle.dump((trace, snapshot(trace.root)), handle, protocol=pickle.HIGHEST_PROTOCOL)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temp, path)
+    return trace
+
+
+def forget_recorded(trace: Trace, root: str) -> None:
+    """Remove the tree :func:`recorded` rebuilt for a resumed campaign (at the killed client's recording
+    path, ``root`` being this run's), with the killed client's recording directory."""
+    if os.path.realpath(trace.root) == os.path.realpath(root):
+        return
+    parent = os.path.dirname(trace.root)
+    shutil.rmtree(parent if "-record-" in os.path.basename(parent) else trace.root, ignore_errors=True)
