@@ -29,8 +29,9 @@ def _write_document(args: argparse.Namespace, kind: str, report: Any, config: An
     from perfsuite.crash import campaign_document
     from perfsuite.harness import write_json_atomic
 
+    jobs = getattr(config, "jobs", len(getattr(config, "profiles", ())))
     backend = f"dask {args.scheduler}" if args.scheduler else (
-        f"dask LocalCluster of {config.jobs}" if args.cluster else f"pool of {config.jobs}")
+        f"dask LocalCluster of {jobs}" if args.cluster else f"pool of {jobs}")
     write_json_atomic(Path(args.json), campaign_document(kind, report, config, backend))
     console.print(f"json: {args.json}", markup=False)
 
@@ -105,7 +106,11 @@ def _crashcheck_kill(args: argparse.Namespace, console: Any) -> int:
             console.print(f"kill {kill + 1}/{args.kill} ({profile}): {acks} acknowledgements read, "
                           f"{violations} violations so far", markup=False)
 
-    report = run_kill_campaign(config, on_kill=progress)
+    if args.checkpoint:
+        raise PerfsuiteError("--checkpoint and --resume are for the crash and corruption campaigns: a kill chain "
+                             "continues one session on one machine and is run again whole if its worker dies")
+    report = run_kill_campaign(config, on_kill=progress, execution=_execution(args))
+    _write_document(args, "kill", report, config, console)
     for v in report.violations[: args.show]:
         console.print(f"[{v.invariant}] kill {v.kill} ({v.profile}): {v.message}"
                       + (f"\n  state before recovery kept: {v.kept}" if v.kept else ""), markup=False)

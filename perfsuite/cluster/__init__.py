@@ -16,9 +16,10 @@ several machines; A/B rounds are not distributed at all (their samples must inte
 from perfsuite.cluster._checkpoint import Checkpoint, CheckpointError
 from perfsuite.cluster._dask import DaskRunner, worker_identity
 from perfsuite.cluster._pool import PoolRunner, make_pool
-from perfsuite.cluster._runner import ClusterError, Runner, Task, WorkerLost, stream
+from perfsuite.cluster._runner import ATTEMPTS, ClusterError, Runner, Task, WorkerLost, stream
 
 __all__ = [
+    "ATTEMPTS",
     "BACKENDS",
     "Checkpoint",
     "CheckpointError",

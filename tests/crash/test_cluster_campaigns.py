@@ -22,10 +22,12 @@ from perfsuite.crash import (
     CorruptConfig,
     CrashConfig,
     Execution,
+    KillConfig,
     Progress,
     campaign_document,
     run_campaign,
     run_corrupt_campaign,
+    run_kill_campaign,
 )
 
 pytest.importorskip("distributed")
@@ -92,6 +94,19 @@ def test_the_corruption_campaign_gives_the_same_answer_on_a_local_cluster(dask, 
     on_dask = run_corrupt_campaign(CORRUPT, runner=dask)
     assert on_pool.cases == 18 and on_pool.violations == ()
     assert answer("corrupt", on_pool, CORRUPT) == answer("corrupt", on_dask, CORRUPT)
+
+
+def test_the_kill_campaign_gives_the_same_answer_on_a_local_cluster(dask, pool) -> None:
+    """The kills, their profiles and the violations (none) are the same; the acknowledgements read depend
+    on how far each child got in real time before its SIGKILL, so they are in the document's ``run`` part."""
+    config = KillConfig(kills=4, seed=5)
+    seen: list[tuple[int, str]] = []
+    on_pool = run_kill_campaign(config, runner=pool)
+    on_dask = run_kill_campaign(config, runner=dask,
+                                on_kill=lambda kill, profile, acks, _: seen.append((kill, profile)))
+    assert on_dask.violations == () and on_dask.per_profile == {"portable": 2, "file": 2}
+    assert answer("kill", on_pool, config) == answer("kill", on_dask, config)
+    assert seen == [(0, "portable"), (1, "file"), (2, "portable"), (3, "file")]  # progress in kill order
 
 
 def test_a_worker_killed_mid_campaign_loses_and_double_counts_nothing(dask, crash_on_pool) -> None:
