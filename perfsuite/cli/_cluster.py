@@ -11,11 +11,13 @@ from typing import Any
 from perfsuite.cli._common import non_empty
 
 
-def add_cluster_options(parser: argparse.ArgumentParser, what: str) -> None:
+def add_cluster_options(parser: argparse.ArgumentParser, what: str, *,
+                        default: str = "this machine's process pool of --jobs", jobs: bool = True) -> None:
     """``--cluster local`` and ``--scheduler ADDRESS`` (Dask; the cluster extra)."""
+    size = "--jobs workers" if jobs else "one worker"
     parser.add_argument("--cluster", choices=("local",),
-                        help=f"run {what} on an embedded Dask LocalCluster of --jobs workers (needs the cluster "
-                        "extra; default: this machine's process pool)")
+                        help=f"run {what} on an embedded Dask LocalCluster of {size} (needs the cluster extra; "
+                        f"default: {default})")
     parser.add_argument("--scheduler", metavar="ADDRESS", type=non_empty,
                         help=f"run {what} on the running Dask cluster at ADDRESS (tcp://HOST:8786; every worker "
                         "must import the same perfsuite)")

@@ -9,12 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite._extras import require
+from perfsuite.cli._cluster import add_cluster_options
 from perfsuite.cli._common import (
     interval_list,
     non_empty,
     non_negative_int,
     output_file,
     positive_float,
+    positive_int,
     seconds_or_all,
 )
 from perfsuite.cli._console import console
@@ -105,7 +107,16 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
             note("measuring this machine's per-publication costs (allocation pass, once; cached)...")
         costs = whatif.load_costs(refresh=args.remeasure)
     if target is not None:
+        if args.cluster or args.scheduler or args.jobs:
+            raise PerfsuiteError("--target replays your own code in this process: it takes no --jobs, --cluster "
+                                 "or --scheduler")
         report = whatif.sweep_target(trace, grid, target, costs)
+    elif args.cluster or args.scheduler or args.jobs:
+        from perfsuite.cluster import make_runner
+
+        with make_runner(args.jobs or os.cpu_count() or 1, cluster=args.cluster, scheduler=args.scheduler) as runner:
+            note(f"replaying {len(grid)} settings on {runner.describe()}")
+            report = whatif.sweep(trace, grid, costs, runner=runner)
     else:
         report = whatif.sweep(trace, grid, costs)
     writers = (("csv", whatif.write_csv), ("json", whatif.write_json), ("plot", whatif.write_plot))
@@ -180,5 +191,9 @@ def register(sub: Any) -> None:
     w.add_argument("--speed", type=positive_float, default=10.0, metavar="FACTOR",
                    help="--validate compresses time: trace times and scheduler intervals divided by FACTOR "
                    "(default: 10)")
+    w.add_argument("--jobs", type=positive_int,
+                   help="replay the grid's settings in N worker processes (default: in this process; the "
+                   "results are the same: the simulation is deterministic)")
+    add_cluster_options(w, "the grid's replays (deterministic: the same table anywhere)", default="in this process")
     w.set_defaults(func=_cmd_whatif)
 

@@ -61,7 +61,7 @@ class DaskRunner(Runner):
         cluster = LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True,
                                dashboard_address=None, silence_logs=logging.ERROR)
         client = Client(cluster, set_as_default=False)
-        runner = cls(client, cluster, f"LocalCluster of {max(1, workers)} workers")
+        runner = cls(client, cluster, f"LocalCluster of {max(1, workers)} worker{'s' * (max(1, workers) != 1)}")
         runner._check_workers()
         return runner
 
@@ -143,7 +143,8 @@ class DaskRunner(Runner):
 
     def describe(self) -> str:
         hosts = self.hosts()
-        return f"{self.label}: {self.slots} worker threads on {len(hosts)} host{'s' * (len(hosts) != 1)}"
+        threads = f"{self.slots} worker thread{'s' * (self.slots != 1)}"
+        return f"{self.label}: {threads} on {len(hosts)} host{'s' * (len(hosts) != 1)}"
 
     def close(self) -> None:
         try:
