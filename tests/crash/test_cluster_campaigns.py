@@ -189,3 +189,47 @@ def test_a_campaign_resumes_after_its_client_was_killed(tmp_path: Path, campaign
     docs = [json.loads((tmp_path / name).read_text()) for name in ("whole.json", "resumed.json")]
     assert docs[0]["answer"] == docs[1]["answer"]
     assert json.loads(checkpoint.read_text())["units"] and _batches(checkpoint) > done_before
+
+
+@pytest.fixture
+def remote_scheduler(tmp_path: Path) -> Iterator[str]:
+    """A running Dask cluster the campaign does not own, as a user would start it (README): ``dask
+    scheduler`` and ``dask worker --nworkers 2 --nthreads 1`` on the loopback interface, stopped afterwards."""
+    file = tmp_path / "scheduler.json"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    common = {"env": env, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "start_new_session": True}
+    scheduler = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                                  "--port", "0", "--no-dashboard", "--scheduler-file", str(file)], **common)
+    workers = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file", str(file),
+                                "--nworkers", "2", "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"],
+                               cwd=tmp_path, **common)
+    try:
+        deadline = time.monotonic() + 60
+        address = None
+        while address is None and time.monotonic() < deadline:
+            try:
+                address = json.loads(file.read_text())["address"]
+            except (OSError, ValueError, KeyError):
+                time.sleep(0.1)
+        assert address, "the scheduler did not start"
+        yield address
+    finally:
+        for proc in (workers, scheduler):
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def test_a_remote_scheduler_gives_the_same_document_as_jobs_2(remote_scheduler: str, tmp_path: Path) -> None:
+    budget = ["--workload", "transcript", "--max-states", "24"]
+    local = _crashcheck(*budget, "--jobs", "2", "--json", str(tmp_path / "local.json"))
+    remote = _crashcheck(*budget, "--scheduler", remote_scheduler, "--json", str(tmp_path / "remote.json"))
+    for proc in (local, remote):
+        _out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err
+    docs = [json.loads((tmp_path / f"{name}.json").read_text()) for name in ("local", "remote")]
+    assert docs[0]["answer"] == docs[1]["answer"] and docs[0]["answer"]["results"][0]["states"] == 24
+    assert docs[1]["run"]["runner"] == f"dask {remote_scheduler}"
