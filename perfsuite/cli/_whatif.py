@@ -38,6 +38,9 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
 
     if args.plot:
         require("report", "matplotlib")  # the trade-off plot: say so before simulating
+    if args.target and (args.cluster or args.scheduler or args.jobs):
+        raise PerfsuiteError("--target replays your own code in this process: it takes no --jobs, --cluster or "
+                             "--scheduler")
     sources = [bool(args.trace), args.storm, args.unattended]
     if sum(sources) != 1:
         raise PerfsuiteError("give exactly one of --trace FILE, --storm or --unattended")
@@ -107,9 +110,6 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
             note("measuring this machine's per-publication costs (allocation pass, once; cached)...")
         costs = whatif.load_costs(refresh=args.remeasure)
     if target is not None:
-        if args.cluster or args.scheduler or args.jobs:
-            raise PerfsuiteError("--target replays your own code in this process: it takes no --jobs, --cluster "
-                                 "or --scheduler")
         report = whatif.sweep_target(trace, grid, target, costs)
     elif args.cluster or args.scheduler or args.jobs:
         from perfsuite.cluster import make_runner

@@ -114,3 +114,18 @@ def test_a_cluster_option_without_the_extra_is_one_line(tmp_path: Path) -> None:
                               timeout=120, check=False)
         assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
         assert "perfsuite's cluster extra" in proc.stderr and "[cluster]" in proc.stderr
+
+
+def test_whatif_jobs_on_the_command_line_writes_the_same_json(tmp_path: Path, capsys: Any) -> None:
+    from perfsuite import cli
+
+    grid = ["whatif", "--storm", "--no-costs", "--debounce", "0.5,2", "--checkpoint-interval", "15,30"]
+    assert cli.main([*grid, "--json", str(tmp_path / "alone.json")]) == 0
+    assert cli.main([*grid, "--jobs", "2", "--json", str(tmp_path / "pool.json")]) == 0
+    docs = [json.loads((tmp_path / n).read_text()) for n in ("alone.json", "pool.json")]
+    for doc in docs:
+        doc.pop("simulate_s")
+    assert docs[0] == docs[1] and len(docs[0]["results"]) == 4
+    capsys.readouterr()
+    assert cli.main([*grid, "--jobs", "2", "--target", "mymod:Target"]) == 2
+    assert "--target replays your own code in this process" in capsys.readouterr().err

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from perfsuite.cluster import PoolRunner, Runner
+from perfsuite.cluster import PoolRunner, Runner, WorkerLost
 from perfsuite.crash import (
     CorruptConfig,
     CrashConfig,
@@ -233,3 +233,36 @@ def test_a_remote_scheduler_gives_the_same_document_as_jobs_2(remote_scheduler: 
     docs = [json.loads((tmp_path / f"{name}.json").read_text()) for name in ("local", "remote")]
     assert docs[0]["answer"] == docs[1]["answer"] and docs[0]["answer"]["results"][0]["states"] == 24
     assert docs[1]["run"]["runner"] == f"dask {remote_scheduler}"
+
+
+class LosesFirstSlice(PoolRunner):
+    """A pool that reports the first slice of the portable chain lost (what a dead worker looks like to
+    the campaign), once: the chain must run again from its first kill, counted once."""
+
+    def __init__(self, jobs: int) -> None:
+        super().__init__(jobs)
+        self.lost = 0
+        self.profiles: dict[Any, str] = {}
+
+    def submit(self, task: Any) -> Any:
+        handle = super().submit(task)
+        self.profiles[handle] = task.args[1][0].profile
+        return handle
+
+    def result(self, handle: Any) -> Any:
+        value = super().result(handle)
+        if not self.lost and self.profiles[handle] == "portable":
+            self.lost += 1
+            raise WorkerLost("the worker running this slice died")
+        return value
+
+
+def test_a_kill_chain_whose_worker_died_runs_again_from_its_first_kill(pool) -> None:
+    config = KillConfig(kills=4, seed=5)
+    undisturbed = run_kill_campaign(config, runner=pool)
+    with LosesFirstSlice(2) as losing:
+        seen: list[int] = []
+        report = run_kill_campaign(config, runner=losing, on_kill=lambda kill, *_: seen.append(kill))
+    assert losing.lost == 1 and seen == [0, 1, 2, 3]
+    assert report.per_profile == {"portable": 2, "file": 2} and report.violations == ()
+    assert answer("kill", report, config) == answer("kill", undisturbed, config)
