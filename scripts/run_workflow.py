@@ -1,14 +1,20 @@
-"""Run the workflow's own shell steps (`.github/workflows/bench.yml`) on this machine, as GitHub would.
+"""Run a workflow's own shell steps (`.github/workflows/bench.yml`, or the one `perfsuite init` writes into a
+user's repository: `.github/workflows/perfsuite.yml`) on this machine, as GitHub would.
 
-Extracts the `run:` steps from the YAML and runs them in order in a git checkout, with GITHUB_OUTPUT and
-GITHUB_STEP_SUMMARY files, the step's `env:` and `if:` evaluated (the expressions the workflow uses; any
+Extracts the `run:` steps of one job from the YAML and runs them in order in a git checkout, with GITHUB_OUTPUT
+and GITHUB_STEP_SUMMARY files, the step's `env:` and `if:` evaluated (the expressions the workflow uses; any
 other one is an error), and a fake `gh` that keeps issue comments in a JSON file. `uses:` steps are GitHub's
-(checkout, setup-python, upload-artifact) and are not run; "Install perfsuite" is replaced by PYTHONPATH
-pointing at the checkout. Used by tests/ab/test_workflow.py, and on its own for issue 15's acceptance ("the
-workflow's steps run green against the committed baseline and the project itself"):
+(checkout, setup-python, upload- and download-artifact) and are not run (a job after another runs in the same
+checkout, so the first one's results are its "artifact"); "Install perfsuite" is replaced by PYTHONPATH
+pointing at the checkout (perfsuite's own repository) or at this perfsuite and the checkout (a user's, whose
+`pip install -e .` it replaces). Used by tests/ab/test_workflow.py and tests/ab/test_init.py, and on its own
+for issue 15's acceptance ("the workflow's steps run green against the committed baseline and the project
+itself"):
 
     python scripts/run_workflow.py --event pull_request   # a scratch clone of this repository, PR = HEAD
     python scripts/run_workflow.py --event push           # the quick set, the committed baseline, dashboard
+    python scripts/run_workflow.py --event push --repo ~/myruntime --workflow .github/workflows/perfsuite.yml \
+        --job bench --job history                         # a user's repository (`perfsuite init`)
 
 Prints each step's exit status and the job's; exit status 0 when the job would be green. Needs PyYAML.
 """
@@ -122,6 +128,7 @@ class Job:
     summary: str = ""
     summary_path: Path | None = None
     failed: bool = False
+    ran: bool = True  # False: the job's own `if:` was false
 
 
 def _check_extra(extra: str) -> None:
@@ -140,16 +147,52 @@ def _check_extra(extra: str) -> None:
             raise SystemExit(f"run_workflow: the install step's extra [{extra}] needs {name}, not installed here")
 
 
+#: the install lines the runner knows: perfsuite's own checkout (`-e '.[extras]'`), perfsuite from the index
+#: (`'perfsuite[extras]'`), and a user's project (`-e .` when it has a pyproject.toml or setup.py)
+_INSTALLS = (
+    re.compile(r"python -m pip install -e '?\.(?:\[(?P<extras>[\w,]+)\])?'?"),
+    re.compile(r"python -m pip install '?perfsuite(?:\[(?P<extras>[\w,]+)\])?'?"),
+    re.compile(r"if \[ -f pyproject\.toml \] \|\| \[ -f setup\.py \]; then python -m pip install -e \.; fi"),
+)
+
+
+def _check_install(run: str) -> None:
+    """Every line of an install step is one the runner replaces by PYTHONPATH; the extras it names import here."""
+    for line in run.splitlines():
+        command = line.split("#", 1)[0].strip()
+        if not command:
+            continue
+        found = next((m for m in (p.fullmatch(command) for p in _INSTALLS) if m), None)
+        assert found, f"the runner does not know this install line: {command!r}"
+        for extra in ((found.groupdict().get("extras") or "").split(",")):
+            if extra:
+                _check_extra(extra)
+
+
+def default_pythonpath(repo: Path) -> list[str]:
+    """What replaces the install step: the checkout when it is perfsuite's own, else this perfsuite and it."""
+    if (repo / "perfsuite" / "__init__.py").is_file():
+        return [str(repo)]
+    return [str(SOURCE), str(repo)]
+
+
 def run_job(repo: Path, event: str, context: Mapping[str, str], bin_dir: Path, tmp: Path,
-            extra_env: Mapping[str, str]) -> Job:
+            extra_env: Mapping[str, str], *, workflow_path: Path = WORKFLOW, job_name: str = "bench",
+            pythonpath: list[str] | None = None) -> Job:
     import yaml
 
-    workflow = yaml.safe_load((repo / WORKFLOW).read_text())
-    job_spec = workflow["jobs"]["bench"]  # the history job pushes to a results branch: GitHub only
+    workflow = yaml.safe_load((repo / workflow_path).read_text())
+    job_spec = workflow["jobs"][job_name]
+    path_env = os.pathsep.join(pythonpath if pythonpath is not None else default_pythonpath(repo))
     job = Job()
     summary = tmp / f"summary-{len(list(tmp.glob('summary-*')))}.md"
     summary.write_text("")
     ctx: dict[str, Any] = {**context, "github.event_name": event}
+    if "if" in job_spec:  # the job's own condition (the history job: pushes only)
+        ctx["__status__"] = "success"
+        if not _evaluate(str(job_spec["if"]).replace("${{", "").replace("}}", ""), ctx):
+            job.ran = False
+            return job
     for index, step in enumerate(job_spec["steps"]):
         sid = step.get("id", f"step{index}")
         ctx["__status__"] = "failure" if job.failed else "success"
@@ -167,16 +210,10 @@ def run_job(repo: Path, event: str, context: Mapping[str, str], bin_dir: Path, t
             job.steps[sid] = {"ran": True, "status": 0, "outputs": outputs}
             continue
         if step.get("name") == "Install perfsuite":
-            # replaced by PYTHONPATH below; the extras it names must import in this interpreter
-            command = step["run"].split("#", 1)[0].strip()
-            found = re.fullmatch(r"python -m pip install -e '?\.(?:\[([\w,]+)\])?'?", command)
-            assert found, step["run"]
-            for extra in (found.group(1) or "").split(","):
-                if extra:
-                    _check_extra(extra)
+            _check_install(step["run"])  # replaced by PYTHONPATH below
             continue
         env = {**os.environ, **GIT_ENV, **extra_env, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-               "PYTHONPATH": str(repo)}
+               "PYTHONPATH": path_env}
         for scope in (workflow.get("env") or {}, job_spec.get("env") or {}, step.get("env") or {}):
             env.update({k: _substitute(v, ctx) for k, v in scope.items()})
         output = tmp / f"output-{sid}-{index}"
@@ -216,6 +253,10 @@ def main() -> int:
     parser.add_argument("--base", help="the pull request's base commit (default: HEAD: the project against itself)")
     parser.add_argument("--var", action="append", default=[], metavar="NAME=VALUE",
                         help="a repository variable, e.g. PERFSUITE_AB_ARGS='--looks 6'")
+    parser.add_argument("--workflow", default=str(WORKFLOW),
+                        help=f"the workflow file, relative to the checkout (default: {WORKFLOW})")
+    parser.add_argument("--job", action="append", dest="jobs", metavar="NAME",
+                        help="a job to run, repeatable, in order, in the same checkout (default: bench)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="run-workflow-"))
     if args.repo:
@@ -236,17 +277,28 @@ def main() -> int:
                         "github.event.pull_request.head.sha": sha, "github.event.pull_request.number": "1",
                         "github.event.pull_request.head.repo.full_name": "local/project"})
     state = tmp / "gh-state.json"
-    job = run_job(repo, args.event, context, fake_tools(tmp / "bin"), tmp, {"FAKE_GH_STATE": str(state)})
+    bin_dir = fake_tools(tmp / "bin")
     print(f"{args.event} in {repo} ({sha[:12]}); work files in {tmp}")
-    for sid, step in job.steps.items():
-        status = "skipped" if not step.get("ran") else f"exit {step.get('status', 0)}"
-        outputs = f" outputs {step['outputs']}" if step.get("outputs") else ""
-        print(f"  {step.get('name') or sid}: {status}{outputs}")
+    failed = False
+    for name in args.jobs or ["bench"]:
+        job = run_job(repo, args.event, context, bin_dir, tmp, {"FAKE_GH_STATE": str(state)},
+                      workflow_path=Path(args.workflow), job_name=name)
+        if not job.ran:
+            print(f"job {name}: skipped (its if: is false for {args.event})")
+            continue
+        print(f"job {name}:")
+        for sid, step in job.steps.items():
+            status = "skipped" if not step.get("ran") else f"exit {step.get('status', 0)}"
+            outputs = f" outputs {step['outputs']}" if step.get("outputs") else ""
+            print(f"  {step.get('name') or sid}: {status}{outputs}")
+        print(f"job {name}: {'FAILED' if job.failed else 'green'}; summary: {job.summary_path}")
+        failed = failed or job.failed
+        if job.failed:
+            break  # `needs:`: a later job does not run after a failed one
     if state.exists():
         for comment in json.loads(state.read_text())["comments"]:
             print(f"  pull request comment {comment['id']}: {comment['body'].splitlines()[1][:160]}")
-    print(f"job: {'FAILED' if job.failed else 'green'}; summary: {job.summary_path}")
-    return 1 if job.failed else 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

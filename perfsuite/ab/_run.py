@@ -1,18 +1,24 @@
-"""``perfsuite ab BASE [HEAD]``: two git revisions measured on one runner, their samples interleaved.
+"""``perfsuite ab BASE [HEAD]``: two git revisions of any git repository measured on one runner, their
+samples interleaved (issue 15; any repository, not only perfsuite's: issue 28).
 
 **Which parts come from which revision** (so a change to the instrument never passes for a change in the
-engine): the code under test, ``perfsuite.engine``, is imported from each revision's tree; everything else
-(the harness, the operations of ``perfsuite.workloads``, the recipes and the fixture builders) comes from
-the running checkout, as asv runs every revision under the current benchmark suite. With HEAD omitted the
-running checkout is HEAD's working tree, uncommitted changes included. When HEAD's operations do not
-import against BASE's engine (a renamed or new engine name), that side falls back to its own
-``perfsuite.workloads`` too, and the first line of every comparison says so.
+code): the **code under test** (:mod:`perfsuite.ab._project`: ``[tool.perfsuite] code-under-test`` of the
+repository's ``pyproject.toml``, by default the repository's packages the recipes' operations import;
+perfsuite's own repository declares ``perfsuite.engine``) is imported from each revision's tree;
+everything else (the harness, the operations, the recipes and the fixture builders) comes from the running
+checkout and the running perfsuite, as asv runs every revision under the current benchmark suite. With
+HEAD omitted the running checkout is HEAD's working tree, uncommitted changes included. When the
+operations do not import against BASE's code (a renamed or new name), that side falls back to its own copy
+of the operations' packages too (``perfsuite.workloads``, ``benchmarks``...), and the first line of every
+comparison says so.
 
-Each revision but the working tree is a detached ``git worktree``; both run in the same interpreter and
-virtual environment, so revisions whose ``pyproject.toml`` declare different dependencies are refused in
-one line (a venv per revision is not implemented). Fixtures are resolved once, by the running checkout,
-and every sample of both sides copies the same fixture; the fixture spec digest each revision would build
-is compared and a difference is stated. The output directory holds ``base/`` and ``head/`` (one results
+Each revision but the working tree is a detached ``git worktree``. Both run in this interpreter's
+environment while their declared dependencies are the same; when they differ, each revision gets an
+environment of its own (:mod:`perfsuite.ab._envs`: built before any sample, cached by the digest of its
+dependency specification) and each side's worker processes run in it. Fixtures are resolved once, by the
+running checkout, and every sample of both sides copies the same fixture; when the fixture builders are part
+of the repository (perfsuite's), the fixture spec digest BASE would build is compared and a difference is
+stated. The output directory holds ``base/`` and ``head/`` (one results
 document per recipe each, the schema of ``perfsuite run``) and the pairing ``ab.json``
 (:mod:`perfsuite.report._pairing`) with the thresholds used; the verdict is :func:`perfsuite.report.compare`
 of that pairing, also written as Markdown: ``compare.md`` (everything, for a job summary) and ``summary.md``
@@ -36,19 +42,28 @@ import secrets
 import subprocess
 import sys
 import time
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfsuite.ab._envs import ENV_MODES, DependencySpec, Environment, dependency_spec, ensure_environment
 from perfsuite.ab._git import Revision, materialise, repo_root, working_tree
+from perfsuite.ab._project import (
+    INSTRUMENT,
+    CodeUnderTest,
+    code_layout,
+    default_code,
+    operation_packages,
+    read_config,
+)
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness import (
     CodeVariant,
     Recipe,
     SampleEvent,
     extend_variants,
+    imported_modules,
     imports_packages,
     probe_variant,
     resolve_operation,
@@ -66,7 +81,7 @@ from perfsuite.report import (
     compare_markdown,
 )
 
-__all__ = ["AB_LOOKS", "AB_SAMPLES", "CODE_UNDER_TEST", "FALLBACK_CODE", "AbResult", "look_again", "run_ab"]
+__all__ = ["AB_LOOKS", "AB_SAMPLES", "AbResult", "look_again", "resolve_code", "run_ab"]
 
 #: rounds per look (one sample per mode per revision each; recipes say 6 for a single run): 16 paired rounds
 #: decide a large change at the first look (the signed-rank test can reach p = 3e-5 there)
@@ -75,13 +90,10 @@ AB_SAMPLES = 16
 #: chosen with scripts/ab_simulate.py on A/A runs of this project's machine, checked with
 #: scripts/ab_acceptance.py (the figures and their commands: issue 15's closing note)
 AB_LOOKS = 4
-#: imported from each revision's tree
-CODE_UNDER_TEST: tuple[str, ...] = ("perfsuite.engine",)
-#: ... and when the running checkout's operations do not import against a revision's engine
-FALLBACK_CODE: tuple[str, ...] = ("perfsuite.engine", "perfsuite.workloads")
 
 FixtureResolver = Callable[[str | None], tuple[Path | None, Mapping[str, Any]]]
 OnSample = Callable[[SampleEvent], None]
+OnNote = Callable[[str], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +111,8 @@ class AbResult:
     samples: int = 0  # rounds per look (one sample per mode per revision each)
     rounds: tuple[tuple[str, int], ...] = ()  # (recipe, rounds measured) after the last look
     looks: int = 1  # looks taken (of the planned ones in the pairing's options)
+    code: CodeUnderTest | None = None  # what was imported from each revision, and how it was chosen
+    environments: Mapping[str, Environment] | None = None  # side -> its own environment (None: this one)
 
 
 def _instrument() -> Path:
@@ -107,46 +121,91 @@ def _instrument() -> Path:
     return Path(perfsuite.__file__).resolve().parent.parent
 
 
-def _dependencies(tree: Path) -> list[str] | None:
-    try:
-        with open(tree / "pyproject.toml", "rb") as fh:
-            data = tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError):
-        return None
-    return sorted(str(d) for d in (data.get("project") or {}).get("dependencies", []))
+def _environments(mode: str, base: Revision, head: Revision, installer: str,
+                  on_note: OnNote | None) -> tuple[dict[str, Environment], list[str]]:
+    """Each side's own environment when ``mode`` asks for one (``auto``: when the revisions declare different
+    dependencies), built before anything is measured; and the notes saying so."""
+    if mode not in ENV_MODES:
+        raise PerfsuiteError(f"--env must be one of {', '.join(ENV_MODES)}, got {mode!r}")
+    specs: dict[str, DependencySpec] = {"base": dependency_spec(base.tree), "head": dependency_spec(head.tree)}
+    b, h = specs["base"].requirements, specs["head"].requirements
+    differ = b is not None and h is not None and b != h
+    changed = ", ".join(sorted(set(b or ()) ^ set(h or ()))) if differ else ""
+    if mode == "current" or (mode == "auto" and not differ):
+        notes = [f"both revisions in this interpreter's environment although their dependencies differ ({changed}; "
+                 "--env current)"] if differ else []
+        return {}, notes
+    revisions = {"base": base, "head": head}
+    built: dict[str, Environment] = {}
+    for side in ("base", "head"):
+        who = f"{side.upper()} {revisions[side].describe()}"
+        reqs = ", ".join(specs[side].requirements or ()) or "no dependencies"
+
+        def building(tool: str, who: str = who, reqs: str = reqs) -> None:
+            if on_note is not None:
+                on_note(f"building the environment of {who} with {tool}: {reqs} ...")
+
+        try:
+            env = ensure_environment(specs[side], installer=installer, on_build=building)
+        except PerfsuiteError as exc:
+            raise PerfsuiteError(f"{who}: {exc}") from None
+        built[side] = env
+        if on_note is not None:
+            on_note(f"environment of {who}: {env.describe()}: {env.path}")
+    why = f"their dependencies differ ({changed})" if differ else "--env revision"
+    notes = [f"an environment per revision ({why}), built before any sample: BASE {built['base'].describe()}, "
+             f"HEAD {built['head'].describe()}"]
+    return built, notes
 
 
-def _check_dependencies(base: Revision, head: Revision) -> None:
-    b, h = _dependencies(base.tree), _dependencies(head.tree)
-    if b is not None and h is not None and b != h:
-        changed = sorted(set(b) ^ set(h))
-        raise PerfsuiteError(
-            f"{base.describe()} and {head.describe()} declare different dependencies ({', '.join(changed)}): a "
-            "separate virtual environment per revision is not implemented; measure each with `perfsuite run` in "
-            "its own environment instead"
-        )
+def resolve_code(root: Path, operations: Sequence[str], *, python: str | None = None) -> CodeUnderTest:
+    """The code under test of the repository at ``root`` (the running checkout) for ``operations``: declared
+    in its pyproject.toml, else what the operations import of it (probed with ``python``, default this one)."""
+    config = read_config(root)
+    if config.code_under_test is not None:
+        packages = config.code_under_test
+        return CodeUnderTest(packages, code_layout(root, packages), f"declared in {config.source}")
+    return default_code(root, operations, imported_modules(operations, root, python=python))
 
 
-def _choose_code(side: str, revision: Revision, operations: Sequence[str]) -> tuple[CodeVariant, list[str]]:
-    """The variant for one side: the engine alone, or with its own operations if HEAD's do not import."""
+def _choose_code(side: str, revision: Revision, operations: Sequence[str], code: CodeUnderTest,
+                 env: Environment | None) -> tuple[CodeVariant, list[str]]:
+    """The variant for one side: its code under test alone, or with its own operations if the running
+    checkout's do not import against it."""
     flags: list[str] = []
-    variant = CodeVariant(side, revision.tree, CODE_UNDER_TEST, git=revision.git_state(),
-                          info={"revision": revision.name, "from_revision": "engine"})
+    root = code.root(revision.tree)
+    python = env.python if env is not None else None
+    extra: dict[str, Any] = {"environment": env.info()} if env is not None else {}
+    variant = CodeVariant(side, root, code.packages, git=revision.git_state(), python=python,
+                          info={"revision": revision.name, "from_revision": "code under test", **extra})
     try:
         probe_variant(variant, operations)
         return variant, flags
     except PerfsuiteError as first:
-        fallback = CodeVariant(side, revision.tree, FALLBACK_CODE, git=revision.git_state(),
-                               info={"revision": revision.name, "from_revision": "engine and operations",
-                                     "fallback_reason": str(first)})
+        own = [p for p in operation_packages(operations) if p not in code.packages and _has(root, p)]
+        where = f"{side.upper()} {revision.describe()}"
+        if not own:
+            raise PerfsuiteError(f"{where}: the operations do not import against its code under test "
+                                 f"({', '.join(code.packages)}): {first}") from None
+        fallback = CodeVariant(side, root, (*code.packages, *own), git=revision.git_state(), python=python,
+                               info={"revision": revision.name, "from_revision": "code under test and operations",
+                                     "fallback_reason": str(first), **extra})
         try:
             probe_variant(fallback, operations)
         except PerfsuiteError as second:
-            raise PerfsuiteError(f"{side.upper()} {revision.describe()}: the operations import neither against its "
-                                 f"engine ({first}) nor with its own perfsuite.workloads ({second})") from None
-        flags.append(f"{side.upper()} ran with its own operations (perfsuite.workloads from {revision.describe()}): "
-                     f"the running checkout's did not import against its engine: {first}")
+            packages = ", ".join(code.packages)
+            reasons = (f"({packages}) nor with its own {', '.join(own)}: {first}" if str(second) == str(first) else
+                       f"({packages}: {first}) nor with its own {', '.join(own)} ({second})")
+            raise PerfsuiteError(f"{where}: the operations import neither against its code under test {reasons}"
+                                 ) from None
+        flags.append(f"{side.upper()} ran with its own operations ({', '.join(own)} from {revision.describe()}): "
+                     f"the running checkout's did not import against its code under test: {first}")
         return fallback, flags
+
+
+def _has(root: Path, name: str) -> bool:
+    target = root.joinpath(*name.split("."))
+    return (target / "__init__.py").is_file() or target.with_name(target.name + ".py").is_file()
 
 
 def _measures_machine(operation: str) -> bool:
@@ -158,7 +217,8 @@ def _measures_machine(operation: str) -> bool:
         return False  # an operation that does not resolve here is measured, and its error said there
 
 
-def _code_recipes(recipes: Sequence[Recipe]) -> tuple[list[Recipe], list[str]]:
+def _code_recipes(recipes: Sequence[Recipe], packages: Sequence[str],
+                  python: str | None = None) -> tuple[list[Recipe], list[str]]:
     """(recipes with an operation that measures the code under test, names of the others): an operation
     measures it unless it declares it measures the machine or importing it imports no code under test."""
     touches: dict[str, bool] = {}
@@ -167,13 +227,16 @@ def _code_recipes(recipes: Sequence[Recipe]) -> tuple[list[Recipe], list[str]]:
         for mode in recipe.modes:
             if mode.operation not in touches:
                 touches[mode.operation] = (not _measures_machine(mode.operation)
-                                           and imports_packages(mode.operation, CODE_UNDER_TEST))
+                                           and imports_packages(mode.operation, packages, python=python))
         (kept if any(touches[m.operation] for m in recipe.modes) else skipped).append(recipe)
     return kept, [r.name for r in skipped]
 
 
 def _spec_digest(tree: Path, fixture: str) -> str | None:
-    """The fixture spec digest ``tree``'s code would build (``None`` when it cannot say)."""
+    """The fixture spec digest ``tree``'s code would build (``None`` when it cannot say, or when the fixture
+    builders are not part of the repository: then both revisions' builder is the running perfsuite's)."""
+    if not (tree / INSTRUMENT / "workloads" / "fixtures.py").is_file():
+        return None
     env = {**os.environ, "PYTHONPATH": str(tree), "PERFSUITE_FIXTURES": str(tree / "fixtures")}
     code = "import sys; from perfsuite.workloads.fixtures import load_spec; print(load_spec(sys.argv[1]).digest)"
     try:
@@ -222,28 +285,33 @@ def run_ab(
     skip_machine_only: bool = False,
     valgrind: str | None = None,
     looks: int = AB_LOOKS,
+    env: str = "auto",
+    installer: str = "auto",
+    on_note: OnNote | None = None,
 ) -> AbResult:
     """Measure ``recipes`` for BASE and HEAD (``None``: the working tree) interleaved, write both documents
     per recipe and the pairing under ``output_dir``, and compare them; see the module docstring.
     ``skip_machine_only`` leaves out recipes none of whose operations import the code under test (they
     measure the machine, e.g. idle-control and fsync-floor: between two revisions they can only add noise).
     ``valgrind`` is the instruction pass's valgrind, for recipes with ``instructions = true`` (issue 22).
-    ``looks``: at most this many looks of each recipe's ``samples`` rounds (see the module docstring)."""
+    ``looks``: at most this many looks of each recipe's ``samples`` rounds (see the module docstring).
+    ``env``: an environment per revision when their dependencies differ (``auto``), always (``revision``)
+    or never (``current``); ``installer``: ``auto`` (uv when on PATH), ``uv`` or ``pip``. ``on_note`` hears
+    what happens before the first sample (environments built, and their time), one line each."""
     started = time.monotonic()
-    skipped: list[str] = []
-    if skip_machine_only:
-        recipes, skipped = _code_recipes(recipes)
     if not recipes:
         raise PerfsuiteError("no recipe to measure")
     for recipe in recipes:
         if recipe.isolation != "process":
             raise PerfsuiteError(f"{recipe.name}: perfsuite ab needs process isolation (one interpreter cannot "
-                                 "import two revisions of the engine)")
+                                 "import two revisions of the code under test)")
     if not 0 < alpha < 1 or not factor > 1 or (gate or "all") not in GATES:  # before minutes of measuring
         raise PerfsuiteError(f"--alpha must be in (0, 1), --factor above 1 and --gate one of {', '.join(GATES)}; "
                              f"got {alpha:g}, {factor:g}, {gate}")
     if looks < 1:
         raise PerfsuiteError(f"--looks must be at least 1, got {looks}")
+    if env not in ENV_MODES:
+        raise PerfsuiteError(f"--env must be one of {', '.join(ENV_MODES)}, got {env!r}")
     root = repo_root(Path(cwd or Path.cwd()))
     output_dir = Path(output_dir)
     _check_output(output_dir)
@@ -252,29 +320,45 @@ def run_ab(
     with materialise(root, names) as trees:
         base_rev = trees[0]
         head_rev = working_tree(root) if head is None else trees[1]
-        _check_dependencies(base_rev, head_rev)
+        envs, env_notes = _environments(env, base_rev, head_rev, installer, on_note)
+        if envs and any(r.instructions for r in recipes):
+            raise PerfsuiteError("--instructions with an environment per revision is not implemented (the "
+                                 "instruction pass runs this interpreter); measure instructions with --env current")
+        head_python = envs["head"].python if envs else None
         operations = sorted({m.operation for r in recipes for m in r.modes})
-        base_variant, flags = _choose_code("base", base_rev, operations)
-        head_variant, head_flags = _choose_code("head", head_rev, operations)
+        code = resolve_code(root, operations, python=head_python)
+        skipped: list[str] = []
+        if skip_machine_only:
+            recipes, skipped = _code_recipes(recipes, code.packages, head_python)
+            if not recipes:
+                raise PerfsuiteError(f"no recipe to measure: none of {', '.join(skipped)} imports the code under "
+                                     f"test ({', '.join(code.packages)}); name recipes with -r")
+            operations = sorted({m.operation for r in recipes for m in r.modes})
+        base_variant, flags = _choose_code("base", base_rev, operations, code, envs.get("base"))
+        head_variant, head_flags = _choose_code("head", head_rev, operations, code, envs.get("head"))
         flags += head_flags
         _prepare_output(output_dir)
         instrument = _instrument()
         notes = [
-            f"code under test ({', '.join(CODE_UNDER_TEST)}) from each revision: BASE {base_rev.describe()}, HEAD "
-            f"{head_rev.describe()}; harness, operations, recipes and fixtures from the running checkout "
-            f"{instrument}; samples interleaved in one plan (seed {seed}), one idle control for both",
+            f"code under test ({', '.join(code.packages)}: {code.how}) from each revision: BASE "
+            f"{base_rev.describe()}, HEAD {head_rev.describe()}; harness from {instrument}, operations and "
+            f"recipes from the running checkout {root}; samples interleaved in one plan (seed {seed}), one idle "
+            "control for both",
+            *env_notes,
         ]
         if skipped:
             notes.append(f"not measured: {', '.join(skipped)} (they import no code under test: the machine, not "
                          "the revisions; every recipe has its own idle control)")
-        if instrument.resolve() != head_rev.tree.resolve() and head is None:
+        part_of_repo = (head_rev.tree / INSTRUMENT / "__init__.py").is_file()  # perfsuite's own repository
+        if part_of_repo and instrument.resolve() != head_rev.tree.resolve() and head is None:
             flags.append(f"instrument from {instrument}, not from HEAD's tree {head_rev.tree}")
         entries = []
         run_id = f"ab-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
         for index, recipe in enumerate(recipes):
             fixture, info = resolve_fixture(recipe.fixture)
-            if recipe.fixture:
-                mine, theirs = info.get("digest"), _spec_digest(base_rev.tree, recipe.fixture)
+            theirs = _spec_digest(base_rev.tree, recipe.fixture) if recipe.fixture else None
+            if recipe.fixture and (base_rev.tree / INSTRUMENT / "workloads" / "fixtures.py").is_file():
+                mine = info.get("digest")
                 if mine != theirs:
                     notes.append(f"{recipe.name}: fixture {recipe.fixture}: BASE's spec digest "
                                  f"{(theirs or 'unknown')[:19]} differs from the one measured ({str(mine)[:19]}); "
@@ -295,6 +379,7 @@ def run_ab(
             "seed": seed,
             "base": _side(base_rev, base_variant),
             "head": _side(head_rev, head_variant),
+            "code_under_test": {"packages": list(code.packages), "subdir": code.subdir, "how": code.how},
             "instrument": {"path": str(instrument)},
             "recipes": entries,
             "notes": notes,
@@ -329,7 +414,7 @@ def run_ab(
     _write_text(output_dir / "summary.md", compare_markdown(comparison, details=False))
     return AbResult(output_dir, pairing, base_rev, head_rev, comparison, time.monotonic() - started, seed,
                     tuple(r.name for r in recipes), recipes[0].samples,
-                    tuple((str(e["recipe"]), int(e["rounds"])) for e in entries), taken)
+                    tuple((str(e["recipe"]), int(e["rounds"])) for e in entries), taken, code, envs or None)
 
 
 def look_again(comparison: Comparison) -> tuple[str, ...]:

@@ -1,7 +1,7 @@
 """The one ``perfsuite`` command. Argument parsing and printing live here, never in the library.
 
-One module per command group (``_run``, ``_fixtures``, ``_crash``, ``_report``, ``_ab``, ``_store``,
-``_whatif``, ``_profile``, ``_session``),
+One module per command group (``_run``, ``_fixtures``, ``_crash``, ``_report``, ``_ab``, ``_bisect``,
+``_init``, ``_store``, ``_whatif``, ``_profile``, ``_session``),
 each with ``_cmd_<name>(args) -> int`` functions and a ``register(sub)`` that adds its parsers.
 Library code raises :class:`~perfsuite.errors.PerfsuiteError` for bad input; :func:`main` turns it into
 one line on stderr and exit status 2 (house rule 4). So does any ``OSError`` (a read-only output, a
@@ -38,7 +38,20 @@ results_writer_hook: Any = None
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from perfsuite.cli import _ab, _crash, _fixtures, _profile, _report, _run, _session, _store, _sweep, _whatif
+    from perfsuite.cli import (
+        _ab,
+        _bisect,
+        _crash,
+        _fixtures,
+        _init,
+        _profile,
+        _report,
+        _run,
+        _session,
+        _store,
+        _sweep,
+        _whatif,
+    )
 
     parser = OneLineParser(
         prog="perfsuite",
@@ -55,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     _crash.register(sub)
     _report.register(sub)
     _ab.register(sub)
+    _bisect.register(sub)
+    _init.register(sub)
     _store.register(sub)
     _whatif.register(sub)
     _profile.register(sub)

@@ -24,25 +24,67 @@ from perfsuite.cli._formats import add_format_option
 from perfsuite.errors import PerfsuiteError
 
 
-def _cmd_ab(args: argparse.Namespace) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from perfsuite.ab import AB_LOOKS, AB_SAMPLES, run_ab
-    from perfsuite.cli._report import print_comparison
+def default_recipes(cwd: Path) -> tuple[list[str], bool]:
+    """What `ab` and `bisect` measure without -r (issue 28): ``[tool.perfsuite] recipes`` of the repository's
+    pyproject.toml; else, but in perfsuite's own repository, the repository's own recipes (``./recipes`` or
+    ``$PERFSUITE_RECIPES``, when that is not perfsuite's built-in catalogue); else the quick set. The flag:
+    leave out recipes that import no code under test (only for the quick set, which is perfsuite's own)."""
+    from perfsuite._paths import builtin_dir
+    from perfsuite.ab import read_config, repo_root
     from perfsuite.cli._run import DEFAULT_RUN_RECIPES
-    from perfsuite.harness import SampleEvent, list_recipes, load_recipe
+    from perfsuite.harness import list_recipes, recipe_dirs
+
+    try:
+        root = repo_root(cwd)
+        config = read_config(root)
+    except PerfsuiteError:
+        root, config = None, None  # not a repository: said by the command itself, in its own words
+    if config is not None and config.recipes:
+        return list(config.recipes), False
+    if root is not None and (root / "perfsuite" / "__init__.py").is_file():  # perfsuite's own (or a copy of it)
+        return list(DEFAULT_RUN_RECIPES), True
+    builtin = builtin_dir("recipes").resolve()
+    own = [d for d in recipe_dirs() if d.resolve() != builtin]
+    if own:
+        names = list_recipes(dirs=own)
+        if names:
+            return names, False
+    return list(DEFAULT_RUN_RECIPES), True
+
+
+def load_ab_recipes(args: argparse.Namespace) -> tuple[list[Any], bool]:
+    """The recipes of `ab` / `bisect` with the command line's overrides, and whether to skip machine-only ones."""
+    from perfsuite.ab import AB_SAMPLES
+    from perfsuite.harness import list_recipes, load_recipe
 
     if os.getcwd() not in sys.path:  # operations import like `python -m` would (workers get the same)
         sys.path.insert(0, os.getcwd())
     if args.all and args.recipes:
         raise PerfsuiteError("--all runs the whole catalogue: give no --recipe with it")
-    names = list_recipes(catalogue_only=True) if args.all else args.recipes or list(DEFAULT_RUN_RECIPES)
+    skip = False
+    if args.all:
+        names = list_recipes(catalogue_only=True)
+    elif args.recipes:
+        names = list(args.recipes)
+    else:
+        names, skip = default_recipes(Path.cwd())
     recipes = [
         load_recipe(ref).with_overrides(samples=args.samples or AB_SAMPLES, warmup=args.warmup, gc=args.gc,
                                         allocation_samples=args.allocation_samples, isolation="process",
-                                        instructions=True if args.instructions else None)
+                                        instructions=True if getattr(args, "instructions", False) else None)
         for ref in names
     ]
+    return recipes, skip
+
+
+def _cmd_ab(args: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from perfsuite.ab import AB_LOOKS, run_ab
+    from perfsuite.cli._report import print_comparison
+    from perfsuite.harness import SampleEvent
+
+    recipes, skip = load_ab_recipes(args)
     if any(r.instructions for r in recipes):  # one line, once: the pass records "not measured" (issue 22)
         from perfsuite.harness import instructions_unavailable
 
@@ -74,8 +116,9 @@ def _cmd_ab(args: argparse.Namespace) -> int:
         result = run_ab(
             args.base, args.head, recipes, resolve_fixture=lambda name: resolver(name, None), output_dir=output,
             seed=args.seed, work_root=Path(args.work_dir) if args.work_dir else None, on_sample=on_sample,
-            gate=args.gate, skip_machine_only=not (args.all or args.recipes), valgrind=args.valgrind,
-            looks=AB_LOOKS if args.looks is None else args.looks, **thresholds(args),
+            gate=args.gate, skip_machine_only=skip, valgrind=args.valgrind,
+            looks=AB_LOOKS if args.looks is None else args.looks, env=args.env, installer=args.installer,
+            on_note=note_printer(), **thresholds(args),
         )
     finally:
         if tasks:
@@ -94,50 +137,79 @@ def _cmd_ab(args: argparse.Namespace) -> int:
     return result.comparison.exit_status
 
 
+def note_printer() -> Any:
+    """Progress before the first sample (environments built, their time), one line each on stderr (hidden by
+    -q): stdout keeps the verdict, and JSON output stays one document."""
+    out = console()
+
+    def note(text: str) -> None:
+        if not out.quiet:
+            print(f"perfsuite: {text}", file=sys.stderr, flush=True)
+
+    return note
+
+
+def add_measure_options(parser: argparse.ArgumentParser) -> None:
+    """What `ab` and `bisect` share: the recipes, rounds and looks, environments, thresholds and the gate."""
+    from perfsuite.ab import AB_LOOKS, AB_SAMPLES, ENV_MODES, INSTALLERS
+
+    parser.add_argument("-r", "--recipe", action="append", dest="recipes", metavar="RECIPE", type=non_empty,
+                        help="a recipe name or .toml path, repeatable (default: [tool.perfsuite] recipes of "
+                        "pyproject.toml, else the repository's own ./recipes, else the quick set's recipes that "
+                        "import the engine: mailbox-delivery, root-checkpoint, diagnostic-append)")
+    parser.add_argument("--all", action="store_true", help="the whole catalogue instead of the default set")
+    parser.add_argument("--samples", type=positive_int, help="rounds per look: one sample per mode per revision "
+                        f"each (default: {AB_SAMPLES})")
+    parser.add_argument("--looks", type=positive_int, help="at most this many looks of --samples rounds while a "
+                        f"headline stays inconclusive, each testing at alpha / looks (default: {AB_LOOKS}; 1: a "
+                        "fixed sample)")
+    parser.add_argument("--warmup", type=non_negative_int,
+                        help="discarded warm-up samples per mode per revision (recipe default: 1)")
+    parser.add_argument("--allocation-samples", type=positive_int, help="allocation-pass samples per mode per "
+                        "revision (recipe default: 3; costs need no p-value)")
+    parser.add_argument("--gc", choices=("collect-before", "natural"), help="GC policy before each sample")
+    parser.add_argument("--env", choices=ENV_MODES, default="auto",
+                        help="an environment per revision: when their declared dependencies differ (auto, the "
+                        "default), always (revision), or never: both in this interpreter's (current)")
+    parser.add_argument("--installer", choices=INSTALLERS, default="auto",
+                        help="what builds those environments: uv when it is on PATH, else venv + pip (auto)")
+    parser.add_argument("--seed", type=non_negative_int,
+                        help="seed of the interleaved order (default: random, recorded)")
+    parser.add_argument("--work-dir", metavar="DIR", type=output_dir,
+                        help="where private fixture copies live (default: temp dir)")
+    parser.add_argument("--alpha", type=finite_float, help="significance level (default: 0.05)")
+    parser.add_argument("--factor", type=finite_float,
+                        help="ratio that counts as a change, either way (default: 1.1)")
+    add_gate_option(parser)
+
+
 def register(sub: Any) -> None:
     """`ab`."""
-    from perfsuite.ab import AB_LOOKS, AB_SAMPLES
-
     ab = sub.add_parser(
         "ab",
         help="A/B two git revisions on this machine, samples interleaved; exit 1 on a regression (the CI gate)",
-        description="Measures BASE and HEAD (default: the working tree, uncommitted changes included) in one run: "
-        "each revision's perfsuite.engine is imported from its own git worktree, the harness, operations and "
-        "recipes are this checkout's; samples interleaved round by round in a seeded random order, on the same "
-        "fixture copies and idle control. Timings are compared round by round (signed-rank test), Holm-adjusted "
-        "over the gating headlines; while a headline is inconclusive, more rounds are measured (up to --looks). "
-        "Writes base/ and head/ results and the pairing ab.json, then compares them as `perfsuite compare` does. "
+        description="Measures BASE and HEAD (default: the working tree, uncommitted changes included) of any git "
+        "repository in one run: each revision's code under test ([tool.perfsuite] code-under-test of "
+        "pyproject.toml, default: the repository's packages the operations import) is imported from its own git "
+        "worktree, the harness, operations and recipes are this checkout's; when the revisions declare different "
+        "dependencies, each gets a virtual environment of its own (cached). Samples interleaved round by round in "
+        "a seeded random order, on the same fixture copies and idle control. Timings are compared round by round "
+        "(signed-rank test), Holm-adjusted over the gating headlines; while a headline is inconclusive, more "
+        "rounds are measured (up to --looks). Writes base/ and head/ results and the pairing ab.json, then "
+        "compares them as `perfsuite compare` does. "
         "Exit status: 0 no regression, 1 regression, 2 unusable input, 3 inconclusive.",
     )
     ab.add_argument("base", metavar="BASE", type=non_empty,
                     help="the baseline revision (branch, tag, commit, e.g. the merge base)")
     ab.add_argument("head", metavar="HEAD", nargs="?", type=non_empty,
                     help="the revision to test (default: the working tree)")
-    ab.add_argument("-r", "--recipe", action="append", dest="recipes", metavar="RECIPE", type=non_empty,
-                    help="a recipe name or .toml path, repeatable (default: the quick set's recipes that import the "
-                    "engine: mailbox-delivery, root-checkpoint, diagnostic-append)")
-    ab.add_argument("--all", action="store_true", help="the whole catalogue instead of the quick set")
-    ab.add_argument("--samples", type=positive_int, help="rounds per look: one sample per mode per revision each "
-                    f"(default: {AB_SAMPLES})")
-    ab.add_argument("--looks", type=positive_int, help="at most this many looks of --samples rounds while a headline "
-                    f"stays inconclusive, each testing at alpha / looks (default: {AB_LOOKS}; 1: a fixed sample)")
-    ab.add_argument("--warmup", type=non_negative_int,
-                    help="discarded warm-up samples per mode per revision (recipe default: 1)")
-    ab.add_argument("--allocation-samples", type=positive_int, help="allocation-pass samples per mode per revision "
-                    "(recipe default: 3; costs need no p-value)")
+    add_measure_options(ab)
     ab.add_argument("--instructions", action="store_true",
                     help="also count instructions per operation under valgrind (callgrind), both revisions "
                     "interleaved; gated as a cost, 1%% tolerance (recipe setting: instructions = true)")
     ab.add_argument("--valgrind", metavar="PATH", type=non_empty,
                     help="the valgrind executable for --instructions (default: $PERFSUITE_VALGRIND, else PATH)")
-    ab.add_argument("--gc", choices=("collect-before", "natural"), help="GC policy before each sample")
-    ab.add_argument("--seed", type=non_negative_int, help="seed of the interleaved order (default: random, recorded)")
     ab.add_argument("--output-dir", metavar="DIR", type=output_dir,
                     help="a new or empty directory for base/, head/ and ab.json (default: results/local/ab-<time>)")
-    ab.add_argument("--work-dir", metavar="DIR", type=output_dir,
-                    help="where private fixture copies live (default: temp dir)")
     add_format_option(ab)
-    ab.add_argument("--alpha", type=finite_float, help="Mann-Whitney U significance level (default: 0.05)")
-    ab.add_argument("--factor", type=finite_float, help="ratio that counts as a change, either way (default: 1.1)")
-    add_gate_option(ab)
     ab.set_defaults(func=_cmd_ab)

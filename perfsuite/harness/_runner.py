@@ -22,7 +22,6 @@ import json
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -56,6 +55,7 @@ from perfsuite.harness._results import (
 )
 from perfsuite.harness._sample import SampleSpec, measure_sample
 from perfsuite.harness._stalls import run_instrumented, stall_monitor_of
+from perfsuite.harness._worker import worker_command, worker_sys_path
 
 __all__ = [
     "RunResult",
@@ -328,17 +328,18 @@ class _Run:
 
     def _in_worker(self, entry: Mapping[str, Any]) -> dict[str, Any]:
         spec = self.spec(entry)
+        code = self.code if spec.kind != "control" else None  # the idle control measures the machine, not code
         request: dict[str, Any] = {
             "kind": "allocation" if spec.kind == "allocation" else "sample",
             "spec": spec.to_dict(),
-            "sys_path": [p for p in sys.path if p],
+            "sys_path": worker_sys_path(code),
         }
-        if self.code is not None and spec.kind != "control":  # the idle control measures the machine, not code
-            request["code"] = dict(self.code)
+        if code is not None:
+            request["code"] = dict(code)
         timeout = self.recipe.ack_timeout_s + 120.0
         try:
             proc = subprocess.run(
-                [sys.executable, "-m", "perfsuite.harness._worker"],
+                worker_command(code),  # a variant's own environment's interpreter, if it has one (issue 28)
                 input=json.dumps(request),
                 capture_output=True,
                 text=True,

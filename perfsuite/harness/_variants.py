@@ -52,11 +52,13 @@ from perfsuite.harness._runner import (
     _Run,
     _work_dir,
 )
+from perfsuite.harness._worker import worker_command, worker_sys_path
 
 __all__ = [
     "CodeVariant",
     "VariantsResult",
     "extend_variants",
+    "imported_modules",
     "imports_packages",
     "plan_variants",
     "probe_variant",
@@ -72,6 +74,8 @@ class CodeVariant:
 
     ``git`` replaces ``environment.git`` in this variant's document (the commit measured, not the
     harness's); ``info`` is recorded as is in its ``variant`` section (revision name, fallbacks...).
+    ``python`` is the interpreter of the variant's own environment (issue 28: ``perfsuite ab`` builds one per
+    revision when their dependencies differ); its workers run with it. ``None``: the running interpreter.
     """
 
     name: str
@@ -79,10 +83,14 @@ class CodeVariant:
     packages: tuple[str, ...]
     git: Mapping[str, Any] | None = None
     info: Mapping[str, Any] = field(default_factory=dict)
+    python: str | None = None
 
     def request(self) -> dict[str, Any]:
         """The ``code`` entry of a worker request."""
-        return {"root": str(self.root), "packages": list(self.packages)}
+        entry: dict[str, Any] = {"root": str(self.root), "packages": list(self.packages)}
+        if self.python is not None:
+            entry["python"] = self.python
+        return entry
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,9 +116,9 @@ def plan_variants(recipe: Recipe, names: Sequence[str], seed: int) -> list[dict[
     return plan_rounds(recipe, round_of, lambda i: {"variant": None, "kind": "control", "mode": None, "index": i})
 
 
-def _worker(request: Mapping[str, Any], timeout: float) -> dict[str, Any]:
+def _worker(request: Mapping[str, Any], timeout: float, python: str | None = None) -> dict[str, Any]:
     try:
-        proc = subprocess.run([sys.executable, "-m", "perfsuite.harness._worker"], input=json.dumps(request),
+        proc = subprocess.run(worker_command({"python": python}), input=json.dumps(request),
                               capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         raise PerfsuiteError(f"worker process did not finish within {timeout:g} s") from None
@@ -130,18 +138,31 @@ def _worker(request: Mapping[str, Any], timeout: float) -> dict[str, Any]:
 def probe_variant(variant: CodeVariant, operations: Sequence[str], *, timeout: float = 120.0) -> dict[str, str]:
     """Load ``variant`` in a worker and import ``operations`` against it; returns ``{package: file}``.
     Raises a one-line :class:`PerfsuiteError` saying what failed (the caller may try another variant)."""
-    request = {"kind": "probe", "operations": list(operations), "code": variant.request(),
-               "sys_path": [p for p in sys.path if p]}
-    return dict(_worker(request, timeout).get("code") or {})
+    code = variant.request()
+    request = {"kind": "probe", "operations": list(operations), "code": code, "sys_path": worker_sys_path(code)}
+    return dict(_worker(request, timeout, variant.python).get("code") or {})
 
 
-def imports_packages(operation: str, packages: Sequence[str], *, timeout: float = 120.0) -> bool:
-    """Whether importing ``operation`` (in a fresh worker, the running code) imports any of ``packages``: an
-    operation that does not cannot tell two versions of them apart (it measures the machine)."""
+def imports_packages(operation: str, packages: Sequence[str], *, timeout: float = 120.0,
+                     python: str | None = None) -> bool:
+    """Whether importing ``operation`` (in a fresh worker, the running code; ``python``: another environment's
+    interpreter) imports any of ``packages``: an operation that does not cannot tell two versions of them
+    apart (it measures the machine)."""
     request = {"kind": "probe", "operations": [operation], "watch": list(packages),
-               "sys_path": [p for p in sys.path if p]}
-    record = _worker(request, timeout).get("record") or {}
+               "sys_path": worker_sys_path({"python": python})}
+    record = _worker(request, timeout, python).get("record") or {}
     return any((record.get("imported") or {}).values())
+
+
+def imported_modules(operations: Sequence[str], under: Path, *, timeout: float = 120.0,
+                     python: str | None = None) -> dict[str, str]:
+    """``{module: file}`` of the modules that importing ``operations`` (in a fresh worker, the running code;
+    ``python``: another environment's interpreter) imports from files below ``under``: what of a repository
+    its operations use (issue 28: the default code under test of ``perfsuite ab``)."""
+    request = {"kind": "probe", "operations": list(operations), "under": str(under),
+               "sys_path": worker_sys_path({"python": python})}
+    record = _worker(request, timeout, python).get("record") or {}
+    return {str(k): str(v) for k, v in (record.get("modules") or {}).items()}
 
 
 def _document(recipe: Recipe, variant: CodeVariant, names: Sequence[str], plan: Sequence[Mapping[str, Any]],

@@ -9,9 +9,14 @@ the operation prints goes to stderr, so it cannot corrupt the reply.
 ``code`` (optional) is a **code variant** (:mod:`perfsuite.harness._variants`): before anything imports
 them, each named package is loaded from ``root`` (an ``importlib`` spec with
 ``submodule_search_locations``), so its submodules come from there too while the harness, and every
-other package, stay the running interpreter's. A ``probe`` request only loads the code and imports the
-operations named in ``operations``: the caller learns, before measuring, whether they import against it,
-and (``watch``: package names) whether importing them imported those packages at all.
+other package, stay the running interpreter's (a top-level module ``name.py`` is loaded the same way).
+A variant with its own environment (``code["python"]``, issue 28: ``perfsuite ab`` builds one per revision
+when their dependencies differ) runs this worker with that interpreter (:func:`worker_command`), and the
+request's ``sys_path`` leaves out the running environment's own directories (:func:`worker_sys_path`), so
+the variant's installed packages are the ones imported. A ``probe`` request only loads the code and imports
+the operations named in ``operations``: the caller learns, before measuring, whether they import against
+it, (``watch``: package names) whether importing them imported those packages at all, and (``under``: a
+directory) which imported modules come from files below it.
 """
 
 from __future__ import annotations
@@ -20,12 +25,39 @@ import asyncio
 import importlib
 import importlib.util
 import json
+import os
+import site
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from perfsuite.errors import PerfsuiteError
+
+
+def worker_command(code: Mapping[str, Any] | None) -> list[str]:
+    """The argv of a worker for ``code``: its environment's interpreter, else the running one."""
+    python = (code or {}).get("python") or sys.executable
+    return [str(python), "-m", "perfsuite.harness._worker"]
+
+
+def _within(path: str, roots: Sequence[str]) -> bool:
+    real = os.path.realpath(path)
+    return any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+
+
+def worker_sys_path(code: Mapping[str, Any] | None) -> list[str]:
+    """The ``sys_path`` of a worker request: the running ``sys.path``; for a variant with its own environment,
+    without the running environment's standard library and site-packages (put first, they would shadow what
+    the variant's environment installed: issue 28)."""
+    entries = [p for p in sys.path if p]
+    if not (code or {}).get("python"):
+        return entries
+    own = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *site.getsitepackages()}
+    if site.ENABLE_USER_SITE and site.getusersitepackages():
+        own.add(site.getusersitepackages())
+    roots = [os.path.realpath(r) for r in own if r]
+    return [p for p in entries if not _within(p, roots)]
 
 
 def load_code(code: Mapping[str, Any]) -> dict[str, str]:
@@ -39,11 +71,15 @@ def load_code(code: Mapping[str, Any]) -> dict[str, str]:
             raise PerfsuiteError(f"{name} was imported before the variant's copy from {root} could be loaded")
         directory = root.joinpath(*name.split("."))
         init = directory / "__init__.py"
-        if not init.is_file():
+        single = directory.with_name(directory.name + ".py")
+        if not init.is_file() and not single.is_file():
             raise PerfsuiteError(f"{name}: no package at {directory}")
         parent_name, _, leaf = name.rpartition(".")
         parent = importlib.import_module(parent_name) if parent_name else None
-        spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(directory)])
+        if init.is_file():
+            spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(directory)])
+        else:  # a module of its own (``benchops.py`` at the repository's root)
+            spec = importlib.util.spec_from_file_location(name, single)
         if spec is None or spec.loader is None:  # pragma: no cover - a file location always has a loader
             raise PerfsuiteError(f"{name}: cannot load {init}")
         module = importlib.util.module_from_spec(spec)
@@ -61,13 +97,21 @@ def load_code(code: Mapping[str, Any]) -> dict[str, str]:
     return loaded
 
 
-def _probe(operations: Sequence[str], watch: Sequence[str]) -> dict[str, Any]:
+def _probe(operations: Sequence[str], watch: Sequence[str], under: str | None = None) -> dict[str, Any]:
     from perfsuite.harness._operation import resolve_operation
 
     for spec in operations:
         resolve_operation(spec)
     imported = {name: any(m == name or m.startswith(name + ".") for m in sys.modules) for name in watch}
-    return {"operations": list(operations), "imported": imported}
+    record: dict[str, Any] = {"operations": list(operations), "imported": imported}
+    if under is not None:  # which imported modules come from files below ``under`` (issue 28: the default
+        root = [os.path.realpath(under)]  # code under test is what the operations import of the repository)
+        record["modules"] = {
+            name: os.path.realpath(file)
+            for name, module in sorted(sys.modules.items())
+            if isinstance(file := getattr(module, "__file__", None), str) and _within(file, root)
+        }
+    return record
 
 
 async def _serve(kind: str, spec_data: dict[str, Any]) -> dict[str, Any]:
@@ -98,7 +142,7 @@ def main() -> int:
                 sys.path.insert(0, entry)
         code = load_code(request["code"]) if request.get("code") else None
         if request["kind"] == "probe":
-            record = _probe(request.get("operations", []), request.get("watch", []))
+            record = _probe(request.get("operations", []), request.get("watch", []), request.get("under"))
         elif request["kind"] == "instructions":  # issue 22: under valgrind, a plain loop (no stall monitor)
             from perfsuite.harness._instructions import serve_instructions
 

@@ -88,9 +88,10 @@ def env_for(repo: Path, extra: Mapping[str, str] | None = None) -> dict[str, str
     return {**os.environ, **GIT_ENV, "PYTHONPATH": str(repo), **dict(extra or {})}
 
 
-def perfsuite(repo: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """``python -m perfsuite ARGS`` run in ``repo`` with ``repo``'s code."""
-    return subprocess.run([sys.executable, "-m", "perfsuite", *args], cwd=repo, env=env_for(repo),
+def perfsuite(repo: Path, *args: str, timeout: float = 600,
+              env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -m perfsuite ARGS`` run in ``repo`` with ``repo``'s code (``env``: more variables)."""
+    return subprocess.run([sys.executable, "-m", "perfsuite", *args], cwd=repo, env=env_for(repo, env),
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 

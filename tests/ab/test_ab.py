@@ -104,13 +104,16 @@ def test_unusable_input_is_one_line_and_exit_2(scratch_repo: Path, run_perfsuite
     commit(scratch_repo, "a new dependency")
     cases = [
         (["ab", "no-such-rev", *TINY], "unknown revision 'no-such-rev'"),
-        (["ab", "HEAD~1", *TINY], "declare different dependencies (left-pad>=1)"),
+        # the revisions' dependencies differ: HEAD's environment cannot be built (no index, no such wheel)
+        (["ab", "HEAD~1", *TINY, "-q"], "HEAD the working tree"),
+        (["ab", "HEAD~1", *TINY, "-q"], "cannot install left-pad>=1: "),
         (["ab", "HEAD", "-r", "no-such-recipe"], "unknown recipe 'no-such-recipe'"),
         (["ab", "HEAD", *TINY, "--output-dir", str(scratch_repo / "recipes")], "not an empty directory"),
         (["ab", "HEAD", *TINY, "--factor", "0.9"], "--factor above 1"),  # said before measuring, not after
     ]
+    offline = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(tmp_path / "no-wheels"), "PERFSUITE_CACHE": str(tmp_path)}
     for args, fragment in cases:
-        proc = run_perfsuite(scratch_repo, *args)
+        proc = run_perfsuite(scratch_repo, *args, env=offline)
         lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
         assert proc.returncode == 2 and len(lines) == 1 and fragment in lines[0], (args, proc.stderr)
     outside = tmp_path / "not-a-repo"
@@ -124,7 +127,8 @@ def test_the_default_set_leaves_out_recipes_that_measure_only_the_machine() -> N
     from perfsuite.ab._run import _code_recipes
     from perfsuite.harness import load_recipe
 
-    kept, skipped = _code_recipes([load_recipe(n) for n in ("idle-control", "fsync-floor", "diagnostic-append")])
+    recipes = [load_recipe(n) for n in ("idle-control", "fsync-floor", "diagnostic-append")]
+    kept, skipped = _code_recipes(recipes, ("perfsuite.engine",))  # what pyproject.toml declares
     assert [r.name for r in kept] == ["diagnostic-append"] and skipped == ["idle-control", "fsync-floor"]
     # they import the engine (its storage delay model, M10) but declare they measure the machine
     from perfsuite.workloads import basic
