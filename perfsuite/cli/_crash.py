@@ -99,7 +99,7 @@ def _crashcheck_kill(args: argparse.Namespace, console: Any) -> int:
     if args.kill < 1:
         raise PerfsuiteError("--kill must be at least 1")
     config = KillConfig(kills=args.kill, seed=args.seed, profiles=tuple(args.profile or PROFILES),
-                        directory=args.keep)
+                        directory=args.keep, seeded_bug=args.seeded_bug)
 
     def progress(kill: int, profile: str, acks: int, violations: int) -> None:
         if (kill + 1) % 10 == 0 or kill + 1 == args.kill:
@@ -117,11 +117,15 @@ def _crashcheck_kill(args: argparse.Namespace, console: Any) -> int:
     if len(report.violations) > args.show:
         console.print(f"... and {len(report.violations) - args.show} more violations", markup=False)
     per = ", ".join(f"{n} {p}" for p, n in report.per_profile.items())
-    console.print(f"{report.kills} kills ({per}), {report.acks} acknowledgements checked, "
-                  f"{report.recovered_pending} recoveries retried a pending publication, "
+    console.print(f"{report.kills} kills ({per}; {report.torn} tore a transcript write first), {report.acks} "
+                  f"acknowledgements checked, {report.recovered_pending} recoveries retried a pending publication, "
                   f"{len(report.violations)} violations, {report.seconds:.1f} s "
                   f"(children {report.child_seconds:.1f} s, recovery and checks {report.recovery_seconds:.1f} s)",
                   markup=False, verdict=True)
+    if report.seeded_bug:
+        console.print(f"seeded bug {report.seeded_bug}: {'caught' if report.caught else 'NOT caught'}", markup=False,
+                      verdict=True)
+        return 0 if report.caught else 1
     return 1 if report.violations else 0
 
 
@@ -189,7 +193,7 @@ def register(sub: Any) -> None:
     crash.add_argument("--kill", type=positive_int, metavar="N",
                        help="instead: the kill campaign, N SIGKILLs of a child running a mixed session workload "
                        "on the real file system, recovery checked after each (200 is the acceptance run); "
-                       "--seed seeds the kill points, --keep keeps the sessions")
+                       "--seed seeds the kill points, --keep keeps the sessions, --seeded-bug applies")
     crash.add_argument("--profile", action="append", choices=["portable", "file"],
                        help="with --kill: session profile, repeatable (default: both, alternating)")
     crash.add_argument("--corrupt", action="store_true",

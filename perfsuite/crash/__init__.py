@@ -18,6 +18,7 @@ from perfsuite.crash._check import (
     run_campaign,
     snapshot,
 )
+from perfsuite.crash._classes import NoFlock  # (importing it registers the issue 27 workloads)
 from perfsuite.crash._corrupt import (
     CorruptConfig,
     CorruptReport,
@@ -63,6 +64,7 @@ __all__ = [
     "KillReport",
     "KillViolation",
     "MicroOp",
+    "NoFlock",
     "Note",
     "Oracle",
     "Outcome",

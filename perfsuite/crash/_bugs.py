@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from perfsuite.crash._model import CrashCheckError
-from perfsuite.crash._open_bugs import HEAD_LOST_FALLBACK, LEASE_PID_ZERO, MID_TRANSCRIPT_CUT
+from perfsuite.crash._open_bugs import HEAD_LOST_FALLBACK, HEAD_LOST_PREVIOUS, LEASE_PID_ZERO, MID_TRANSCRIPT_CUT
 from perfsuite.engine import DelegatingFileSystem, FaultHooks, FileSystem, FsyncFailed, Step, with_fault_hooks
 
 TEMP_MARK = ".tmp-"  # E1 atomic replace names its temp file ".<name>.tmp-<pid>-<serial>"
@@ -71,6 +71,35 @@ def _sidecar_before_transcript(steps: Iterator[Step]) -> Iterator[Step]:
             held = None
 
 
+class SkipDirFsyncAfterRejection(DelegatingFileSystem):
+    """Issue 27 class 2: once one directory's fsync was rejected (EINVAL), the layer decides directory
+    fsync is unsupported *everywhere* and skips every later one, on directories that do support it too
+    (a global flag where E1 asks for a per-directory warning)."""
+
+    def __init__(self, inner: FileSystem) -> None:
+        super().__init__(inner)
+        self.rejected = False
+
+    def sync_dir(self, path: str) -> bool:
+        if self.rejected:
+            return False
+        done = super().sync_dir(path)
+        self.rejected = not done
+        return done
+
+
+class RecoveryFileUnsynced(DelegatingFileSystem):
+    """Issue 27 class 6: the bytes recovery sets aside (a torn tail, a quarantined line) are written under
+    ``recovery/`` without fsync, and ``recovery/`` is not synced, before the transcript is rewritten."""
+
+    def write_new(self, path: str, data: bytes, *, exclusive: bool = False, sync: bool = True) -> None:
+        aside = f"{os.sep}recovery{os.sep}" in path
+        super().write_new(path, data, exclusive=exclusive, sync=sync and not aside)
+
+    def sync_dir(self, path: str) -> bool:
+        return True if os.path.basename(path.rstrip(os.sep)) == "recovery" else super().sync_dir(path)
+
+
 #: acknowledgement callbacks run as soon as the generation is committed (chunks and manifest durable),
 #: *before* HEAD is adopted, in both drivers (the synchronous writer and the job)
 ACK_BEFORE_ADOPTION = FaultHooks(acknowledge_after="commit")
@@ -82,7 +111,8 @@ class SeededBug:
     """A named broken engine: ``wrap`` turns the recording file system into the one the engine gets (in the
     workload run and in recovery); ``faults`` (optional) are the engine's documented fault hooks the
     workload's sessions open with; ``shows_in`` names the standard workloads expected to expose it in the
-    crash campaign, ``corrupt`` whether the corruption campaign (``crashcheck --corrupt``) must catch it."""
+    crash campaign, ``corrupt`` whether the corruption campaign (``crashcheck --corrupt``) must catch it, ``kill``
+    whether the kill campaign must."""
 
     name: str
     description: str
@@ -90,6 +120,7 @@ class SeededBug:
     shows_in: tuple[str, ...]
     corrupt: bool = False
     faults: FaultHooks | None = None
+    kill: bool = False  # the kill campaign (``crashcheck --kill N --seeded-bug NAME``) must catch it too
 
 
 def _same(fs: FileSystem) -> FileSystem:
@@ -106,6 +137,18 @@ def _head_lost_fallback(fs: FileSystem) -> FileSystem:
 
 def _mid_transcript_cut(fs: FileSystem) -> FileSystem:
     return with_fault_hooks(fs, MID_TRANSCRIPT_CUT)
+
+
+def _lease_unchecked(fs: FileSystem) -> FileSystem:
+    return with_fault_hooks(fs, FaultHooks(skip_lease_check=True))
+
+
+def _partial_line_accepted(fs: FileSystem) -> FileSystem:
+    return with_fault_hooks(fs, FaultHooks(accept_partial_line=True))
+
+
+def _head_lost_previous(fs: FileSystem) -> FileSystem:
+    return with_fault_hooks(fs, HEAD_LOST_PREVIOUS)
 
 
 SEEDED_BUGS: Mapping[str, SeededBug] = {
@@ -128,9 +171,39 @@ SEEDED_BUGS: Mapping[str, SeededBug] = {
                   "is unopenable for good", _lease_pid_zero, ("session-create",), corrupt=True),
         SeededBug("head-lost-fallback", "a lost HEAD falls back to the newest generation named as a parent (or to "
                   "an empty session), a damaged one to an older generation, and retire deletes newer ones",
-                  _head_lost_fallback, (), corrupt=True),
+                  _head_lost_fallback, ("session-fault",), corrupt=True),
         SeededBug("mid-transcript-cut", "a damaged line in the middle of a transcript is taken for a torn tail: "
                   "every later message is cut off", _mid_transcript_cut, (), corrupt=True),
+        # Issue 27: the classes of bug the campaigns could not see, one seeded bug each, and the three
+        # engine defects it fixed, planted back.
+        SeededBug("lease-unchecked", "head adoption does not check the lease: a writer whose lease a second "
+                  "owner broke still adopts (class 1)", _lease_unchecked, ("session-second-owner",)),
+        SeededBug("pid-lock-stolen-back", "a file-backed owner whose session.pid another writer replaced writes "
+                  "its own back instead of being fenced (classes 1 and 3)", _same,
+                  ("session-file-second-writer", "session-file-lost-lock"), faults=FaultHooks(steal_pid_lock=True)),
+        SeededBug("dir-fsync-rejected-skips-all", "after one directory fsync is rejected (EINVAL), every later "
+                  "directory fsync is skipped, on every directory (class 2)", SkipDirFsyncAfterRejection,
+                  ("session-einval", "session-file-einval")),
+        SeededBug("ledger-dropped", "delivered mail is dropped from every later sidecar instead of staying in the "
+                  "ledger until the receiving transcript commits (class 4)", _same, ("session", "session-file"),
+                  faults=FaultHooks(drop_consumed=True), kill=True),
+        SeededBug("head-lost-previous", "a lost or torn HEAD is recovered to the generation before the newest "
+                  "proven one (class 5)", _head_lost_previous, ("session-fault", "session-adopt-eio")),
+        SeededBug("recovery-file-unsynced", "torn-tail and quarantine files are written without fsync and "
+                  "recovery/ is not synced before the transcript is rewritten (class 6)", RecoveryFileUnsynced,
+                  ("session-file-damaged", "transcript")),
+        SeededBug("partial-line-accepted", "a last line without its newline that decodes is loaded as a message "
+                  "(the next append merges into it)", _partial_line_accepted, ("transcript", "session-file"),
+                  kill=True),
+        SeededBug("pending-checkpoint-acked", "request_checkpoint(ack=...) acknowledges None at once while a "
+                  "pending publication holds it back (defect 1 planted back)", _same,
+                  ("session-fault", "session-file-fault"), faults=FaultHooks(ack_blocked_checkpoint=True)),
+        SeededBug("adopt-failure-wedges", "a failed adoption is retried as a new generation (StaleHead) and the "
+                  "manifest HEAD names is deleted (defect 2 planted back)", _same, ("session-adopt-eio",),
+                  faults=FaultHooks(readopt_as_new=True)),
+        SeededBug("abandon-keeps-files", "abandon rolls back in memory only: HEAD or the file-backed sidecar and "
+                  "transcripts keep the abandoned publication (defect 3 planted back)", _same,
+                  ("session-file-abandon", "session-adopt-eio"), faults=FaultHooks(abandon_in_memory=True)),
     )
 }
 

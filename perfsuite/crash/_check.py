@@ -36,10 +36,11 @@ from perfsuite.crash._execution import (
 from perfsuite.crash._invariants import CheckContext, Outcome
 from perfsuite.crash._model import MODELS, CrashCheckError, FsState, Timeline, materialize, snapshot
 from perfsuite.crash._replay import build_timeline
+from perfsuite.crash._session_invariants import SESSION
 from perfsuite.crash._states import CrashSpec, CrashState, Enumeration, describe_spec, enumerate_states
 from perfsuite.crash._trace import CRASHED, Trace, TraceRecorder
 from perfsuite.crash._workloads import Workload, get_workload, standard_workloads
-from perfsuite.engine import FileSystem, OsFileSystem
+from perfsuite.engine import FileSystem, OsFileSystem, SessionError
 
 BATCH = 8  # crash states per worker task
 DEFAULT_MAX_STATES = 5000  # unique crash states per workload and model, unless the workload or the config says
@@ -133,25 +134,49 @@ def _fs_for(bug: str | None, inner: FileSystem) -> FileSystem:
     return seeded_bug(bug).wrap(inner) if bug else inner
 
 
-def _recover(workload: Workload, root: str, fs: FileSystem) -> tuple[FsState | None, object, str | None]:
+def _recover(workload: Workload, root: str, fs: FileSystem) -> tuple[FsState | None, object, str | None, bool]:
+    """(tree after recovery, view, error, refused): ``refused`` when the error is the engine's own one-line
+    refusal (``SessionError``), which a damaged crash state may get (issue 27 class 5)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             view = workload.recover(root, fs)
     except Exception as exc:
         where = traceback.extract_tb(exc.__traceback__)[-1]
-        return None, None, f"{type(exc).__name__}: {exc} ({os.path.basename(where.filename)}:{where.lineno})"
-    return snapshot(root), view, None
+        refused = isinstance(exc, SessionError) and "\n" not in str(exc) and bool(str(exc))
+        return (None, None, f"{type(exc).__name__}: {exc} ({os.path.basename(where.filename)}:{where.lineno})",
+                refused)
+    return snapshot(root), view, None, False
 
 
 def _recover_twice(workload: Workload, bug: str | None, state: FsState, root: str, label: str,
-                   recorder: TraceRecorder | None = None) -> Outcome:
+                   recorder: TraceRecorder | None = None, *, origin: FsState | None = None,
+                   damage: str | None = None) -> Outcome:
     materialize(state, root)
-    post, view, error = _recover(workload, root, _fs_for(bug, recorder or OsFileSystem()))
+    post, view, error, refused = _recover(workload, root, _fs_for(bug, recorder or OsFileSystem()))
     again, view_again = None, None
     if error is None:
-        again, view_again, error = _recover(workload, root, _fs_for(bug, OsFileSystem()))
-    return Outcome(label, state, post, again, view, view_again, error, len(recorder.ops) if recorder else 0)
+        again, view_again, error, refused = _recover(workload, root, _fs_for(bug, OsFileSystem()))
+    return Outcome(label, state, post, again, view, view_again, error, len(recorder.ops) if recorder else 0,
+                   origin=origin, damage=damage, refused=refused)
+
+
+#: Damage applied to a crash state of a ``head_loss`` workload before its extra recovery (issue 27 class 5),
+#: alternating by state: HEAD deleted, or HEAD torn (half its bytes).
+HEAD_DAMAGE = ("HEAD deleted", "HEAD torn")
+
+
+def _damaged(state: FsState, damage: str) -> FsState | None:
+    """``state`` with its session's HEAD deleted or torn; None when it has no HEAD to damage."""
+    files = dict(state.files)
+    head = files.get(f"{SESSION}/HEAD")
+    if head is None:
+        return None
+    if damage == "HEAD deleted":
+        del files[f"{SESSION}/HEAD"]
+    else:
+        files[f"{SESSION}/HEAD"] = head[: len(head) // 2]
+    return FsState(tuple(sorted(files.items())))
 
 
 def recover_batch(workload_name: str, model: str, bug: str | None, nested: Enumeration,
@@ -177,6 +202,14 @@ def recover_batch(workload_name: str, model: str, bug: str | None, nested: Enume
                 outcomes.extend(_crash_recovery(workload, model, bug, nested, state, root, recorder, first.post,
                                                 os.path.join(base, f"s{state_id}-r")))
             shutil.rmtree(root, ignore_errors=True)
+            if workload.head_loss:
+                damage = HEAD_DAMAGE[state_id % len(HEAD_DAMAGE)]
+                damaged = _damaged(state, damage)
+                if damaged is not None:
+                    where = os.path.join(base, f"s{state_id}-h")
+                    outcomes.append(_recover_twice(workload, bug, damaged, where, f"recover after the crash and "
+                                                   f"{damage}", damage=damage))
+                    shutil.rmtree(where, ignore_errors=True)
             results.append((state_id, outcomes))
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -194,7 +227,7 @@ def _crash_recovery(workload: Workload, model: str, bug: str | None, nested: Enu
         point, dropped, torn = describe_spec(tl, crash.spec)
         label = f"recovery crash: {point}" + (f"; dropped {', '.join(dropped)}" if dropped else "") + (
             f"; torn {', '.join(torn)}" if torn else "")
-        yield _recover_twice(workload, bug, crash.state, os.path.join(base, str(n)), label)
+        yield _recover_twice(workload, bug, crash.state, os.path.join(base, str(n)), label, origin=state)
         shutil.rmtree(os.path.join(base, str(n)), ignore_errors=True)
 
 

@@ -163,7 +163,7 @@ def _recovered(closed: FsState) -> FsState:
     data = closed.as_dict().get(path) or b""
     with tempfile.TemporaryDirectory(prefix="perfsuite-corrupt-base-") as work:
         materialize(_with(closed, {path: data + b'{"role":"user","content":"torn by a cr'}), work)
-        FileSession.open(os.path.join(work, SESSION)).close()
+        FileSession.open(os.path.join(work, SESSION), owner_alive=lambda _pid: False).close()  # (its owner is gone)
         return snapshot(work)
 
 

@@ -54,7 +54,8 @@ def campaign_document(kind: str, report: Any, config: Any, runner: str) -> dict[
     settings = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)
                 if f.name not in ("jobs", "keep_dir", "scratch_dir", "directory")}
     if kind == "kill":
-        results: list[Mapping[str, Any]] = [{"kills": report.kills, "per_profile": dict(report.per_profile)}]
+        results: list[Mapping[str, Any]] = [{"kills": report.kills, "per_profile": dict(report.per_profile),
+                                             "torn": report.torn}]
         timing = {"acks": report.acks, "recovered_pending": report.recovered_pending,
                   "child_seconds": round(report.child_seconds, 3),
                   "recovery_seconds": round(report.recovery_seconds, 3)}

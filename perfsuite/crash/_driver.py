@@ -40,11 +40,14 @@ def message(i: int, text: str, size: int = 60) -> Message:
 class SessionDriver:
     """Runs mutations on ``session`` and notes, for each acknowledgement, what it covers (see module doc)."""
 
-    def __init__(self, env: WorkloadEnv, session: Session) -> None:
+    def __init__(self, env: WorkloadEnv, session: Session, writer: str | None = None,
+                 serial: itertools.count[int] | None = None) -> None:
         self.env = env
         self.session = session
         self.portable = session.profile == "portable"
-        self.serial = itertools.count()
+        self.serial = serial if serial is not None else itertools.count()
+        # Which writer acknowledged (issue 27 class 1: a second owner; invariant F checks a fenced writer's)
+        self.writer = writer
 
     # -- what an acknowledgement rests on ---------------------------------------------------------------
     def rel(self, path: str) -> str:
@@ -67,6 +70,8 @@ class SessionDriver:
     def _ack(self, label: str, kind: str, at: int | None, **detail: Any) -> None:
         s = self.session
         seq = s.head.seq if self.portable and s.head is not None else None
+        if self.writer is not None:
+            detail["writer"] = self.writer
         self.env.ack(label, scope=SESSION, kind=kind, at=at, seq=seq, depends=self.depends(), **detail)
 
     def idle(self) -> None:
@@ -103,26 +108,52 @@ class SessionDriver:
         return good[0] if good else None
 
     # -- mutations --------------------------------------------------------------------------------------
-    def add(self, conversation: str, *texts: str) -> None:
+    def add(self, conversation: str, *texts: str) -> list[bytes]:
+        """Add messages; returns their transcript lines."""
+        lines = []
         for text in texts:
-            self.session.add_message(conversation, message(next(self.serial), text))
+            m = message(next(self.serial), text)
+            self.session.add_message(conversation, m)
+            lines.append(m.encode())
+        return lines
+
+    def publishing(self, conversation: str) -> None:
+        """A publication of ``conversation`` starts: from here its transcript may hold any text of its
+        buffer again (invariant A: an abandoned mutation stays out only until the next attempt)."""
+        self.env.note(f"publishing {conversation}", kind="publishing", conversation=conversation)
 
     def turn(self, label: str, conversation: str, *texts: str) -> None:
         """A turn: messages, then an explicit (synchronous) checkpoint; acknowledged when it returns."""
         self.add(conversation, *texts)
+        self.publishing(conversation)
         self.session.checkpoint(conversation)
         self.ack_transcript(label, conversation)
         self.idle()
 
     def auto_checkpoint(self, label: str, conversation: str, *texts: str) -> None:
-        """An automatic checkpoint through the asynchronous job; acknowledged by its callback."""
+        """An automatic checkpoint through the asynchronous job; acknowledged by its callback (an error
+        from it, SaveFailed under a pending publication say, is noted and never counted durable)."""
         self.add(conversation, *texts)
         ack, calls = self.callback()
+        self.publishing(conversation)
         self.session.request_checkpoint(conversation, ack=ack)
         at = self._acked_at(calls, label)
         if at is not None:
             self.ack_transcript(label, conversation, at)
+            if self.session.buffers[conversation].modified:
+                # The oracle's own guard (issue 27): an acknowledgement of None is a claim of durability,
+                # so the session itself must count the conversation as saved by then (nothing edits it in
+                # between here). Defect 1 acknowledged None while the edit was still unsaved.
+                self.env.note(f"{label}: acknowledged None while the session still counts {conversation!r} "
+                              "as unsaved", kind="unexpected")
+        elif calls:
+            self.env.note(f"{label}: {type(calls[0][1]).__name__}", kind="refused")
         self.idle()
+
+    def abandoned(self, conversation: str, lines: list[bytes]) -> None:
+        """An ``abandon_pending`` returned: these transcript lines were reported abandoned (invariant A)."""
+        self.env.note(f"abandoned {len(lines)} lines of {conversation}", kind="abandoned", conversation=conversation,
+                      lines=tuple(lines))
 
     def mail(self, label: str, to: str, body: str, *, sender: str = ROOT) -> MailRecord:
         ack, calls = self.callback()
@@ -204,6 +235,8 @@ class SessionDriver:
     def shutdown(self, label: str) -> None:
         """E7 shutdown: flushes agents, the registry and the root, then releases the lease."""
         conversations = sorted(self.session.buffers)
+        for conversation in conversations:
+            self.publishing(conversation)
         self.session.shutdown()
         for conversation in conversations:
             self.ack_transcript(f"{label} ({conversation})", conversation)

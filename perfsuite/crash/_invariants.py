@@ -33,6 +33,13 @@ class Outcome:
     view_again: Any = None
     error: str | None = None
     recovery_ops: int = 0
+    # A crash of recovery itself: the crash state the first recovery started from (its torn bytes must
+    # survive in ``recovery/`` whatever recovery had done when it crashed: issue 27 class 6).
+    origin: FsState | None = None
+    # Damage applied to the crash state before recovery (issue 27 class 5: "HEAD deleted", "HEAD torn"):
+    # recovery may then refuse (``refused``: one line, the engine's own error), never load less silently.
+    damage: str | None = None
+    refused: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,9 +121,10 @@ def _latest_acks(ctx: CheckContext, kind: str) -> dict[str, Ack]:
 
 # -- 0: recovery itself ----------------------------------------------------------------------------------
 def check_recovery_succeeds(ctx: CheckContext) -> Iterator[str]:
-    """Recovery must open every crash state (a crash state it cannot open loses everything in it)."""
+    """Recovery must open every crash state (a crash state it cannot open loses everything in it). A crash
+    state also damaged (HEAD lost) may be refused with the engine's one-line error, never a traceback."""
     assert ctx.outcome is not None
-    if ctx.outcome.error:
+    if ctx.outcome.error and not (ctx.outcome.damage and ctx.outcome.refused):
         yield f"recovery failed: {ctx.outcome.error}"
 
 
@@ -162,17 +170,22 @@ def check_clean_prefix(scope: str) -> Callable[[CheckContext], Iterator[str]]:
             if got is None:
                 yield f"{path}: present before recovery, missing after"
                 continue
-            keep = clean_prefix(before, messages=messages)
+            pieces = damaged_pieces(before, messages=messages)
+            intact = _without(before, pieces)  # the complete records, a damaged middle line quarantined
+            keep = len(before) - sum(len(p) for _o, p, w in pieces if w == "torn")
             if _is_event_log(path):
-                if not got.startswith(before[:keep]):
+                if not got.startswith(intact):
                     yield f"{path}: recovery lost complete event records"
-            elif got != before[:keep]:
-                yield f"{path}: recovery kept {len(got)}B, the complete records were {keep}B"
-            if keep < len(before):
-                tail = before[keep:]
-                stem = os.path.basename(path) + ".torn-"
-                if not any(os.path.basename(p).startswith(stem) and d == tail for p, d in recovered):
-                    yield f"{path}: torn tail of {len(tail)}B at offset {keep} not preserved under recovery/"
+            elif got != intact:
+                yield f"{path}: recovery kept {len(got)}B, the complete records were {len(intact)}B"
+            for offset, piece, what in pieces:
+                if what == "torn":
+                    stem = os.path.basename(path) + ".torn-"
+                    if not any(os.path.basename(p).startswith(stem) and d == piece for p, d in recovered):
+                        yield f"{path}: torn tail of {len(piece)}B at offset {keep} not preserved under recovery/"
+                elif not any(d == piece for _p, d in recovered):
+                    yield f"{path}: damaged line of {len(piece)}B at offset {offset} not quarantined under recovery/"
+        yield from _kept_from(scope, ctx, recovered)
         for path, data in transcript_files(scope, outcome.post):
             if clean_prefix(data, messages=_is_messages(path)) != len(data):
                 yield f"{path}: torn or mixed content left after recovery"
@@ -182,11 +195,70 @@ def check_clean_prefix(scope: str) -> Callable[[CheckContext], Iterator[str]]:
     return check
 
 
+def damaged_pieces(data: bytes, *, messages: bool) -> list[tuple[int, bytes, str]]:
+    """What an E2 load must set aside from ``data``, read independently of the engine: every complete
+    line in the middle that is not a record (quarantined) and the torn tail (a last line without its
+    newline, or from the first line holding NUL bytes on): ``(offset, bytes, "corrupt" | "torn")``."""
+    out: list[tuple[int, bytes, str]] = []
+    offset = 0
+    while offset < len(data):
+        end = data.find(b"\n", offset)
+        if end < 0 or data.find(b"\0", offset, end) >= 0:
+            out.append((offset, data[offset:], "torn"))
+            break
+        if clean_prefix(data[offset : end + 1], messages=messages) == 0:
+            out.append((offset, data[offset : end + 1], "corrupt"))
+        offset = end + 1
+    return out
+
+
+def _kept_from(scope: str, ctx: CheckContext, recovered: list[tuple[str, bytes | None]]) -> Iterator[str]:
+    """Issue 27 class 6: the bytes recovery sets aside (torn tails, quarantined lines) are durable before
+    the transcript that held them is rewritten. So whatever recovery had done when it crashed, the damaged
+    pieces of the tree it started from (and of the workload's initial tree, which a workload's own open
+    recovers) are, after the next recovery, still in the transcript or byte for byte in ``recovery/``."""
+    outcome = ctx.outcome
+    assert outcome is not None and outcome.post is not None
+    sources = [s for s in (outcome.origin, ctx.trace.initial if ctx.spec is not None else None) if s is not None]
+    if not sources:
+        return
+    post = outcome.post.as_dict()
+    kept = {d for _p, d in recovered if d}
+    for source in sources:
+        for path, before in transcript_files(scope, source):
+            if _is_event_log(path):
+                continue
+            now = post.get(path) or b""
+            for offset, piece, what in damaged_pieces(before, messages=_is_messages(path)):
+                if piece in kept or (what == "corrupt" and piece in now):
+                    continue
+                where = "the crash state recovery started from" if source is outcome.origin else "the initial tree"
+                yield (f"{path}: the {what} bytes at offset {offset} ({len(piece)}B) of {where} are neither in the "
+                       "transcript nor preserved under recovery/ (a recovery file that was not durable before the "
+                       "rewrite)")
+
+
+def _without(data: bytes, pieces: list[tuple[int, bytes, str]]) -> bytes:
+    """``data`` without its damaged pieces (what an E2 load keeps)."""
+    out, start = [], 0
+    for offset, piece, _what in pieces:
+        out.append(data[start:offset])
+        start = offset + len(piece)
+    if not pieces or pieces[-1][2] != "torn":
+        out.append(data[start:])
+    return b"".join(out)
+
+
 def _is_prefix_of_a_version(tl: Timeline, path: str, data: bytes) -> bool:
+    """``data`` is a prefix of some content the file had (or of one with its damaged lines quarantined)."""
     for binding in tl.bindings.get(path, ()):
         if binding.inode < 0:
             continue
-        if binding.content.startswith(data) or any(v.startswith(data) for v in tl.versions.get(binding.inode, ())):
+        versions = (binding.content, *tl.versions.get(binding.inode, ()))
+        if any(v.startswith(data) for v in versions):
+            return True
+        messages = _is_messages(path)
+        if any(_without(v, damaged_pieces(v, messages=messages)).startswith(data) for v in versions):
             return True
     return False
 

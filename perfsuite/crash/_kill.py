@@ -37,6 +37,7 @@ from typing import Any
 
 from perfsuite.cluster import ATTEMPTS, Runner, Task, WorkerLost
 from perfsuite.crash._execution import Execution, runner_for
+from perfsuite.crash._invariants import clean_prefix
 from perfsuite.crash._model import CrashCheckError, snapshot
 from perfsuite.crash._session_invariants import (
     acknowledged_problems,
@@ -46,6 +47,7 @@ from perfsuite.crash._session_invariants import (
     removal_problems,
 )
 from perfsuite.crash._trace import Ack, Note
+from perfsuite.engine import DelegatingFileSystem
 
 PROFILES = ("portable", "file")
 FLAVOURS = ("running", "permission-blocked", "waiting", "idle")
@@ -63,6 +65,8 @@ class KillConfig:
     max_delay_s: float = 0.006
     directory: str | None = None
     timeout_s: float = 120.0
+    seeded_bug: str | None = None  # run against a deliberately broken engine (``SeededBug.kill`` ones)
+    torn_every: int = 3  # every Nth file-backed kill tears a transcript write first (0: never; issue 27)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,13 +92,21 @@ class KillReport:
     directory: str | None = None
     child_seconds: float = 0.0
     recovery_seconds: float = 0.0
+    torn: int = 0  # kills whose child tore a transcript write first (issue 27)
+    seeded_bug: str | None = None
+
+    @property
+    def caught(self) -> bool:
+        """With a seeded bug: at least one violation (the bug was caught)."""
+        return bool(self.violations)
 
 
 # -- the child --------------------------------------------------------------------------------------------
 class _Child:
     """One child's mixed workload; ``emit`` prints a flushed line the parent reads."""
 
-    def __init__(self, directory: str, profile: str, seed: int, tag: str) -> None:
+    def __init__(self, directory: str, profile: str, seed: int, tag: str, bug: str | None = None,
+                 tear: int = 0) -> None:
         from perfsuite.crash._sessions import settings
         from perfsuite.engine import FileSession, Session, SystemClock
 
@@ -102,10 +114,14 @@ class _Child:
         self.tag = tag
         self.serial = itertools.count()
         self.profile = profile
+        fs, faults = layer(bug)
+        if tear:
+            fs = TearingFileSystem(fs, abs(tear), "newline" if tear > 0 else "half")
         if profile == "portable":
-            self.session: Any = Session.open(directory, clock=SystemClock(), settings=settings("thread"))
+            self.session: Any = Session.open(directory, clock=SystemClock(), settings=settings("thread"), fs=fs,
+                                             faults=faults)
         else:
-            self.session = FileSession.open(directory, clock=SystemClock(), settings=settings())
+            self.session = FileSession.open(directory, clock=SystemClock(), settings=settings(), fs=fs, faults=faults)
 
     def emit(self, what: str, **record: Any) -> None:
         print(f"{what} {json.dumps(record, sort_keys=True)}", flush=True)
@@ -236,10 +252,49 @@ class _Child:
 
 
 def child_main(argv: Sequence[str]) -> int:
-    """Entry point of the child process: ``DIR PROFILE SEED TAG``; runs until it is killed."""
-    directory, profile, seed, tag = argv
-    asyncio.run(_Child(directory, profile, int(seed), tag).run())
+    """Entry point of the child process: ``DIR PROFILE SEED TAG [BUG|- [TEAR]]``; runs until it is killed
+    (or, with ``TEAR`` != 0, until that write to a transcript tears and it kills itself: all but its newline
+    when ``TEAR`` > 0, half of it when < 0)."""
+    directory, profile, seed, tag, *rest = argv
+    bug = rest[0] if rest and rest[0] != "-" else None
+    tear = int(rest[1]) if len(rest) > 1 else 0
+    asyncio.run(_Child(directory, profile, int(seed), tag, bug, tear).run())
     return 0
+
+
+def layer(bug: str | None) -> tuple[Any, Any]:
+    """The I/O layer and fault hooks of the engine under test: the real ones, or a seeded bug's (its layer
+    also wraps the parent's recovery: a broken engine recovers brokenly too)."""
+    from perfsuite.crash._bugs import seeded_bug
+    from perfsuite.engine import OsFileSystem
+
+    if bug is None:
+        return OsFileSystem(), None
+    broken = seeded_bug(bug)
+    return broken.wrap(OsFileSystem()), broken.faults
+
+
+class TearingFileSystem(DelegatingFileSystem):
+    """The child's layer for a torn kill (issue 27): the ``nth`` write to a main transcript is short (all
+    but its newline, or half of it) and the process is SIGKILLed before ``write_all`` writes the rest, the
+    state a kill between two partial writes (or ENOSPC mid-line, then a crash) leaves. Only unacknowledged
+    bytes are torn: a write happens before its barrier."""
+
+    def __init__(self, inner: Any, nth: int, mode: str) -> None:
+        super().__init__(inner)
+        self.left = nth
+        self.mode = mode
+        self.torn = False
+
+    def write(self, fd: int, data: bytes) -> int:
+        if self.torn:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if self.path_of(fd)[0].endswith("conversation.jsonl") and len(data) > 2:
+            self.left -= 1
+            if self.left == 0:
+                self.torn = True
+                return super().write(fd, data[: len(data) - 1 if self.mode == "newline" else len(data) // 2])
+        return super().write(fd, data)
 
 
 # -- the parent -------------------------------------------------------------------------------------------
@@ -256,17 +311,34 @@ def create_session(directory: str, profile: str) -> None:
     session.close()
 
 
-def recover_view(directory: str, profile: str) -> dict[str, Any]:
+def recover_view(directory: str, profile: str, bug: str | None = None) -> dict[str, Any]:
     """The engine's recovery of a killed child's session (real liveness: the child is dead), as the view
     the session invariants read; the session is closed afterwards."""
     from perfsuite.crash._sessions import _recover, settings
     from perfsuite.engine import FileSession, Session
 
+    fs, _faults = layer(bug)
     if profile == "portable":
-        session: Any = Session.open(directory, settings=settings())
+        session: Any = Session.open(directory, settings=settings(), fs=fs)
     else:
-        session = FileSession.open(directory, settings=settings())
+        session = FileSession.open(directory, settings=settings(), fs=fs)
     return _recover(session)
+
+
+def on_disk_problems(directory: str) -> Iterator[str]:
+    """Invariant 2 on disk (file-backed): after recovery every transcript file holds complete records only
+    (a partial last line left in place would swallow the next append)."""
+    conversations = os.path.join(directory, "conversations")
+    for conversation in sorted(os.listdir(conversations)) if os.path.isdir(conversations) else ():
+        path = os.path.join(conversations, conversation, "conversation.jsonl")
+        if not os.path.isfile(path):
+            continue
+        with open(path, "rb") as handle:
+            data = handle.read()
+        keep = clean_prefix(data, messages=True)
+        if keep != len(data):
+            yield (f"{conversation}/conversation.jsonl: {len(data) - keep}B at byte {keep} are not complete records "
+                   "after recovery")
 
 
 class _Oracle:
@@ -295,13 +367,16 @@ class _Oracle:
         return what == "ACK"
 
 
-def check_recovered(directory: str, profile: str, oracle: _Oracle) -> Iterator[tuple[str, str]]:
-    """(invariant, message) for one recovery of ``directory``: 1-5 on the recovered view, 3 on the tree,
-    6 by recovering again."""
-    view = recover_view(directory, profile)
+def check_recovered(directory: str, profile: str, oracle: _Oracle, bug: str | None = None
+                    ) -> Iterator[tuple[str, str]]:
+    """(invariant, message) for one recovery of ``directory``: 1-5 on the recovered view, 2 also on the
+    files (file-backed), 3 on the tree, 6 by recovering again."""
+    view = recover_view(directory, profile, bug)
     acks, notes = oracle.acks, oracle.notes
     yield from (("1", m) for m in acknowledged_problems(view, acks, notes))
     yield from (("2", m) for m in clean_transcript_problems(view))
+    if profile == "file":
+        yield from (("2", m) for m in on_disk_problems(directory))
     if profile == "portable":
         state = snapshot(directory)
         acked = max((int(a.detail.get("seq") or 0) for a in acks), default=0)
@@ -309,7 +384,7 @@ def check_recovered(directory: str, profile: str, oracle: _Oracle) -> Iterator[t
     yield from (("4", m) for m in mail_problems(view, acks, notes))
     yield from (("5", m) for m in removal_problems(view, notes))
     before = snapshot(directory)
-    again = recover_view(directory, profile)
+    again = recover_view(directory, profile, bug)
     if snapshot(directory).digest != before.digest:
         yield "6", "a second recovery changed the session directory"
     elif again["final"] != view["final"] or again["redelivered"] != view["redelivered"]:
@@ -328,6 +403,8 @@ class _Kill:
     wanted: int
     delay: float
     seed: int
+    tear: int = 0  # a torn kill (issue 27): the child tears its tear-th transcript write (> 0: all but the
+    #                newline, < 0: half the line) and dies there
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,6 +416,7 @@ class _KillOutcome:
     violations: tuple[KillViolation, ...]
     child_s: float
     recovery_s: float
+    torn: bool = False
 
 
 class KillChainDiverged(Exception):
@@ -354,11 +432,20 @@ def plan_kills(config: KillConfig) -> list[_Kill]:
     """Every kill of the campaign: profile (alternating), acknowledgements to read, delay, child seed."""
     rng = random.Random(config.seed)
     plan = []
+    torn = 0
     for kill in range(config.kills):
         profile = config.profiles[kill % len(config.profiles)]
         wanted = rng.randint(1, config.max_acks)
         delay = rng.random() * config.max_delay_s
-        plan.append(_Kill(kill, profile, wanted, delay, rng.randrange(1 << 30)))
+        # A torn kill (issue 27): the child tears one of its next transcript writes and dies there; the
+        # parent waits for that instead of killing it after ``wanted`` acknowledgements.
+        tear = rng.randint(1, 6) if profile == "file" and config.torn_every and \
+            (kill // len(config.profiles)) % config.torn_every == config.torn_every - 1 else 0
+        if tear:
+            tear = tear if torn % 2 == 0 else -tear  # alternately all but the newline, and half the line
+            wanted = 4 * config.max_acks  # (a child that never reaches that write is killed as usual)
+            torn += 1
+        plan.append(_Kill(kill, profile, wanted, delay, rng.randrange(1 << 30), tear))
     return plan
 
 
@@ -369,7 +456,8 @@ def _kill_once(directory: str, oracle: _Oracle, kill: _Kill, config: KillConfig,
     profile = kill.profile
     child_started = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "perfsuite.crash._kill", directory, profile, str(kill.seed), f"k{kill.index}"],
+        [sys.executable, "-m", "perfsuite.crash._kill", directory, profile, str(kill.seed), f"k{kill.index}",
+         config.seeded_bug or "-", str(kill.tear)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     assert proc.stdout is not None
     acks = 0
@@ -401,7 +489,7 @@ def _kill_once(directory: str, oracle: _Oracle, kill: _Kill, config: KillConfig,
     crashed = tempfile.mkdtemp(prefix="perfsuite-kill-state-")
     shutil.copytree(directory, os.path.join(crashed, profile))  # what the kill left, for a violation
     try:
-        found = list(check_recovered(directory, profile, oracle))
+        found = list(check_recovered(directory, profile, oracle, config.seeded_bug))
     except Exception as exc:  # recovery itself failed: invariant 0
         found = [("0", f"recovery failed: {type(exc).__name__}: {exc}")]
     recovery_s = time.perf_counter() - recovery_started
@@ -414,7 +502,7 @@ def _kill_once(directory: str, oracle: _Oracle, kill: _Kill, config: KillConfig,
             pending += 1
         else:
             violations.append(KillViolation(kill.index, profile, invariant, message, kept))
-    return _KillOutcome(kill.index, profile, acks, pending, tuple(violations), child_s, recovery_s)
+    return _KillOutcome(kill.index, profile, acks, pending, tuple(violations), child_s, recovery_s, bool(kill.tear))
 
 
 def run_kill_slice(directory: str, kills: Sequence[_Kill], oracle: tuple[list[Ack], list[Note], int],
@@ -462,6 +550,8 @@ def run_kill_campaign(config: KillConfig, *, on_kill: Callable[[int, str, int, i
     folded in kill order, so the kills, their profiles and the violations do not depend on the back end.
     A chain whose worker died is run again from its first kill in a new session."""
     started = time.perf_counter()
+    if config.seeded_bug is not None:
+        layer(config.seeded_bug)  # an unknown name fails here, before any child runs
     plan = plan_kills(config)
     chains = {p: [k for k in plan if k.profile == p] for p in config.profiles}
     chains = {p: kills for p, kills in chains.items() if kills}
@@ -475,7 +565,8 @@ def run_kill_campaign(config: KillConfig, *, on_kill: Callable[[int, str, int, i
         per_profile[outcome.profile] += 1
     return KillReport(config.kills, per_profile, sum(o.acks for o in ordered), sum(o.pending for o in ordered),
                       tuple(v for o in ordered for v in o.violations), time.perf_counter() - started,
-                      config.directory, sum(o.child_s for o in ordered), sum(o.recovery_s for o in ordered))
+                      config.directory, sum(o.child_s for o in ordered), sum(o.recovery_s for o in ordered),
+                      sum(o.torn for o in ordered), config.seeded_bug)
 
 
 def _run_chains(runner: Runner, chains: dict[str, list[_Kill]], hosts: list[str], base: dict[str, str | None],

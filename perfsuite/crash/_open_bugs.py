@@ -81,3 +81,26 @@ HEAD_LOST_FALLBACK = FaultHooks(recover_head=old_recover_head, retire_newer=True
 #: Before the fix: the first line that does not decode ends the log, wherever it is; everything after it,
 #: fsynced messages included, goes to ``recovery/`` (and no committed size is checked).
 MID_TRANSCRIPT_CUT = FaultHooks(cut_at_first_bad_line=True)
+
+
+# -- head-lost-previous (issue 27 class 5) ------------------------------------------------------------------
+def previous_recover_head(store: Any, hint: HeadRef | None, problems: list[str]
+                          ) -> tuple[HeadRef | None, Any, dict[str, bytes], list[str]]:
+    """Off by one: a lost or torn HEAD is recovered to the newest intact manifest that another one names as
+    its parent, i.e. the generation *before* the newest, silently (``FaultHooks.recover_head``)."""
+    names = sorted(store.list_manifests(), key=lambda n: (int(_MANIFEST.search(n).group(1)) if _MANIFEST.search(n)
+                                                         else 0), reverse=True)
+    parents = _named_as_parent(store, names)
+    for name in names:
+        if name not in parents or (hint is not None and name == hint.manifest):
+            continue
+        try:
+            manifest, contents = store.load_verified(name, None)
+        except SessionError:
+            continue
+        digest = hashlib.sha256(store.fs.read(store.path(name))).hexdigest()
+        return HeadRef(manifest.seq, name, digest, manifest.epoch, manifest.parent), manifest, contents, list(problems)
+    return None, None, {}, list(problems)
+
+
+HEAD_LOST_PREVIOUS = FaultHooks(recover_head=previous_recover_head)

@@ -258,8 +258,14 @@ def _first_difference(a: bytes, b: bytes) -> int:
 
 # -- invariants over a crash state ------------------------------------------------------------------------------
 def _view(ctx: CheckContext) -> Mapping[str, Any] | None:
+    """The recovery view the checks read. After damage (HEAD lost on top of the crash, issue 27 class 5)
+    open may fall back to an older generation *and* recover the newer one's staged bytes as a pending
+    publication, saying so; what must hold then is the state after ``retry_pending`` (``final``)."""
     assert ctx.outcome is not None
-    return ctx.outcome.view if ctx.outcome.error is None else None
+    view = ctx.outcome.view if ctx.outcome.error is None else None
+    if view is not None and ctx.outcome.damage:
+        return {**view, "open": view["final"], "retried": None}
+    return view
 
 
 def check_session_acknowledged(ctx: CheckContext) -> Iterator[str]:
@@ -336,6 +342,67 @@ def check_session_fsync_errors(ctx: CheckContext) -> Iterator[str]:
             yield f"op #{note.at}: {note.label}"
 
 
+# -- issue 27: fencing, abandon, rejected directory fsync -------------------------------------------------------
+def fencing_problems(acks: Sequence[Ack], notes: Sequence[Note]) -> Iterator[str]:
+    """Invariant F (E3 fencing): once another owner took the session over (a ``fenced`` note names the
+    writer it fenced), nothing that writer does is acknowledged."""
+    fenced = {n.detail["writer"]: n for n in notes if n.kind == "fenced"}
+    for ack in acks:
+        note = fenced.get(ack.detail.get("writer"))
+        if note is not None and ack.at > note.at:
+            yield (f"{ack.label!r} was acknowledged at op #{ack.at} by writer {ack.detail['writer']}, which "
+                   f"{note.label!r} fenced at op #{note.at}")
+
+
+def abandoned_problems(view: Mapping[str, Any], notes: Sequence[Note], at: int) -> Iterator[str]:
+    """Invariant A (issue 27 defect 3): a mutation reported abandoned (``SaveAbandoned``) is not there
+    after a reopen: from the abandon's return until the next publication of that conversation starts
+    (which may publish the buffer's text again, with an acknowledgement of its own), the transcript open
+    loads holds none of the abandoned lines."""
+    for note in notes:
+        if note.kind != "abandoned" or note.at > at:
+            continue
+        conversation = note.detail["conversation"]
+        later = [n.at for n in notes if n.kind == "publishing" and n.detail["conversation"] == conversation
+                 and n.at > note.at]
+        if later and at >= min(later):
+            continue
+        data = view["open"]["conversations"].get(conversation, b"")
+        back = [line for line in note.detail["lines"] if line in data]
+        if back:
+            yield (f"{conversation!r}: {len(back)} line(s) that {note.label!r} (op #{note.at}) reported abandoned are "
+                   "in the transcript after reopen")
+
+
+def dir_fsync_warning_problems(trace: Any) -> Iterator[str]:
+    """E1 (issue 27 class 2): a directory fsync the file system rejects (EINVAL, ENOTSUP) warns once per
+    directory and the engine continues: every rejected directory warned exactly once, and no publication
+    failed for it (the workload notes a failed save on such a layer as ``unexpected``, invariant 7)."""
+    rejected = sorted({trace.rel(op.path) for op in trace.ops if op.kind == "fsync_dir_rejected"})
+    warned: dict[str, int] = {}
+    for note in trace.oracle.notes:
+        if note.kind == "dir-fsync-warning":
+            warned[note.detail["directory"]] = warned.get(note.detail["directory"], 0) + 1
+    for directory in rejected:
+        count = warned.get(directory, 0)
+        if count != 1:
+            yield f"{directory}: its directory fsync was rejected, and the engine warned {count} times (E1: once)"
+
+
+def check_fencing(ctx: CheckContext) -> Iterator[str]:
+    yield from fencing_problems(ctx.trace.oracle.acks, ctx.trace.oracle.notes)
+
+
+def check_abandoned(ctx: CheckContext) -> Iterator[str]:
+    view = _view(ctx)
+    if view is not None:
+        yield from abandoned_problems(view, ctx.trace.oracle.notes, ctx.at)
+
+
+def check_dir_fsync_warnings(ctx: CheckContext) -> Iterator[str]:
+    yield from dir_fsync_warning_problems(ctx.trace)
+
+
 def session_invariants(profile: str) -> tuple[Invariant, ...]:
     """The invariants that apply to a portable (HEAD and generations) or file-backed session workload."""
     clean: tuple[Invariant, ...]
@@ -352,6 +419,9 @@ def session_invariants(profile: str) -> tuple[Invariant, ...]:
         Invariant("5", "a committed removal implies its transcript text is committed", check_removal),
         Invariant("6", "recovery is idempotent", check_session_idempotent),
         Invariant("7", "nothing acknowledged after an fsync error", check_session_fsync_errors, per="trace"),
+        Invariant("A", "an abandoned mutation is not there after reopen", check_abandoned),
+        Invariant("E", "a rejected directory fsync warns once per directory", check_dir_fsync_warnings, per="trace"),
+        Invariant("F", "nothing a fenced writer does is acknowledged", check_fencing, per="trace"),
     )
 
 

@@ -70,6 +70,10 @@ def mixed(d: SessionDriver, rounds: int = 2) -> None:
     d.control("goal", "goal", {"text": "ship the migration", "budget": 10})
     for r in range(rounds):
         d.deliver(ROOT)  # consumption, committed by the next root checkpoint
+        # Publications between the delivery and the root checkpoint (issue 27 class 4): their sidecars must
+        # still carry the consumed mail (the ledger), or a crash before the checkpoint loses it.
+        d.mail(f"r{r} mail to a1 before the root checkpoint", "a1", f"round {r}: check the rename rules")
+        d.control(f"r{r} provider before the root checkpoint", "provider", {"name": f"p{r}"})
         d.turn(f"r{r} root turn", ROOT, f"round {r}: continue", f"round {r}: done " + "x" * 700)
         d.activity("a1", "permission-blocked")
         d.activity("a1", "running" if r % 2 == 0 else "waiting")  # (a no-op file-backed save fails: see tests)
@@ -123,6 +127,9 @@ def run_session_fault(env: WorkloadEnv) -> None:
         env.note("mail publication failed (pending)")
     if calls and session.pending is not None:
         env.note("acknowledged a failed publication", kind="unexpected")
+    # An automatic checkpoint requested while that publication is pending (issue 27 defect 1): its
+    # acknowledgement must report failure, never None (the driver counts only None as durable).
+    d.auto_checkpoint("root checkpoint requested while pending (job)", ROOT, "a turn while a save is pending")
     if session.pending is not None:
         session.retry_pending()
     at = d._acked_at(calls, "retried mail")
@@ -153,14 +160,19 @@ def run_session_file_fault(env: WorkloadEnv) -> None:
     d.mail("mail to root", ROOT, "a note")
     d.deliver(ROOT)
     d.add(ROOT, "a turn whose barrier fails")
+    d.publishing(ROOT)
     try:
         session.checkpoint(ROOT)
         env.note("checkpoint returned although its barrier failed", kind="unexpected")
     except SaveFailed:
         env.note("root checkpoint failed (pending)")
+    # Requested while that publication is pending (issue 27 defect 1): reported failed, never acknowledged.
+    d.auto_checkpoint("root checkpoint requested while pending", ROOT, "a turn while a save is pending")
+    retried = session.pending.batch.texts[ROOT].bytes_from(0) if session.pending is not None else None
     if session.pending is not None:
         session.retry_pending()
-    d.ack_transcript("retried checkpoint", ROOT)
+    if retried is not None:  # what the retry published: the frozen batch, not the turn added since
+        d._ack("retried checkpoint", "transcript", None, conversation=ROOT, data=retried)
     d.turn("turn after retry", ROOT, "and another")
     d.shutdown("shutdown")
 
@@ -299,6 +311,7 @@ register_workload(Workload(
     run_session_fault, recover_portable, session_invariants("portable"), setup=setup_portable, max_states=1500,
     faults=(Fault("fsync", nth=3, path="manifest-*.json", error=errno.EIO),
             Fault("fsync", nth=3, path="conversations__root.jsonl.*", error=errno.EIO)),
+    head_loss=True,
 ))
 register_workload(Workload(
     "session-file-fault", "file-backed session: EIO on a root transcript fsync (pending, retried into a new file)",

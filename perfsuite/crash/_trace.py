@@ -7,6 +7,7 @@ at the current trace index. The checker needs nothing else from the workload (SP
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -99,16 +100,26 @@ def owner_alive_after_crash(pid: int) -> bool:
     return pid != os.getpid() and pid not in CRASHED and owner_alive(pid)
 
 
+# Errors a file system uses to say it does not support fsync on a directory (E1: warn once and continue).
+DIR_FSYNC_REJECTED = frozenset(c for c in (errno.EINVAL, getattr(errno, "ENOTSUP", None),
+                                           getattr(errno, "EOPNOTSUPP", None), getattr(errno, "ENOSYS", None))
+                               if c is not None)
+
+
 class TraceRecorder(RecordingFileSystem):
     """Records like the engine's recording layer, and also logs failed fsyncs (``fsync_failed`` and
-    ``fsync_dir_failed``) so the model can poison the file's pending data (E1 fsyncgate, invariant 7)."""
+    ``fsync_dir_failed``) so the model can poison the file's pending data (E1 fsyncgate, invariant 7),
+    and directory fsyncs the file system rejects (``fsync_dir_rejected``: EINVAL, ENOTSUP, ...), which the
+    model treats as a file system that makes its directory entries durable by itself (issue 27 class 2)."""
 
     def fsync(self, fd: int) -> None:
         path, is_dir = self.path_of(fd)
         try:
             super().fsync(fd)
-        except OSError:
+        except OSError as exc:
             kind = "fsync_dir_failed" if is_dir else "fsync_failed"
+            if is_dir and exc.errno in DIR_FSYNC_REJECTED:
+                kind = "fsync_dir_rejected"
             self.ops.append(FsOp(len(self.ops), kind, path, thread=threading.current_thread().name))
             raise
 
@@ -120,6 +131,9 @@ class WorkloadEnv:
         self.fs = fs
         self.root = root
         self.faults: FaultHooks | None = None  # a seeded bug's engine fault hooks (issue 19), else None
+        # What another actor does to the session's files (a second process, an administrator removing the
+        # PID lock): recorded, so the model sees it, but never through a seeded bug's broken layer.
+        self.outside: FileSystem = recorder
         self._recorder = recorder
         self._acks: list[Ack] = []
         self._notes: list[Note] = []

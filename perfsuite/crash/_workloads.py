@@ -47,6 +47,9 @@ class Workload:
     standard: bool = True
     setup: Callable[[str], None] | None = None  # builds the initial tree (not recorded, taken as durable)
     max_states: int | None = None  # this workload's cap on unique crash states (None: the campaign's)
+    # Each crash state is also recovered with HEAD deleted or torn (issue 27 class 5: a crash while HEAD is
+    # lost); recovery must then yield every acknowledged mutation or refuse with one line.
+    head_loss: bool = False
 
 
 WORKLOADS: dict[str, Workload] = {}
@@ -86,7 +89,10 @@ def record_workload(workload: Workload, root: str, bug: str | None = None) -> Tr
     fs = broken.wrap(recorder) if broken else recorder
     env = WorkloadEnv(fs, recorder, root)
     env.faults = broken.faults if broken else None
-    workload.run(env)
+    try:
+        workload.run(env)
+    except Exception as exc:  # a broken engine may fail where the workload expects success: a finding
+        env.note(f"the workload stopped: {type(exc).__name__}: {exc}", kind="unexpected")
     return Trace(workload.name, root, tuple(recorder.ops), env.oracle(), bug, initial, os.getpid())
 
 

@@ -16,6 +16,12 @@ field is needed; two facts on disk prove it:
    staging directory's entry and some chunks' entries, so a *damaged* manifest proven this way only is
    skipped (and reported), never a reason to refuse; an intact one is safe to adopt either way.
 
+A staging directory still there is weaker evidence than its absence: the cleanup after an adoption is
+not synced, so a crash can bring an adopted publication's staging back. So when HEAD is lost and an
+intact manifest newer than the newest proven one still has its staging, open refuses (it may have been
+adopted) instead of loading the older generation (issue 27 class 5); and a staging directory whose batch
+record is gone (unsynced recovery metadata) proves nothing against adoption.
+
 Epochs and the lease add nothing a parent link does not say (and the lease is released at close).
 Open recovers the newest intact proven generation, and rewrites HEAD, only when nothing newer can have
 been adopted: a newer proven generation that is damaged, a HEAD that names a newer generation than the
@@ -131,6 +137,16 @@ def choose(store: GenerationStore, *, only: str | None = None) -> Choice:
     return Choice(None, None, {}, None, tuple(damaged), (), tuple(skipped))
 
 
+def _newer_unproven(store: GenerationStore, head: HeadRef) -> str | None:
+    """An intact manifest newer than ``head`` whose adoption is unproven (its staging is still there)."""
+    for candidate in survey(store):
+        if (candidate.seq, candidate.epoch) <= (head.seq, head.epoch):
+            break
+        if candidate.proof is None and candidate.unreadable is None and _intact(store, candidate.name):
+            return candidate.name
+    return None
+
+
 def _intact(store: GenerationStore, name: str) -> bool:
     try:
         store.load_verified(name, None)
@@ -167,6 +183,12 @@ def recover_lost_head(store: GenerationStore, hint: HeadRef | None, problems: li
     if choice.rivals:
         raise SessionError(f"{what}; two intact generations could be the newest ({choice.head.manifest}, "
                            f"{choice.rivals[0]}); choose one with {repair} --generation NAME")
+    newer = _newer_unproven(store, choice.head)
+    if newer is not None:
+        # Its staging directory is still there, but the cleanup after an adoption is not synced, so a crash
+        # can bring it back: with HEAD lost, nothing says it was not adopted (issue 27 class 5).
+        raise SessionError(f"{what}; {newer} is intact and newer than {target}, the newest proven adopted, and may "
+                           f"have been adopted too; {repair} --generation NAME adopts the one you choose")
     problems = [*problems, f"{head_path}: {'lost' if problems else 'missing'}; recovered {target}, proven adopted: "
                 f"{choice.proof}", *(f"{s}; skipped: adoption unproven" for s in choice.skipped)]
     assert choice.manifest is not None

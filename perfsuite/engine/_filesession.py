@@ -80,7 +80,11 @@ class FilePublication:
 
     def _stage(self) -> None:
         """Write the frozen transcripts through to their logs (page cache) and encode the sidecar. An
-        append-only change appends only the new lines; anything else is an atomic rewrite (E2)."""
+        append-only change appends only the new lines; anything else is an atomic rewrite (E2). The owner
+        is checked first: transcripts are written in place, so a fenced writer must not write a byte into
+        the files its successor now owns (issue 27 class 1), let alone reach the commit point."""
+        if self.batch.texts:
+            self.session.check_owner()
         for conversation, frozen in self.batch.texts.items():
             log = self.session.log_for(conversation)
             written = self.session.log_written.get(conversation, 0)  # bytes already in the log (synced or not)
@@ -295,6 +299,10 @@ class FileSession(Session):
             self.problems.append(f"{lock}: was removed while this session owned it; written again")
             return
         fields = (data or b"").decode(errors="replace").split()
+        if fields[1:2] != [self._pid_token] and self.faults is not None and self.faults.steal_pid_lock:
+            # A seeded bug (FaultHooks, issue 27): the lock another writer took is taken back, unfenced.
+            self.fs.atomic_replace(lock, f"{os.getpid()} {self._pid_token}\n".encode())
+            return
         if fields[1:2] != [self._pid_token]:
             raise OwnerConflict(f"{lock}: no longer names this session's owner ({' '.join(fields[:1]) or 'missing'}"
                                 "); fenced: nothing more is acknowledged")
@@ -337,6 +345,13 @@ class FileSession(Session):
         unknown, fsyncgate). When adoption was reached, the sidecar replace may have landed, so the
         committed sidecar is written back first: it must never name more bytes than its transcripts
         hold. The live buffers keep the text; a later save publishes it with its own acknowledgement."""
+        if self.faults is not None and self.faults.abandon_in_memory:  # a seeded bug: defect 3 planted back
+            return
+        try:
+            self.check_owner()
+        except OwnerConflict as exc:  # fenced: the files are another owner's now; roll back in memory only
+            self.problems.append(f"abandon rolled back in memory only: {exc}")
+            return
         if pending.phase == "adopt":
             committed_sidecar = encode_sidecar(self.sidecar.detach(None, {}, self.sidecar.root,
                                                                    self.sidecar.checkpoint))

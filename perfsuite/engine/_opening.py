@@ -103,6 +103,7 @@ class Opening:
         chain = set(self.store.adopted_chain(self.head, self.settings.keep_generations + 1))
         adopted: set[str] = set()
         orphans: dict[str, Manifest] = {}  # committed but never adopted: a crash between commit and adopt
+        recovered_epoch = 0  # the epoch of the batch recovered as the pending publication
         for name in self.store.list_manifests():
             try:
                 manifest = self.store.read_manifest(name)
@@ -138,6 +139,18 @@ class Opening:
                 self._drop_unadopted(pub, chain)
                 self._set_aside(directory, pub, "staged bytes of a publication frozen against an older head")
                 continue
+            rival = self.pending.batch.owner if self.pending is not None else None
+            if rival is not None:
+                # Two batches frozen against the same head: two writers (issue 27 class 1). Only the newest
+                # owner's (highest epoch) can be the session's; the fenced writer's bytes are kept aside.
+                if (int(record.get("epoch") or 0), pub) < (recovered_epoch, rival):
+                    self._drop_unadopted(pub, chain)
+                    self._set_aside(directory, pub, "staged bytes of a fenced writer's publication")
+                    continue
+                self._drop_unadopted(rival, chain)
+                self._set_aside(os.path.join(staging, rival), rival, "staged bytes of a fenced writer's publication")
+                self.problems.remove(self.save_failed)
+                self.pending = None
             buffers = self._recovered_buffers(directory, record, orphans.get(pub))
             if not buffers:
                 self._drop_unadopted(pub, chain)
@@ -147,6 +160,7 @@ class Opening:
             projection = buffers[ROOT].projection() if ROOT in buffers else None
             batch = self._freeze_batch(kind="recovery", texts=texts, owner=pub, projection=projection)
             self.pending = PendingPublication(batch, "crash", "recovered after a crash", [], recovered=True)
+            recovered_epoch = int(record.get("epoch") or 0)
             self.save_failed = f"{directory}: unpublished transcript bytes recovered after a crash"
             self.problems.append(self.save_failed)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from perfsuite.engine._buffer import ConversationBuffer, FrozenText
 from perfsuite.engine._damage import describe
-from perfsuite.engine._generations import STAGING, SessionError, StaleHead
+from perfsuite.engine._generations import OBJECTS, STAGING, SessionError, StaleHead
 from perfsuite.engine._objects import HashMemo, chunk_start_for, reuse_prefix
 from perfsuite.engine._pipeline import (
     Batch,
@@ -85,7 +85,10 @@ class Publishing:
         marker["conversations"].update({c: {"size": t.size, "messages": t.count} for c, t in texts.items()})
         candidate["marker"] = marker
         if document:
-            detached = self.sidecar.detach(owner, receipts, projection or self.sidecar.root, marker)
+            committing = receipts
+            if self.faults is not None and self.faults.drop_consumed:  # a seeded bug (FaultHooks, issue 27)
+                committing = {c: frozenset(ledger) for c, ledger in self.sidecar.ledger.items()}
+            detached = self.sidecar.detach(owner, committing, projection or self.sidecar.root, marker)
             inputs.append(StageInput(SIDECAR_ARTIFACT, 0, 0, 0, (), 0, document=detached))
         return Batch(
             id=batch_id,
@@ -199,6 +202,8 @@ class Publishing:
         # adoption failed is retried by adoption alone: HEAD may already name it (a replace whose directory
         # fsync failed), and a new generation would then be refused as a stale head (issue 27 defect 2).
         committed = publication if getattr(publication, "head", None) is not None and phase == "adopt" else None
+        if self.faults is not None and self.faults.readopt_as_new:  # a seeded bug: defect 2 planted back
+            committed = None
         if self.pending is not None and self.pending.batch.owner == batch.owner:
             self.pending.acks.extend(acks)  # a failed retry: still the same unresolved acknowledgements
             self.pending.phase, self.pending.error = phase, str(exc)
@@ -319,11 +324,22 @@ class Publishing:
         abandoned mutation, reported failed, is not there after a reopen (issue 27 defect 3). A HEAD that
         an adoption-phase failure may have left naming the abandoned generation is first replaced, durably,
         by the committed one (a new file, renamed, its directory fsynced); then the generation goes."""
-        if pending.phase == "adopt":
+        if self.faults is not None and self.faults.abandon_in_memory:  # a seeded bug: defect 3 planted back
+            self._discard_unadopted(pending.batch)
+            return
+        if pending.phase == "adopt" and self._still_owner():
             on_disk = self._head_on_disk()
             if on_disk is not None and on_disk.manifest.endswith(f"-{pending.batch.id}.json"):
                 self.store.rewrite_head(self.head)
         self._discard_unadopted(pending.batch)
+
+    def _still_owner(self) -> bool:
+        """The lease still names this session (a fenced owner never rewrites its successor's HEAD)."""
+        try:
+            lease = self.store.read_lease()
+        except SessionError:
+            return False
+        return lease is not None and self.lease is not None and lease.token == self.lease.token
 
     def _head_on_disk(self) -> Any:
         """The HEAD the store holds now (None when missing or unreadable: open has diagnosed it)."""
@@ -339,14 +355,21 @@ class Publishing:
         manifest HEAD names on disk is never removed, whatever this session believes (issue 27 defect 2)."""
         current = {self.head.manifest if self.head else None}
         on_disk = self._head_on_disk()
-        if on_disk is not None:
+        if on_disk is not None and not (self.faults is not None and self.faults.readopt_as_new):
             current.add(on_disk.manifest)
+        removed = False
         for name in self.store.list_manifests():
             if name.endswith(f"-{batch.id}.json") and name not in current:
                 try:
                     self.fs.remove(self.store.path(name))
+                    removed = True
                 except OSError as exc:  # damage: left in place, and said
                     self.problems.append(f"{self.store.path(name)}: unadopted manifest left ({describe(exc)})")
+        if removed:
+            # Durably, before the staging goes (as open's ``_drop_unadopted`` does): a crash that kept the
+            # manifest but lost its staging would make it "proven adopted" if HEAD is lost (issue 27 class 5:
+            # an abandoned generation came back).
+            self.fs.sync_dir(self.store.path(OBJECTS))
         remove_staging(self.fs, batch.staging_dir)
 
     def _require_pending(self) -> PendingPublication:

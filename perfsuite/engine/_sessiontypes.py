@@ -89,7 +89,23 @@ class FaultHooks:
     (head, manifest, contents, problems), like the engine's own recovery (E3).
     ``retire_newer``: retirement also deletes generations newer than HEAD's.
     ``cut_at_first_bad_line``: a transcript's first undecodable line ends it, wherever it is (the rest is
-    set aside as a torn tail) and no committed size is checked (E2)."""
+    set aside as a torn tail) and no committed size is checked (E2).
+    ``accept_partial_line``: a last line without its newline that still decodes is loaded as a message
+    instead of being recovered as a torn tail (E2; the next append then merges into it).
+    ``skip_lease_check``: head adoption no longer checks that the lease still names the caller's token and
+    epoch, so a writer whose lease another owner broke can still adopt (E3 fencing).
+
+    Session hooks (issue 27's seeded bugs; ``Session.open(..., faults=...)``):
+    ``steal_pid_lock``: before the file-backed commit point, a ``session.pid`` that no longer names this
+    owner is written again with its own token instead of fencing it (E3 file-backed fencing).
+    ``drop_consumed``: delivered (consumed) mail is left out of every later sidecar at once instead of
+    staying in the ledger until the receiving transcript commits its receipt (E7 at-least-once).
+    ``ack_blocked_checkpoint``: ``request_checkpoint(ack=...)`` while a pending publication holds automatic
+    checkpoints back acknowledges ``None`` at once (issue 27 defect 1, planted back).
+    ``readopt_as_new``: a committed generation whose adoption failed is retried as a new generation, and a
+    failed attempt's cleanup may delete the manifest HEAD names on disk (issue 27 defect 2, planted back).
+    ``abandon_in_memory``: abandon rolls back in memory only: HEAD or the file-backed sidecar and
+    transcripts keep what the abandoned publication wrote (issue 27 defect 3, planted back)."""
 
     acknowledge_after: str | None = None
     reorder_steps: Callable[[Iterator[Step]], Iterator[Step]] | None = None
@@ -97,6 +113,13 @@ class FaultHooks:
     recover_head: Callable[[Any, Any, list[str]], tuple[Any, Any, dict[str, bytes], list[str]]] | None = None
     retire_newer: bool = False
     cut_at_first_bad_line: bool = False
+    accept_partial_line: bool = False
+    skip_lease_check: bool = False
+    steal_pid_lock: bool = False
+    drop_consumed: bool = False
+    ack_blocked_checkpoint: bool = False
+    readopt_as_new: bool = False
+    abandon_in_memory: bool = False
 
 
 class _HookedFileSystem(DelegatingFileSystem):

@@ -74,7 +74,20 @@ def test_each_open_path_seeded_bug_is_caught(pool, bug, tmp_path):
 
 def test_the_session_workloads_are_the_standard_session_ones():
     assert set(session_workloads()) == {"session", "session-file", "session-fault", "session-file-fault",
-                                        "session-async", "session-create"}
+                                        "session-async", "session-create", "session-second-owner",
+                                        "session-file-second-writer", "session-file-lost-lock", "session-einval",
+                                        "session-file-einval", "session-adopt-eio", "session-file-abandon",
+                                        "session-file-damaged"}
+
+
+def test_damaged_quarantine_files_never_block_open(pool, tmp_path):
+    """Issue 27: a session whose open quarantined a damaged line keeps it under recovery/; damage to that
+    file (a dangling link, say) costs nothing committed and must not make open refuse (invariant O)."""
+    report = run_corrupt_campaign(CorruptConfig(workloads=("session-file-damaged",),
+                                                targets=("sess/conversations/root/recovery/*",),
+                                                keep_dir=str(tmp_path)), executor=pool)
+    assert report.cases >= 10
+    assert report.violations == (), [f"{v.kind} {v.target}: [{v.invariant}] {v.message}" for v in report.violations]
 
 
 @pytest.mark.parametrize("kind", DAMAGE_KINDS)

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from perfsuite.cli import main
-from perfsuite.crash import KillConfig, run_kill_campaign
+from perfsuite.crash import SEEDED_BUGS, KillConfig, run_kill_campaign
 from perfsuite.crash._kill import _Oracle, check_recovered, create_session
 
 
@@ -38,5 +40,27 @@ def test_recovery_checks_notice_a_lost_acknowledgement(tmp_path):
 def test_cli_kill_campaign(tmp_path, capsys):
     assert main(["crashcheck", "--kill", "2", "--seed", "5", "--profile", "portable", "--keep", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "2 kills (2 portable)" in out and "0 violations" in out
+    assert "2 kills (2 portable;" in out and "0 violations" in out
     assert main(["crashcheck", "--kill", "0"]) == 2
+
+
+@pytest.mark.parametrize("bug", sorted(name for name, bug in SEEDED_BUGS.items() if bug.kill))
+def test_the_kill_campaign_catches_its_seeded_bugs(tmp_path, bug):
+    """Issue 27: delivered mail dropped from later sidecars, and a partial last line accepted as a message,
+    are caught by real SIGKILLs too (the second through a torn kill: the child tears a transcript write,
+    all but its newline, and dies; recovery must set the line aside, not load it)."""
+    report = run_kill_campaign(KillConfig(kills=12, seed=3, directory=str(tmp_path), seeded_bug=bug))
+    assert report.caught, f"{bug} not caught by 12 kills"
+    assert report.torn >= 1
+
+
+def test_the_kill_campaign_tears_transcript_writes_and_stays_clean(tmp_path):
+    report = run_kill_campaign(KillConfig(kills=12, seed=3, profiles=("file",), directory=str(tmp_path)))
+    assert report.violations == (), [f"[{v.invariant}] {v.message}" for v in report.violations]
+    assert report.torn == 4
+
+
+def test_cli_kill_campaign_with_a_seeded_bug(tmp_path, capsys):
+    args = ["crashcheck", "--kill", "6", "--seed", "3", "--profile", "file", "--keep", str(tmp_path)]
+    assert main([*args, "--seeded-bug", "partial-line-accepted"]) == 0
+    assert "seeded bug partial-line-accepted: caught" in capsys.readouterr().out

@@ -30,8 +30,12 @@ from perfsuite.crash._trace import Ack, Note
 from perfsuite.crash._workloads import standard_workloads
 from perfsuite.engine import OsFileSystem
 
-SESSION_WORKLOADS = tuple(w for w in standard_workloads() if w.startswith("session"))
+# The issue 27 workloads (``_classes``): run in CI with a smaller budget of their own
+ISSUE_27 = ("session-second-owner", "session-file-second-writer", "session-file-lost-lock", "session-einval",
+            "session-file-einval", "session-adopt-eio", "session-file-abandon", "session-file-damaged")
+SESSION_WORKLOADS = tuple(w for w in standard_workloads() if w.startswith("session") and w not in ISSUE_27)
 REDUCED = 120  # unique crash states per session workload and model in CI (persistence points first)
+REDUCED_27 = 60
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +53,8 @@ def session_trace(tmp_path_factory):
 
 def test_the_standard_campaign_covers_transcripts_and_sessions():
     assert {"transcript", "transcript-fsync-eio", "transcript-dirfsync-eio", "session", "session-file",
-            "session-fault", "session-file-fault", "session-async", "session-create"} <= set(standard_workloads())
+            "session-fault", "session-file-fault", "session-async", "session-create", *ISSUE_27} <= set(
+        standard_workloads())
 
 
 def test_the_session_oracle_records_what_each_acknowledgement_covers(session_trace):
@@ -81,7 +86,7 @@ def test_recovery_retries_a_publication_that_crashed_between_commit_and_adoption
     tl = build_timeline(session_trace.ops, session_trace.root, "atomic-rename", initial=session_trace.initial)
     ops = session_trace.ops
     k = next(i + 1 for i, op in enumerate(ops) if op.kind == "fsync_dir" and op.path.endswith("/objects")
-             and any("checkpoint" in o.path for o in ops[max(0, i - 30): i]) and i > 200)
+             and any("manifest-" in o.path and "checkpoint" in o.path for o in ops[max(0, i - 4): i]) and i > 200)
     state = tl.state(k, tl.pending(k))  # everything issued before the crash reached the disk
     materialize(state, str(tmp_path))
     view = recover_portable(str(tmp_path), OsFileSystem())
@@ -173,3 +178,41 @@ def test_a_reduced_session_campaign_has_no_violation(pool, model, tmp_path):
                                               for v in report.violations[:5])
     for result in report.results:
         assert result.states >= 60 and result.recovery_states > result.states and result.acks >= 4
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_the_issue_27_workloads_have_no_violation_on_the_real_engine(pool, model, tmp_path):
+    """A second writer, EINVAL on directory fsync, a lost PID lock, HEAD lost on top of a crash, recovery
+    files, and the paths of issue 27's three defects: the real engine passes every invariant (their
+    seeded bugs, tests/crash/test_campaign.py, show that each one can fail)."""
+    report = run_campaign(CrashConfig(workloads=ISSUE_27, models=(model,), max_states=REDUCED_27,
+                                      keep_dir=str(tmp_path)), executor=pool)
+    assert report.violations == (), "\n".join(f"{v.workload}: [{v.invariant}] {v.message} ({v.crash})"
+                                              for v in report.violations[:5])
+    for result in report.results:
+        assert result.states >= 40 and result.recovery_states > result.states and result.acks >= 4
+
+
+def test_issue_27_workloads_exercise_what_they_name():
+    """Each scenario really happens on the recorder: the fenced writer is refused, the rejected directory
+    fsyncs warn once each, the abandons are noted, the damaged transcript is recovered, and the crash
+    states of the HEAD-loss workloads are also recovered with HEAD damaged."""
+    import tempfile
+
+    notes: dict[str, list[str]] = {}
+    with tempfile.TemporaryDirectory() as work:
+        for name in ISSUE_27:
+            root = os.path.join(work, name)
+            os.makedirs(root)
+            trace = record_workload(WORKLOADS[name], root)
+            notes[name] = [n.kind for n in trace.oracle.notes]
+            assert "unexpected" not in notes[name], (name, [n.label for n in trace.oracle.notes
+                                                            if n.kind == "unexpected"])
+            if name in ("session-einval", "session-file-einval"):
+                assert any(op.kind == "fsync_dir_rejected" for op in trace.ops)
+    for name in ("session-second-owner", "session-file-second-writer", "session-file-lost-lock"):
+        assert "fenced" in notes[name] and notes[name].count("refused") >= 2
+    assert notes["session-einval"].count("dir-fsync-warning") == 1
+    assert notes["session-file-einval"].count("dir-fsync-warning") >= 2
+    assert notes["session-adopt-eio"].count("abandoned") == 1 and notes["session-file-abandon"].count("abandoned") == 2
+    assert WORKLOADS["session-adopt-eio"].head_loss and WORKLOADS["session-fault"].head_loss

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
 
-from perfsuite.engine import Message, OsFileSystem, Session, SessionSettings
+import pytest
+
+from perfsuite.engine import FileSession, Message, OsFileSystem, Session, SessionSettings
 
 CHILD = textwrap.dedent(
     """
@@ -129,3 +132,48 @@ def test_committed_removal_never_outruns_its_transcript_text(tmp_path):
             assert mail_id in receipts, f"{name}: removal of {mail_id} committed before its transcript text"
             checked += 1
     assert checked > 50
+
+
+# -- issue 27: delivered mail is never dropped from a later sidecar -------------------------------------------
+def _between(session: Session, kind: str) -> None:
+    """One publication of ``kind`` that does not commit the receiving (root) transcript."""
+    if kind == "mail":
+        session.append_mail("a1", "mail to another conversation")
+    elif kind == "registry":
+        session.set_activity("a1", "running")
+        session.save_registry()
+    elif kind == "control":
+        session.set_control("goal", {"text": "a goal"})
+    elif kind == "agent-checkpoint":
+        session.add_message("a1", Message("assistant", "the agent works", 2.0))
+        session.checkpoint("a1")
+    elif kind == "background":
+        session.deliver_background("a1", "a background completion", sender="job-2")
+    else:  # a second agent: spawn publishes its registration
+        session.spawn_agent("a2", prompt="more work")
+
+
+@pytest.mark.parametrize("profile", [Session, FileSession], ids=["portable", "file"])
+@pytest.mark.parametrize("kind", ["mail", "registry", "control", "agent-checkpoint", "background", "spawn"])
+def test_delivered_mail_survives_a_crash_after_a_later_publication_of_another_kind(tmp_path, profile, kind):
+    """At-least-once (E7): mail delivered into root is consumed in memory only; a publication that does not
+    commit root's transcript must carry the consumed record in its sidecar (the ledger). A crash then (the
+    disk as it is, nothing flushed) leaves the mail in root's mailbox, deliverable again: never lost."""
+    path = tmp_path / "s"
+    session = profile.open(path, create=True)
+    session.spawn_agent("a1", prompt="work")
+    session.add_message("root", Message("user", "hello", 1.0))
+    session.checkpoint("root")
+    record = session.append_mail("root", "the result", sender="a1")
+    assert [m.id for m in session.deliver_mail("root")] == [record.id]  # consumed, root not yet saved
+    _between(session, kind)
+    crashed = tmp_path / "crashed"
+    shutil.copytree(path, crashed)  # the crash: what is on disk now, owner gone
+    reopened = profile.open(crashed, owner_alive=lambda _pid: False)
+    in_box = [m.id for m in reopened.mailbox("root")]
+    in_text = [m.meta.get("receipt") for m in reopened.buffers["root"].messages() if m.meta]
+    assert record.id in in_box + in_text, f"delivered mail {record.id} lost after a {kind} publication"
+    assert [m.id for m in reopened.deliver_mail("root")] == [record.id]  # delivered again, exactly once
+    reopened.checkpoint("root")
+    reopened.close()
+    session.close()

@@ -252,3 +252,53 @@ def test_event_log_compacts_itself(tmp_path):
     assert len(log.events()) <= 10
     log.compact_events()
     assert log.events()[0]["counts"] == {"tick": 25}
+
+
+@pytest.mark.parametrize("cut", ["newline", "half"])
+def test_a_partial_last_line_is_never_accepted_as_a_message(tmp_path, cut):
+    """Issue 27: a crash (or ENOSPC, then a crash) can leave the last line of a transcript without its
+    newline, and such a line may still decode. It is a torn tail all the same: loaded as a message, the
+    file would keep no newline after it and the next append would merge into it, so the next turn
+    (acknowledged by its barrier) would be lost to the line that swallowed it."""
+    log = TranscriptLog.open(tmp_path / "c")
+    for i in range(2):
+        log.append(msg(i))
+    log.write()
+    log.close()
+    main = tmp_path / "c" / "conversation.jsonl"
+    line = msg(2).encode()
+    partial = line[:-1] if cut == "newline" else line[: len(line) // 2]
+    with open(main, "ab") as handle:
+        handle.write(partial)  # the unacknowledged turn, cut before its newline (it decodes when cut == newline)
+    reloaded = TranscriptLog.open(tmp_path / "c")
+    assert reloaded.messages() == [msg(0), msg(1)]
+    [tail] = reloaded.torn
+    assert Path(tail.recovery_file).read_bytes() == partial
+    assert main.read_bytes() == msg(0).encode() + msg(1).encode()
+    assert commit_turn(reloaded, [msg(3)]).completed  # the next turn, acknowledged
+    reloaded.close()
+    again = TranscriptLog.open(tmp_path / "c")
+    assert again.messages() == [msg(0), msg(1), msg(3)] and again.torn == [] and again.quarantined == []
+    again.close()
+
+
+def test_a_partial_last_line_is_never_accepted_by_a_file_backed_session(tmp_path):
+    """The same through a file-backed session: after the reopen, the next acknowledged turn survives."""
+    from perfsuite.engine import FileSession
+
+    path = tmp_path / "s"
+    session = FileSession.open(path, create=True)
+    session.add_message("root", msg(0))
+    session.checkpoint()
+    session.close()
+    main = path / "conversations" / "root" / "conversation.jsonl"
+    with open(main, "ab") as handle:
+        handle.write(msg(1).encode()[:-1])  # decodes, but has no newline
+    session = FileSession.open(path)
+    assert [m.content for m in session.buffers["root"].messages()] == [msg(0).content]
+    session.add_message("root", msg(2))
+    session.checkpoint()  # acknowledged
+    session.close()
+    reopened = FileSession.open(path)
+    assert [m.content for m in reopened.buffers["root"].messages()] == [msg(0).content, msg(2).content]
+    reopened.close()
