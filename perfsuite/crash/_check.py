@@ -32,6 +32,7 @@ from perfsuite.crash._execution import (
     open_checkpoint,
     recorded,
     runner_for,
+    with_local_scratch,
 )
 from perfsuite.crash._invariants import CheckContext, Outcome
 from perfsuite.crash._model import MODELS, CrashCheckError, FsState, Timeline, materialize, snapshot
@@ -291,8 +292,8 @@ def _batches(trace: Trace, tl: Timeline, model: str, limits: Enumeration, nested
 def _batch_task(trace: Trace, model: str, nested: Enumeration, config: CrashConfig,
                 chunk: list[tuple[int, CrashState]]) -> Task:
     states = [(state_id, crash.state) for state_id, crash in chunk]
-    return Task(chunk[0][0] // BATCH, recover_batch, (trace.workload, model, trace.seeded_bug, nested, states,
-                                                      config.scratch_dir, (trace.pid,)), context=dict(chunk))
+    args = (trace.workload, model, trace.seeded_bug, nested, states, config.scratch_dir, (trace.pid,))
+    return Task(chunk[0][0] // BATCH, with_local_scratch, (recover_batch, 5, *args), context=dict(chunk))
 
 
 def _explore(trace: Trace, workload: Workload, model: str, config: CrashConfig, runner: Runner,

@@ -47,6 +47,7 @@ from perfsuite.crash._execution import (
     open_checkpoint,
     recorded,
     runner_for,
+    with_local_scratch,
 )
 from perfsuite.crash._model import CrashCheckError, FsState, materialize, snapshot
 from perfsuite.crash._replay import build_timeline
@@ -308,8 +309,9 @@ def _run_workload(trace: Trace, workload: Workload, config: CorruptConfig, runne
     def tasks() -> Iterator[Task]:
         for key in range(counts["batches"], (len(cases) + BATCH - 1) // BATCH):
             batch = cases[key * BATCH : (key + 1) * BATCH]
-            yield Task(key, run_cases, (workload.name, config.seeded_bug, trees, batch, expects, config.seed,
-                                        config.scratch_dir, (trace.pid,), config.timeout_s), context=batch)
+            args = (workload.name, config.seeded_bug, trees, batch, expects, config.seed, config.scratch_dir,
+                    (trace.pid,), config.timeout_s)
+            yield Task(key, with_local_scratch, (run_cases, 6, *args), context=batch)
 
     def lost(task: Task, error: Exception) -> list[CaseOutcome]:
         """A batch whose process died on every attempt (a crash the deadline could not turn into an

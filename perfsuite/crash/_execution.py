@@ -130,3 +130,14 @@ def forget_recorded(trace: Trace, root: str) -> None:
         return
     parent = os.path.dirname(trace.root)
     shutil.rmtree(parent if "-record-" in os.path.basename(parent) else trace.root, ignore_errors=True)
+
+
+def with_local_scratch(fn: Callable[..., Any], at: int, *args: Any) -> Any:
+    """Worker task wrapper: ``fn(*args)``, where ``args[at]`` (the scratch directory the client chose, e.g.
+    its ``/dev/shm``) is replaced by this machine's default when this machine does not have it."""
+    scratch = args[at]
+    if scratch is not None and not os.path.isdir(scratch):
+        shm = "/dev/shm"
+        local = shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
+        args = (*args[:at], local, *args[at + 1 :])
+    return fn(*args)
