@@ -69,7 +69,8 @@ def test_the_readme_example_runs_and_writes_results(pytester: pytest.Pytester) -
         assert all("gc" in s and "max_gap_ms" in s for s in mode["samples"])  # M1, M2 per sample
     flush = next(d for d in docs if d["recipe"]["name"] == "test_flush")
     assert flush["modes"]["call"]["summary"]["metrics.bytes_written"]["median"] == 4096
-    result.stdout.fnmatch_lines(["*perfsuite*", "test_checksum: median max gap *; *; out/test_checksum-*.json"])
+    # issue 28: a line ends [LOADED machine: ...] when the machine was loaded
+    result.stdout.fnmatch_lines(["*perfsuite*", "test_checksum: median max gap *; *; out/test_checksum-*.json*"])
 
 
 def test_a_planted_regression_fails_the_session(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:

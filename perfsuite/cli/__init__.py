@@ -28,13 +28,17 @@ from perfsuite.cli._console import configure
 from perfsuite.cli._run import DEFAULT_RUN_RECIPES
 from perfsuite.errors import PerfsuiteError, Terminated
 
-__all__ = ["DEFAULT_RUN_RECIPES", "build_parser", "main", "resolve_fixture_hook", "results_writer_hook"]
+__all__ = ["DEFAULT_RUN_RECIPES", "build_parser", "load_probe_hook", "main", "resolve_fixture_hook",
+           "results_writer_hook"]
 
 #: injectable hook for `run` and `profile` (tests and the fixture builders replace it)
 resolve_fixture_hook: FixtureResolver = default_resolve_fixture
 #: injectable writer of `run`'s results documents, ``(path, document) -> None`` (``None``: the atomic
 #: writer of :mod:`perfsuite.harness`); tests inject ENOSPC here (issue 14 case 6)
 results_writer_hook: Any = None
+#: injectable probe of the machine's load before `run` writes into a baseline directory, ``() -> MachineLoad``
+#: (``None``: :func:`perfsuite.harness.probe_load`); tests replace it, never a timing (issue 28)
+load_probe_hook: Any = None
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -167,6 +167,16 @@ def interval_list(*, allow_zero: bool = True) -> Callable[[str], tuple[float, ..
     return parse
 
 
+def commit_id(text: str) -> str:
+    """A commit id (``--commit``): 4 to 64 hex digits, lowercased (:func:`perfsuite.harness.check_commit`)."""
+    from perfsuite.harness import check_commit
+
+    try:
+        return check_commit(text, "commit")
+    except PerfsuiteError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("commit: ")) from None
+
+
 def non_empty(text: str) -> str:
     """A non-blank string (names, paths read later)."""
     if not str(text).strip():
@@ -238,10 +248,11 @@ def fixture_hook() -> FixtureResolver:
 
 
 def default_resolve_fixture(name: str | None, session: str | None) -> tuple[Path | None, dict[str, Any]]:
-    """Fixture name (or ``None``) and ``--session`` -> (directory to copy per sample, info for the results)."""
+    """Fixture name (or ``None``) and ``--session`` -> (directory to copy per sample, info for the results).
+    A session gives a recipe without a fixture its fixture too (it was ignored before issue 28)."""
     if session is not None and not Path(session).is_dir():
         raise PerfsuiteError(f"--session: no such session directory: {session}")
-    if name is None:
+    if name is None and session is None:
         return None, {}
     try:
         from perfsuite.workloads.fixtures import resolve_fixture  # type: ignore[attr-defined]
@@ -337,7 +348,8 @@ def verdict_lines(result: Any, floor: Any = None) -> list[str]:
     """``-q`` of `run` and `report`: one line per mode, ``recipe mode: verdict (max gap median X ms)``."""
     from perfsuite.report import summary_rows
 
-    return [f"{result.recipe} {row.mode}: {row.verdict} (max gap median {row.max_gap} ms)"
+    loaded = " [LOADED machine]" if getattr(result, "loaded", False) else ""  # issue 28: said where shown
+    return [f"{result.recipe} {row.mode}: {row.verdict} (max gap median {row.max_gap} ms){loaded}"
             for row in summary_rows(result, floor) if not row.control]
 
 

@@ -136,6 +136,8 @@ def report_json(results: Sequence[Any], floors: Sequence[Any]) -> dict[str, Any]
             "floor": None if floor is None else {"source": str(floor.source), "mode": floor.mode,
                                                  "ack_ms": _stat_of(floor.ack_ms)},
             "modes": modes,
+            "branch": result.branch,  # issue 28: the measured repository's branch, and the machine's load
+            "load": result.load.to_dict(),
         })
     return {"results": out}
 
@@ -190,6 +192,8 @@ def compare_json(comparison: Any) -> dict[str, Any]:
         "cross_machine": list(comparison.cross_machine),
         "incomplete": list(comparison.incomplete),
         "flags": list(comparison.flags),
+        "timing_note": getattr(comparison, "timing_note", None),
+        "loaded": list(getattr(comparison, "loaded", ())),
     }
 
 

@@ -55,7 +55,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
                 resolve_operation(mode.operation)
             except PerfsuiteError as exc:
                 raise PerfsuiteError(f"{recipe.path or args.recipe}: modes.{mode.name}.operation: {exc}") from None
-    fixture, info = fixture_hook()(recipe.fixture, args.session)
+    fixture, info = fixture_hook()(recipe.fixture, args.session or recipe.session)
     run = profile_recipe(
         recipe, args.profiler, modes=args.mode, output_dir=args.output_dir, repeat=args.repeat,
         native=args.native, rate=args.rate, fixture=fixture, fixture_info=info,

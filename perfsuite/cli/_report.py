@@ -113,7 +113,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     else:
         comparison = compare(
             args.base, args.new, require_all=args.require_all, cross_machine=args.cross_machine,
-            allow_incomplete=args.allow_incomplete, skip_bad=args.skip_bad, gate=args.gate, **thresholds(args),
+            allow_incomplete=args.allow_incomplete, skip_bad=args.skip_bad, gate=args.gate, timings=args.timings,
+            **thresholds(args),
         )
     print_comparison(comparison, "compare", fmt=args.format, everything=args.all)
     return comparison.exit_status
@@ -165,7 +166,8 @@ def _store_comparison(args: argparse.Namespace) -> Any:
     label = machine_of(base[0]).host
     return compare_results(base, new, **thresholds(args), base_name=f"{args.base} on {label}",
                            new_name=f"{args.new} on {label}", require_all=args.require_all,
-                           allow_incomplete=args.allow_incomplete, gate=args.gate or "all")
+                           allow_incomplete=args.allow_incomplete, gate=args.gate or "all",
+                           timings=args.timings or "info")  # two separate runs of the store (issue 28)
 
 
 def _source(args: argparse.Namespace) -> str:
@@ -338,7 +340,8 @@ def register(sub: Any) -> None:
         "compare",
         help="compare two runs; exit 1 on a regression, 3 when it cannot tell (the CI gate)",
         description="Per recipe, mode and metric. Timings: the Hodges-Lehmann ratio and Mann-Whitney U, a change "
-        "needs both; beyond the factor but not significant is inconclusive; each headline states the smallest "
+        "needs both (separate runs: information unless --timings gate); beyond the factor but not significant is "
+        "inconclusive; each headline states the smallest "
         "ratio it could detect. Costs (allocation, bytes written, fsync/rename/create counts): medians against a "
         "tolerance (1% and at least 1 KiB or 1 operation). Exit status: 0 no regression, 1 regression, "
         "2 unusable input, 3 inconclusive.",
@@ -364,6 +367,10 @@ def register(sub: Any) -> None:
                          "best) instead of refusing them")
     _skip_bad(compare)
     add_gate_option(compare)
+    compare.add_argument("--timings", choices=("info", "gate"),
+                         help="what timings of two SEPARATE runs may do: information only (default: two runs cannot "
+                         "tell the machine's load from a regression; costs still gate), or gate, unless either run "
+                         "is loaded (its idle control; a dedicated quiet machine). An A/B pairing always gates them")
     thresholds(compare)
     compare.set_defaults(func=_cmd_compare)
 

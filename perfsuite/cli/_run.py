@@ -14,6 +14,7 @@ from perfsuite._extras import require
 from perfsuite.cli._common import (
     add_phase_options,
     add_recipes_option,
+    commit_id,
     describe_error,
     fixture_hook,
     non_empty,
@@ -99,10 +100,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     import perfsuite.cli
     from perfsuite.harness import (
+        BASELINE_DIR_NAME,
+        LOAD_RULE,
         SampleEvent,
         instructions_unavailable,
+        measured_repository,
         new_results_path,
         plan_order,
+        probe_load,
         resume_run,
         run_recipe,
     )
@@ -123,16 +128,29 @@ def _cmd_run(args: argparse.Namespace) -> int:
                          order=args.order, seed=args.seed, storage=args.storage, storage_file=args.storage_file,
                          heap=args.heap, gc_freeze=args.gc_freeze or None,
                          instructions=True if args.instructions else None)
+    if args.resume and (args.commit or args.branch):
+        raise PerfsuiteError("--resume continues the recorded document, whose measured commit is recorded: "
+                             "give no --commit or --branch")
+    # issue 28: the code measured is the working directory's repository (or --commit, or the CI's), found once
+    measured = None if args.resume else measured_repository(commit=args.commit, branch=args.branch)
+    output = Path(args.resume).parent if args.resume else Path(args.output_dir)
+    baseline = output.name == BASELINE_DIR_NAME and not args.allow_loaded
+    if baseline:  # issue 28: a baseline is measured on a quiet machine; look before measuring anything
+        load = (perfsuite.cli.load_probe_hook or probe_load)()
+        if load.loaded:
+            raise PerfsuiteError(f"{output} is a baseline directory and this machine is loaded now ({load.describe()}; "
+                                 f"{LOAD_RULE}): nothing measured; measure it on a quiet machine, or pass "
+                                 "--allow-loaded to keep a run marked loaded")
     if args.resume:
         recipe = plan_resume(args.resume, args.recipes, options)
-        plans.append((recipe, Path(args.resume), *fixture_hook()(recipe.fixture, args.session)))
+        plans.append((recipe, Path(args.resume), *fixture_hook()(recipe.fixture, args.session or recipe.session)))
     else:
         plan = plan_run(args.recipes, options, all_recipes=args.all, recipes_dir=args.recipes_dir)
         skipped = [f"skipped: {s.recipe}: {s.reason}" for s in plan.skipped]
         if plan.recipes:  # every recipe checked: nothing measured, nothing written until here
             Path(args.output_dir).mkdir(parents=True, exist_ok=True)  # unusable: fail before building fixtures
         for recipe in plan.recipes:
-            plans.append((recipe, None, *fixture_hook()(recipe.fixture, args.session)))
+            plans.append((recipe, None, *fixture_hook()(recipe.fixture, args.session or recipe.session)))
     if any(plan[0].instructions for plan in plans):  # one line, once: the pass records "not measured"
         why = instructions_unavailable(args.valgrind)
         if why:
@@ -168,7 +186,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
                                         on_sample=on_sample, writer=writer, valgrind=args.valgrind)
                 else:
                     result = run_recipe(recipe, output=path, fixture=fixture, fixture_info=info, work_root=work_root,
-                                        on_sample=on_sample, run_id=run_id, writer=writer, valgrind=args.valgrind)
+                                        on_sample=on_sample, run_id=run_id, writer=writer, valgrind=args.valgrind,
+                                        measured=measured)
             except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM (Terminated): keep, hint, 130 / 143
                 progress.stop()
                 _print_measured(finished)
@@ -194,6 +213,29 @@ def _cmd_run(args: argparse.Namespace) -> int:
         out.verdict(line)
     if getattr(args, "phase", False):
         phase_outputs(measured, args.phase_dir)
+    return _say_load(measured, baseline, output)
+
+
+def _say_load(measured: list[Any], baseline: bool, output: Path) -> int:
+    """Issue 28: how loaded the machine was (its idle control), one line; a baseline measured loaded is exit 1."""
+    from perfsuite.harness import LOADED_EXCESS_MS
+
+    out = console()
+    loads = [(r, r.load) for r in measured]
+    loaded = [(r, load) for r, load in loads if load.loaded]
+    medians = [load.median_gap_ms for _, load in loads if load.median_gap_ms is not None]
+    if not loaded and medians:  # -q: the verdict lines say LOADED themselves (verdict_lines)
+        periods = sorted({f"{load.period_ms:g}" for _, load in loads})
+        out.line(f"machine: quiet (idle control medians {min(medians):.2f}-{max(medians):.2f} ms against the "
+                 f"{'/'.join(periods)} ms period; loaded above period + {LOADED_EXCESS_MS:g} ms)")
+    for result, load in loaded:
+        out.line(f"machine: {result.name}: {load.describe()}: its timings read high (compare them only "
+                 "interleaved: perfsuite ab)")
+    if loaded and baseline:
+        print(f"perfsuite: error: {len(loaded)} document(s) in the baseline directory {output} were measured on a "
+              "loaded machine (marked so in their load section); re-measure on a quiet machine, or pass "
+              "--allow-loaded", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -234,7 +276,16 @@ def register(sub: Any) -> None:
     run.add_argument("--output-dir", default="results/local", type=output_dir,
                      help="where results go (default: results/local)")
     run.add_argument("--resume", metavar="FILE", type=non_empty, help="continue an interrupted results file")
+    run.add_argument("--commit", type=commit_id,
+                     help="the commit measured (default: the git repository of the working directory, else the "
+                     "CI's variable, e.g. GITHUB_SHA; $PERFSUITE_COMMIT also sets it)")
+    run.add_argument("--branch", type=non_empty,
+                     help="the branch measured (default: the checkout's, else the CI's; $PERFSUITE_BRANCH)")
     run.add_argument("--session", metavar="PATH", type=non_empty, help="a session directory to use as the fixture")
+    run.add_argument("--allow-loaded", action="store_true",
+                     help="into a baseline directory (--output-dir .../baseline): measure even when the machine is "
+                     "loaded (by default a short idle-control probe refuses to start, and a run measured loaded "
+                     "exits 1); the documents say they were loaded either way")
     run.add_argument("--work-dir", metavar="DIR", type=output_dir,
                      help="where private fixture copies live (default: temp dir)")
     add_condition_options(run)

@@ -32,10 +32,11 @@ def _cmd_info(args: argparse.Namespace) -> int:
         machines = db.machines()
     table = Table(title=f"results store {store}: {len(machines)} machine(s)", box=box.SIMPLE_HEAD,
                   title_justify="left")
-    for column in ("machine", "fingerprint", "runs", "recipes", "first", "last"):
-        table.add_column(column, justify="right" if column == "runs" else "left")
-    for m in machines:
-        table.add_row(m.machine.key, m.machine.label, str(m.runs), str(len(m.recipes)), m.first[:16], m.last[:16])
+    for column in ("machine", "fingerprint", "runs", "loaded", "recipes", "first", "last"):
+        table.add_column(column, justify="right" if column in ("runs", "loaded") else "left")
+    for m in machines:  # loaded (issue 28): runs whose idle control says the machine was loaded
+        table.add_row(m.machine.key, m.machine.label, str(m.runs), str(m.loaded), str(len(m.recipes)),
+                      m.first[:16], m.last[:16])
     console().table(table, quiet_ok=True)
     return 0
 

@@ -106,7 +106,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         storages.remove(None)  # only --storage-file given: sweep those profiles
     plan = plan_sweep(recipe, storages=storages, heaps=parse_heaps(args.heap), freeze=args.freeze,
                       storage_files=files)
-    fixture, info = fixture_hook()(recipe.fixture, args.session)
+    fixture, info = fixture_hook()(recipe.fixture, args.session or recipe.session)
     err = Console(stderr=True)
     print(f"sweep {plan.id}: {plan.recipe}, {len(plan.settings)} settings "
           f"({len(plan.storages)} storage x {len(plan.heaps)} heap x {'2' if plan.freeze == 'both' else '1'} freeze)",

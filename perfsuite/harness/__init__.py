@@ -30,6 +30,14 @@ from perfsuite.harness._heap import LiveHeap, build_heap, probe_full_collection
 from perfsuite.harness._heartbeat import GapWindow, Heartbeat, LagPercentiles
 from perfsuite.harness._instructions import InstructionRecord, instructions_section, measure_instructions
 from perfsuite.harness._lock import ResultsBusy, ResultsLock
+from perfsuite.harness._machine_load import (
+    BASELINE_DIR_NAME,
+    LOAD_RULE,
+    LOADED_EXCESS_MS,
+    MachineLoad,
+    machine_load,
+    probe_load,
+)
 from perfsuite.harness._operation import (
     AckCallback,
     Operation,
@@ -38,13 +46,17 @@ from perfsuite.harness._operation import (
     create_operation,
     resolve_operation,
 )
+from perfsuite.harness._provenance import CI_VARIABLES, check_commit, measured_repository
 from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe, recipe_dirs
 from perfsuite.harness._results import (
     HOST_LABEL_ENV,
     ResultsWriter,
     load_results,
     sample_metrics,
+    summarize,
+    summarize_samples,
     validate_results,
+    verdict,
     write_json_atomic,
 )
 from perfsuite.harness._resume import check_resumable, resume_run
@@ -84,8 +96,12 @@ from perfsuite.harness._variants import (
 )
 
 __all__ = [
+    "BASELINE_DIR_NAME",
+    "CI_VARIABLES",
     "HEAP_SEED",
     "HOST_LABEL_ENV",
+    "LOADED_EXCESS_MS",
+    "LOAD_RULE",
     "AckCallback",
     "AllocationRecord",
     "BuildFailed",
@@ -99,6 +115,7 @@ __all__ = [
     "InstrumentedLoop",
     "LagPercentiles",
     "LiveHeap",
+    "MachineLoad",
     "ModeSpec",
     "Operation",
     "OperationContext",
@@ -122,6 +139,7 @@ __all__ = [
     "build_library",
     "call_optional",
     "callgrind_totals",
+    "check_commit",
     "check_conditions",
     "check_resumable",
     "create_operation",
@@ -134,14 +152,17 @@ __all__ = [
     "list_recipes",
     "load_recipe",
     "load_results",
+    "machine_load",
     "measure_allocation",
     "measure_instructions",
     "measure_sample",
+    "measured_repository",
     "new_results_path",
     "plan_order",
     "plan_variants",
     "prepare_workdir",
     "probe_full_collection",
+    "probe_load",
     "probe_variant",
     "recipe_dirs",
     "resolve_operation",
@@ -151,7 +172,10 @@ __all__ = [
     "run_variants",
     "sample_metrics",
     "stall_monitor_of",
+    "summarize",
+    "summarize_samples",
     "validate_results",
+    "verdict",
     "write_exports",
     "write_json_atomic",
 ]

@@ -1,5 +1,6 @@
 """M6, M8: where a result was measured: the machine, Python, the file system and its directory-fsync behaviour,
-the git state, and the fixture. Split from ``_results`` (issue 19: smaller rooms).
+the measured repository and perfsuite's own checkout (:mod:`._provenance`), and the fixture. Split from
+``_results`` (issue 19: smaller rooms).
 """
 
 from __future__ import annotations
@@ -10,16 +11,15 @@ import hashlib
 import os
 import platform
 import socket
-import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
-from functools import cache
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from perfsuite import __version__
 from perfsuite._paths import portable_path
+from perfsuite.harness._provenance import compat_git, measured_repository, perfsuite_checkout
 
 #: when set, recorded as ``environment.host_label``: the machine's name in history and the results store
 #: (CI runners get a new host name per job, so a workflow names its runner class here)
@@ -91,27 +91,25 @@ def probe_dir_fsync(directory: Path) -> str:
         os.rmdir(probe)
 
 
-def _git(args: Sequence[str], cwd: Path) -> str | None:
-    try:
-        out = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() if out.returncode == 0 else None
-
-
-@cache
 def git_state() -> dict[str, Any] | None:
-    """Commit of the perfsuite source tree (if it is a git checkout with commits) and whether it is dirty."""
-    source = Path(__file__).resolve().parent.parent.parent
-    commit = _git(["rev-parse", "HEAD"], source)
-    if not commit:
-        return None
-    status = _git(["status", "--porcelain", "--untracked-files=no"], source)
-    return {"commit": commit, "dirty": bool(status)}
+    """perfsuite's own checkout (commit, dirty), ``None`` from a wheel: what ``environment.perfsuite_git``
+    records. It is not the code measured (issue 28): see :func:`measured_repository`."""
+    return perfsuite_checkout()
 
 
-def collect_environment(work_dir: Path) -> dict[str, Any]:
-    """M8: Python, OS, CPU, cores, work-dir filesystem and dir-fsync probe, git, host (and its label), date."""
+#: ``collect_environment(measured=RESOLVE)``: find the measured repository from the working directory
+RESOLVE: Any = object()
+
+
+def collect_environment(work_dir: Path, measured: Mapping[str, Any] | None = RESOLVE) -> dict[str, Any]:
+    """M8: Python, OS, CPU, cores, work-dir filesystem and dir-fsync probe, the measured repository, perfsuite's
+    own version and checkout, host (and its label), date.
+
+    ``measured`` is ``environment.measured`` as :func:`measured_repository` returns it (``None``: unknown); by
+    default it is found from the working directory, CI variables and ``$PERFSUITE_COMMIT``. ``git`` keeps the
+    measured commit and dirty flag in the shape readers before issue 28 know."""
+    if measured is RESOLVE:
+        measured = measured_repository()
     try:
         affinity: int | None = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -138,8 +136,10 @@ def collect_environment(work_dir: Path) -> dict[str, Any]:
             "device": fs["device"],
             "dir_fsync": probe_dir_fsync(work_dir),
         },
-        "git": git_state(),
+        "measured": dict(measured) if measured is not None else None,
+        "git": compat_git(measured),
         "perfsuite": __version__,
+        "perfsuite_git": git_state(),
         "hostname": socket.gethostname(),
         "date": now_iso(),
         "load_avg": load,

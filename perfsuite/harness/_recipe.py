@@ -90,6 +90,9 @@ class Recipe:
     storage: Any = None
     heap: int = 0
     path: str | None = None
+    # issue 28 item 9: a real session directory of the team's, copied privately for every sample (``--session``
+    # in a file): an absolute path once loaded (a relative one is resolved against the recipe file)
+    session: str | None = None
 
     def mode(self, name: str) -> ModeSpec:
         """The mode called ``name``."""
@@ -251,6 +254,7 @@ _SCALARS: dict[str, tuple[str, Any]] = {
     "seed": ("non_negative_int", None),
     "storage": ("storage", None),
     "heap": ("non_negative_int", 0),
+    "session": ("string", None),
 }
 _KNOWN = frozenset(_SCALARS) | {"name", "modes", "control_windows"}
 
@@ -391,4 +395,9 @@ def load_recipe(ref: str | os.PathLike[str], dirs: Sequence[Path] | None = None)
     except OSError as exc:
         raise PerfsuiteError(f"{label}: cannot read: {exc.strerror or exc}") from None
     recipe = parse_recipe(data, label, default_name=path.stem)
+    if recipe.session is not None:  # relative to the recipe file, as a team's repository lays it out
+        session = (path.resolve().parent / Path(recipe.session).expanduser()).resolve()
+        if not session.is_dir():
+            raise PerfsuiteError(f"{label}: session: no such directory: {recipe.session} ({session})")
+        recipe = dataclasses.replace(recipe, session=str(session))
     return dataclasses.replace(recipe, path=portable_path(path.resolve()))

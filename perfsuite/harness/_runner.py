@@ -33,11 +33,14 @@ from perfsuite import __version__
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness._alloc import measure_allocation
 from perfsuite.harness._callgrind import Valgrind, ValgrindUnavailable, client_library, find_valgrind
+from perfsuite.harness._environment import RESOLVE
 from perfsuite.harness._exports import write_exports
+from perfsuite.harness._fixture_guard import FixtureGuard
 from perfsuite.harness._gc import GcRecorder
 from perfsuite.harness._heartbeat import Heartbeat
 from perfsuite.harness._instructions import instructions_section, measure_instructions
 from perfsuite.harness._lock import ResultsLock, new_results_path
+from perfsuite.harness._machine_load import machine_load
 from perfsuite.harness._operation import CONTROL_OPERATION, OperationFactory, control_operation, resolve_operation
 from perfsuite.harness._plan import check_conditions, plan_order, resolve_seed
 from perfsuite.harness._recipe import Recipe
@@ -172,6 +175,8 @@ class _Run:
         self.work_dir = work_dir
         self.on_sample = on_sample
         self.write: ResultsWriter = writer or write_json_atomic
+        # issue 28 item 9: a fixture that changes between samples (a live session) is refused, not measured
+        self.guard = FixtureGuard(fixture) if fixture is not None and fixture.is_dir() else None
         self.code = code  # a code variant the worker imports first (run_variants); None: the running code
         self.last_code: Mapping[str, Any] | None = None  # what the last worker imported, and from where
         # a code variant's operations import in its worker only (the running code may lack what they need)
@@ -223,6 +228,12 @@ class _Run:
             heap=r.heap if entry["kind"] == "sample" else 0,
         )
 
+    def before(self, entry: Mapping[str, Any]) -> None:
+        """Outside every window: an entry that copies the fixture first checks it has not changed."""
+        if self.guard is not None and entry["kind"] != "control":
+            what = entry["kind"] if entry["kind"] != "sample" else "sample"
+            self.guard.check(f"before {entry.get('mode')} {what} {entry['index']}")
+
     def factory(self, spec: SampleSpec) -> OperationFactory:
         return control_operation if spec.kind == "control" else self.factories[spec.mode]
 
@@ -240,6 +251,8 @@ class _Run:
         elif kind == "control":
             doc["control"]["samples"].append(dict(record))
             doc["control"]["summary"] = summarize_samples(doc["control"]["samples"])
+            # issue 28: how loaded the machine was, from the idle control (a warning, like pyperf check)
+            doc["load"] = machine_load(doc["control"]["samples"], self.recipe.heartbeat_ms).to_dict()
         elif kind == "allocation":
             body = doc["modes"][entry["mode"]]
             alloc = body["allocation"] or {"tracker": record.get("tracker", "memray"), "samples": []}
@@ -280,6 +293,7 @@ class _Run:
             run_instrumented(self._inline(extra, entries))  # M9: the harness's own loop
         else:
             for entry in entries:
+                self.before(entry)
                 if entry["kind"] == "instructions":
                     self.complete(entry, self._instructions(entry))
                 else:
@@ -291,6 +305,7 @@ class _Run:
             heartbeat.start()
             try:
                 for entry, count in [(e, False) for e in extra] + [(e, True) for e in entries]:
+                    self.before(entry)
                     spec = self.spec(entry)
                     if entry["kind"] == "instructions":
                         heartbeat.stop()  # the pass runs in a worker under valgrind, whatever the isolation
@@ -424,6 +439,7 @@ def run_recipe(
     writer: ResultsWriter | None = None,
     valgrind: str | None = None,
     annotations: Mapping[str, Any] | None = None,
+    measured: Mapping[str, Any] | None = RESOLVE,
 ) -> RunResult:
     """M4: run ``recipe`` and write its results file (plus exports) under ``output_dir`` (or ``output``).
     ``run_id`` ties together the documents of one invocation (e.g. to find its fsync floor);
@@ -437,7 +453,9 @@ def run_recipe(
     reason in ``error``; ``interrupted`` after SIGINT/SIGTERM). The document is locked while the run
     writes it (issue 14 case 7); ``writer`` replaces the atomic writer (fault injection in tests).
     ``valgrind`` is the valgrind executable for the instruction pass (default ``$PERFSUITE_VALGRIND``,
-    else PATH).
+    else PATH). ``measured`` is the measured repository (``environment.measured``, see
+    :func:`perfsuite.harness.measured_repository`; ``None``: unknown); by default it is found from the working
+    directory, ``$PERFSUITE_COMMIT`` and the CI's variables.
     """
     if recipe.fixture and fixture is None:
         raise PerfsuiteError(f"{recipe.name}: the recipe needs fixture {recipe.fixture!r}, none was given")
@@ -453,7 +471,7 @@ def run_recipe(
         work_dir = _work_dir(work_root)
         try:
             run = _Run(recipe, {}, path, Path(fixture) if fixture else None, work_dir, on_sample, writer, valgrind)
-            run.doc = _new_document(recipe, fixture_doc, collect_environment(work_dir))
+            run.doc = _new_document(recipe, fixture_doc, collect_environment(work_dir, measured))
             if run_id is not None:
                 run.doc["run_id"] = run_id
             for key, value in (annotations or {}).items():

@@ -167,7 +167,10 @@ def imported_modules(operations: Sequence[str], under: Path, *, timeout: float =
 
 def _document(recipe: Recipe, variant: CodeVariant, names: Sequence[str], plan: Sequence[Mapping[str, Any]],
               seed: int, fixture_doc: Mapping[str, Any], work_dir: Path, run_id: str | None) -> dict[str, Any]:
-    environment = collect_environment(work_dir)
+    # the revision measured, not the working directory's checkout (issue 28: environment.measured)
+    measured = {"dirty": None, "branch": None, "root": None, **dict(variant.git), "source": "revision"} \
+        if variant.git is not None else None
+    environment = collect_environment(work_dir, measured=measured)
     environment["git"] = dict(variant.git) if variant.git is not None else None
     doc = _new_document(recipe, fixture_doc, environment)
     order = [{"kind": e["kind"], "mode": e["mode"], "index": e["index"]}
@@ -309,6 +312,7 @@ def _execute(recipe: Recipe, runs: Mapping[str, _Run], plan: Sequence[Mapping[st
                     run.complete(own, record)
             else:
                 run = runs[entry["variant"]]
+                run.before(own)  # issue 28 item 9: the fixture has not changed since the first sample
                 record = run._instructions(own) if entry["kind"] == "instructions" else run._in_worker(own)
                 if run.doc["variant"]["code"]["imported"] is None and run.last_code:
                     run.doc["variant"]["code"]["imported"] = dict(run.last_code)

@@ -115,12 +115,13 @@ def is_gating(metric: str, mode: str, direction: str | None, reference: str | No
 
 
 def cost_change(recipe: str, mode: str, metric: str, base: Sequence[float], new: Sequence[float],
-                reference: str | None = None) -> MetricChange:
-    """A deterministic cost: changed beyond its tolerance, whatever a test would say (issue 15)."""
+                reference: str | None = None, *, tolerance: float | None = None) -> MetricChange:
+    """A deterministic cost: changed beyond its tolerance, whatever a test would say (issue 15). ``tolerance``
+    widens the registry's (a cost whose samples spread beyond it, issue 28)."""
     cost = COST_METRICS[metric]
     b, n = Stat.from_values(base), Stat.from_values(new)
     delta = n.median - b.median
-    tolerance = cost.tolerance(b.median)
+    tolerance = max(cost.tolerance(b.median), tolerance or 0.0)
     if delta == 0 or abs(delta) < tolerance:
         status = "unchanged"
     elif (delta > 0) == (cost.direction == LOWER):

@@ -94,6 +94,10 @@ def compare_headline(comparison: Comparison) -> str:
         line = "inconclusive: no regression in what was measured, but the data is incomplete"
     else:
         line = "no regression"
+    if c.timing_note:  # issue 28: right after the verdict, what it could not judge
+        line += f" [{c.timing_note}]"
+    if c.loaded:
+        line += f" [loaded machine: {'; '.join(c.loaded)}]"
     if c.incomplete:
         line += f" [incomplete: {'; '.join(c.incomplete)}]"
     if c.cross_machine:

@@ -24,7 +24,7 @@ from perfsuite.report._history import History, Series, Step, history_results, or
 from perfsuite.report._load import Result
 from perfsuite.report._machine import Machine, machine_of
 from perfsuite.report._pages import recipe_page, step_rows
-from perfsuite.report._site import commit_link, e, page, references, slug, verdict_html
+from perfsuite.report._site import commit_link, e, load_badge, page, references, slug, verdict_html
 from perfsuite.report._store import read_source
 
 __all__ = ["Dashboard", "MachineStory", "build_dashboard", "dashboard"]
@@ -90,8 +90,9 @@ def _stories(runs: Sequence[Result], hist: History) -> list[MachineStory]:
             # the gate compares finished runs only: an interrupted run is shown, never judged
             done = [r for r in rs if r.data.get("status") == "complete"]
             if len(done) >= 2:
+                # two separate runs (issue 28): costs gate, timings are shown as information
                 comparisons[recipe] = compare_results([done[-2]], [done[-1]], base_name=_run_name(done[-2]),
-                                                      new_name=_run_name(done[-1]))
+                                                      new_name=_run_name(done[-1]), timings="info")
         series = tuple(s for s in hist.series if s.machine == key)
         stories.append(MachineStory(machines[key], tuple(grouped[key]), dict(sorted(by_recipe.items())),
                                     comparisons, series))
@@ -106,14 +107,17 @@ def _run_name(result: Result) -> str:
 def _chips(comparison: Comparison, reference: dict[str, str]) -> str:
     chips = []
     for c in comparison.changes:
-        if c.mode == "control" or not c.gating:
+        info = not c.gating and c.kind == "timing" and c.metric in INDEX_METRICS and comparison.timing_note
+        if c.mode == "control" or c.reference or not (c.gating or info):
             continue
         if c.status == "unchanged" and (c.metric not in INDEX_METRICS or c.mode in reference or c.reference):
             continue
-        text = f"{c.mode} {c.metric} {c.ratio:.2f}x"
+        text = f"{c.mode} {c.metric} {c.ratio:.2f}x" + (" (info)" if info else "")
         test = f"p = {c.p_value:.3g}" if c.p_value is not None else f"cost, tolerance {c.tolerance:.4g}"
         tip = f"{c.status}: {c.base.median:.4g} -> {c.new.median:.4g}, {test}"
-        chips.append((c.status != "unchanged", f"<span class='chip {e(c.status)}' title='{e(tip)}'>{e(text)}</span>"))
+        status = "dim" if info else c.status  # information is never coloured as a verdict
+        chips.append((c.status != "unchanged" and not info,
+                      f"<span class='chip {e(status)}' title='{e(tip)}'>{e(text)}</span>"))
     chips.sort(key=lambda chip: not chip[0])
     return "".join(html for _, html in chips) or "<span class='dim'>no gating metric</span>"
 
@@ -132,9 +136,14 @@ def _story_line(story: MachineStory) -> str:
         f"Latest run ({e(latest.date[:16])}, commit {e((latest.commit or 'unknown')[:7])}) against the previous one: "
         f"<span class='{'regressed' if regressed else ''}'>{regressed} regressed</span>, "
         f"<span class='{'improved' if improved else ''}'>{improved} improved</span>, "
-        f"{unchanged} unchanged{f', {inconclusive} inconclusive' if inconclusive else ''} (gating metrics). "
+        f"{unchanged} unchanged{f', {inconclusive} inconclusive' if inconclusive else ''} (gating metrics: "
+        "costs; the timings of two separate runs are information). "
         f"History: {len(story.steps)} change point(s) over up to {runs} runs."
     )
+    loaded = sum(1 for r in story.runs if r.loaded)
+    if loaded:  # issue 28: said where the runs are shown
+        text += (f" <span class='loaded'>{loaded} of {len(story.runs)} results document(s) measured on a LOADED "
+                 "machine</span> (idle control median more than 1 ms over the heartbeat period).")
     return f"<p class='story {cls}'>{text}</p>"
 
 
@@ -152,7 +161,8 @@ def _machine_section(story: MachineStory, pages: dict[str, str], commit_url: str
         reference = references(latest)
         comparison = story.comparisons.get(recipe)
         done = [r for r in runs if r.data.get("status") == "complete"]
-        previous = commit_link(done[-2].commit, commit_url) if comparison else "<span class='dim'>none</span>"
+        previous = (commit_link(done[-2].commit, commit_url) + load_badge(done[-2]) if comparison
+                    else "<span class='dim'>none</span>")
         chips = _chips(comparison, reference) if comparison else "<span class='dim'>fewer than two finished runs</span>"
         if latest.data.get("status") != "complete" and comparison:
             pair = f"{commit_link(done[-2].commit, commit_url)}..{commit_link(done[-1].commit, commit_url)}"
@@ -160,7 +170,8 @@ def _machine_section(story: MachineStory, pages: dict[str, str], commit_url: str
         verdicts = "<br>".join(f"{e(mode)}: {verdict_html(latest, mode)}" for mode in latest.modes)
         parts.append(
             f"<tr><td class='text'><a href='{e(pages[recipe])}'><code>{e(recipe)}</code></a></td><td>{len(runs)}</td>"
-            f"<td class='text'>{commit_link(latest.commit, commit_url)} <span class='dim'>{e(latest.date[:10])}</span>"
+            f"<td class='text'>{commit_link(latest.commit, commit_url)}{load_badge(latest)} "
+            f"<span class='dim'>{e(latest.date[:10])}</span>"
             f"</td><td class='text'>{previous}</td><td class='text'>{chips}</td><td class='text'>{verdicts}</td></tr>"
         )
     parts.append("</table>")

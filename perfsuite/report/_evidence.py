@@ -34,6 +34,7 @@ from perfsuite.report._evidence_context import (
     fsync_floor,
     join_and,
     limitations,
+    loaded_machine,
     mode_code,
     publication_floor,
 )
@@ -175,7 +176,10 @@ class _Writer:
         fs = f"`{work['filesystem']}`" if work.get("filesystem") else "an unknown filesystem"
         dir_fsync = work.get("dir_fsync")
         fsync = "where directory fsync works" if dir_fsync == "ok" else f"where directory fsync fails (`{dir_fsync}`)"
+        # issue 28: the measured repository's commit (and branch), never perfsuite's own checkout
         commit = f"commit `{short_commit(result.commit)}`" + (" (uncommitted changes)" if result.dirty else "")
+        if result.branch:
+            commit += f" on branch `{result.branch.replace('`', chr(39))}`"
         cpu = env["cpu"]
         python = f"{env['python'].get('implementation', 'Python')} {env['python']['version']}"
         machine = f"`{python}` on `{env['os']['system']}`"
@@ -410,13 +414,13 @@ def evidence(
     sentences += [w.mode_sentence(m) for m in result.modes]
     for mode in result.modes:
         sentences += w.details(mode)
-    sentences += [w.allocation(), w.instructions(), w.gc(), w.heap(), w.verdict(), w.control(), fsync_floor(w),
-                  publication_floor(w)]
+    sentences += [w.allocation(), w.instructions(), w.gc(), w.heap(), w.verdict(), w.control(), loaded_machine(w),
+                  fsync_floor(w), publication_floor(w)]
     comparison = None
     if baseline is not None:
         comparison = compare_results(  # a paragraph describes what it is given; the gate is `compare`
             [baseline], [result], alpha=alpha, factor=factor, base_name=baseline.name, new_name=result.name,
-            cross_machine=True, allow_incomplete=True,
+            cross_machine=True, allow_incomplete=True, timings="info",  # two separate runs, as `compare` says
         )
         sentences.append(against_baseline(w, comparison))
     limits = limitations(w)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from perfsuite.harness import LOADED_EXCESS_MS
 from perfsuite.report._compare import Comparison
 from perfsuite.report._conditions import conditions_of
 from perfsuite.report._figures import Figures, metric_field, sample_field
@@ -117,7 +118,9 @@ def against_baseline(w: _Writer, comparison: Comparison) -> str:
     """Before/after ranges against a baseline, with `compare`'s statuses and verdict (issue 15)."""
     result, baseline = w.result, w.baseline
     assert baseline is not None
-    status = {(c.mode, c.metric): c.status for c in comparison.changes if c.recipe == result.recipe}
+    # a change that may not gate (a timing of two separate runs, issue 28) says so beside its status
+    status = {(c.mode, c.metric): c.status + ("" if c.gating or c.status == "unchanged" else ", information")
+              for c in comparison.changes if c.recipe == result.recipe}
     gating = {(c.mode, c.metric) for c in comparison.changes if c.recipe == result.recipe and c.gating}
     clauses = []
     for mode in result.modes:
@@ -150,8 +153,23 @@ def against_baseline(w: _Writer, comparison: Comparison) -> str:
         verdict = "No regression"
     return (f"Against the baseline `{baseline.name}` ({w.day('baseline')}, commit "
             f"`{short_commit(baseline.commit)}`), compared with `perfsuite compare --alpha {comparison.alpha:g} "
-            f"--factor {comparison.factor:g}` (timings: Mann-Whitney U and the ratio must both agree; costs: a "
-            "tolerance): " + ". ".join(clauses) + f". {verdict}.")
+            f"--factor {comparison.factor:g}` ({_rules(comparison)}): " + ". ".join(clauses) + f". {verdict}.")
+
+
+def _rules(comparison: Comparison) -> str:
+    if comparison.timing_note is not None:  # issue 28: two separate runs, or a loaded one
+        return "timings of separate runs are information, not a gate; costs: a tolerance"
+    return "timings: Mann-Whitney U and the ratio must both agree; costs: a tolerance"
+
+
+def loaded_machine(w: _Writer) -> str:
+    """Issue 28: a run on a loaded machine says so beside its idle control, with the rule and its figures."""
+    if not w.result.load.loaded:
+        return ""
+    median = w.f.one("result", sample_field("control", "max_gap_ms"), "median", "ms")
+    return (f"The machine was LOADED: the median idle-control gap of {median} ms is more than "
+            f"`{LOADED_EXCESS_MS:g} ms` over the {w.f.one('result', ('recipe', 'heartbeat_ms'))} ms period, so every "
+            "timing here reads high and compares only with a run measured interleaved with it (`perfsuite ab`).")
 
 def limitations(w: _Writer) -> list[str]:
     """The limitations the data call for (sample size, GC policy, a noisy control, isolation...)."""
@@ -174,7 +192,7 @@ def limitations(w: _Writer) -> list[str]:
     else:
         out.append("no collection fell inside a window here; a longer run may see one")
     control = [float(s["max_gap_ms"]) for s in result.samples("control")]
-    if control and max(control) > NOISY_CONTROL_PERIODS * float(r["heartbeat_ms"]):
+    if not result.load.loaded and control and max(control) > NOISY_CONTROL_PERIODS * float(r["heartbeat_ms"]):
         worst = w.f.one("result", sample_field("control", "max_gap_ms"), "max", "ms")
         out.append(
             f"the idle control's worst gap of {worst} ms against a "

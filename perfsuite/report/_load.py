@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite.errors import PerfsuiteError
-from perfsuite.harness import load_results, sample_metrics, validate_results
+from perfsuite.harness import MachineLoad, load_results, machine_load, sample_metrics, validate_results
 
 __all__ = [
     "FLOOR_OPERATION_SUFFIX",
@@ -118,15 +118,41 @@ class Result:
         return list(self.data["modes"])
 
     @property
+    def measured(self) -> Mapping[str, Any]:
+        """The measured repository (issue 28: ``environment.measured``: commit, dirty, branch, root, source);
+        a document written before it falls back to ``environment.git``, then the only record of a commit."""
+        env = self.data["environment"]
+        if "measured" in env:
+            return env.get("measured") or {}
+        git = env.get("git") or {}
+        return {"commit": git.get("commit"), "dirty": git.get("dirty"), "source": "environment.git"} if git else {}
+
+    @property
     def commit(self) -> str | None:
-        """The git commit measured (``environment.git.commit``), if known."""
-        git = self.data["environment"].get("git") or {}
-        return git.get("commit")
+        """The commit of the measured repository (:attr:`measured`), if known."""
+        return self.measured.get("commit") or None
 
     @property
     def dirty(self) -> bool:
-        """Whether the measured tree had uncommitted changes."""
-        return bool((self.data["environment"].get("git") or {}).get("dirty"))
+        """Whether the measured tree had uncommitted changes (False when unknown)."""
+        return bool(self.measured.get("dirty"))
+
+    @property
+    def branch(self) -> str | None:
+        """The measured repository's branch, when it was known (never for documents before issue 28)."""
+        return self.measured.get("branch") or None
+
+    @property
+    def load(self) -> MachineLoad:
+        """How loaded the machine was (issue 28), from the idle control against the heartbeat period; computed
+        from the samples, so documents written before the ``load`` section get the same verdict."""
+        period = float((self.data.get("recipe") or {}).get("heartbeat_ms") or 5.0)
+        return machine_load((self.data.get("control") or {}).get("samples") or [], period)
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the run was measured on a loaded machine (:attr:`load`; False when not measured)."""
+        return bool(self.load.loaded)
 
     @property
     def date(self) -> str:

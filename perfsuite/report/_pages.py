@@ -25,7 +25,7 @@ from perfsuite.report._plots import (
     strip_svg,
     timeline_svg,
 )
-from perfsuite.report._site import commit_href, commit_link, e, page, references, verdict_html
+from perfsuite.report._site import commit_href, commit_link, e, load_badge, page, references, verdict_html
 from perfsuite.report._table import floors_caption, row_cells, summary_columns, summary_rows, table_title
 
 __all__ = ["HISTORY_CHART_METRICS", "MIN_HISTORY_RUNS", "comparison_rows", "recipe_page", "step_rows"]
@@ -61,7 +61,8 @@ def _summary_html(result: Result, candidates: Sequence[Result]) -> str:
     out.append("</tr>")
     for row in summary_rows(result, floor):
         cells = row_cells(row, head)[:-1]
-        verdict = "<span class='dim'>noise floor</span>" if row.control else verdict_html(result, row.mode)
+        verdict = (("<span class='loaded'>LOADED machine</span>" if result.loaded else
+                    "<span class='dim'>noise floor</span>") if row.control else verdict_html(result, row.mode))
         cls = " class='dim'" if row.control else ""
         out.append(f"<tr{cls}>" + "".join(f"<td>{e(c)}</td>" for c in cells) + f"<td class='text'>{verdict}</td></tr>")
     out.append("</table>")
@@ -178,7 +179,7 @@ def recipe_page(
     file_html = f"<a href='{e(link)}'>{e(latest.name)}</a>" if link else e(latest.name)
     parts += [
         f"<p class='note'>{len(runs)} run(s) on this machine; latest {e(latest.date)} at commit "
-        f"{commit_link(latest.commit, commit_url)} ({file_html}).</p>",
+        f"{commit_link(latest.commit, commit_url)} ({file_html}){load_badge(latest)}.</p>",
         _against_previous(comparison),
         "<h2>Latest run: modes side by side</h2>",
         _summary_html(latest, candidates),
@@ -213,8 +214,10 @@ def recipe_page(
         previous, latest_done = done[-2], done[-1]
         parts.append(f"<p class='note'>Commit {commit_link(previous.commit, commit_url)} ({e(previous.date[:16])}) "
                      f"-&gt; {commit_link(latest_done.commit, commit_url)} ({e(latest_done.date[:16])}), the last two "
-                     f"finished runs, by the gate's comparison: Mann-Whitney U p &lt; {comparison.alpha:g} and a ratio "
-                     f"beyond {comparison.factor:g}x.</p>")
+                     f"finished runs, by the gate's comparison: costs against their tolerance; "
+                     + (f"{e(comparison.timing_note)}." if comparison.timing_note else
+                        f"timings: Mann-Whitney U p &lt; {comparison.alpha:g} and a ratio beyond "
+                        f"{comparison.factor:g}x.") + "</p>")
         parts.append(comparison_rows(comparison, reference))
     parts.append("<h2>Per-sample timeline (latest run)</h2>")
     if not has_tick_data(latest):
@@ -229,7 +232,7 @@ def recipe_page(
         name = f"<a href='{e(link)}'>{e(run.name)}</a>" if link else e(run.name)
         verdicts = "; ".join(f"{e(m)}: {verdict_html(run, m)}" for m in run.modes)
         parts.append(f"<tr id='run-{i}'><td class='text'>{e(run.date[:16])}</td><td class='text'>"
-                     f"{commit_link(run.commit, commit_url)}</td><td class='text'>{name}</td>"
+                     f"{commit_link(run.commit, commit_url)}{load_badge(run)}</td><td class='text'>{name}</td>"
                      f"<td class='text'>{verdicts}</td></tr>")
     parts.append("</table>")
     return page(f"perfsuite: {recipe} on {machine.host}", "\n".join(parts))

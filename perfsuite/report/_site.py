@@ -21,6 +21,7 @@ __all__ = [
     "commit_href",
     "commit_link",
     "e",
+    "load_badge",
     "page",
     "reference_reason",
     "references",
@@ -38,7 +39,7 @@ th:first-child, td:first-child, td.text, th.text { text-align: left; }
 code { background: #f4f4f4; padding: 0 .2em; } .note { color: #555; font-size: .9em; }
 .met, .improved { color: #1a7f37; } .missed, .regressed { color: #cf222e; font-weight: 600; }
 .inconclusive, .changed { color: #9a6700; } .unchanged, .dim { color: #888; }
-.reference { color: #888; font-style: italic; }
+.reference { color: #888; font-style: italic; } .loaded { color: #9a6700; font-weight: 600; }
 .story { font-size: 1.05em; background: #f6f8fa; border-left: 4px solid #888; padding: .5em .8em; }
 .story.bad { border-color: #cf222e; } .story.good { border-color: #1a7f37; } .story.unsure { border-color: #9a6700; }
 .synthetic { background: #fff8c5; border: 1px solid #d4a72c; padding: .4em .8em; }
@@ -102,6 +103,13 @@ def commit_link(commit: str | None, commit_url: str | None) -> str:
 def commit_href(commit_url: str | None) -> Callable[[str | None], str | None]:
     """A commit -> URL function for charts (``None`` without a template)."""
     return lambda commit: commit_url.format(commit=commit) if commit and commit_url else None
+
+
+def load_badge(result: Result) -> str:
+    """`` LOADED`` (with the idle-control figures on hover) for a run measured on a loaded machine (issue 28);
+    empty for a quiet one."""
+    load = result.load
+    return f" <span class='loaded' title='{e(load.describe())}'>LOADED</span>" if load.loaded else ""
 
 
 def reference_reason(result: Result, mode: str) -> str | None:

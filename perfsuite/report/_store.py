@@ -9,10 +9,13 @@ Tables (``PRAGMA user_version`` = :data:`STORE_SCHEMA`):
 
 * ``machines(id, key, host, cpu_model, cores, filesystem, python)``: one row per fingerprint;
 * ``runs(id, key, digest, machine_id, recipe, run_id, commit_sha, dirty, date, created_epoch, status,
-  done, updated_at, source, document)``: one row per results document. ``key`` is its identity
-  (machine, recipe, run id, creation time, commit), so ingesting a document twice keeps one run; a
-  document that progressed further (``--resume``) replaces the older copy. ``document`` is the
-  zlib-compressed JSON, so every consumer sees exactly what the harness wrote;
+  done, updated_at, source, document, branch, loaded, idle_median_ms)``: one row per results document.
+  ``key`` is its identity (machine, recipe, run id, creation time, commit), so ingesting a document twice
+  keeps one run; a document that progressed further (``--resume``) replaces the older copy. ``document`` is
+  the zlib-compressed JSON, so every consumer sees exactly what the harness wrote. ``commit_sha`` and
+  ``branch`` are the measured repository's (issue 28: ``environment.measured``; older documents:
+  ``environment.git``); ``loaded`` (1, 0, NULL: not measured) and ``idle_median_ms`` say how loaded the
+  machine was (the idle control's median max gap, :func:`perfsuite.harness.machine_load`);
 * ``samples(run, mode, metric, idx, value)``: every sample of every flattened metric (the names of
   ``Result.values``: ``ack_ms``, ``lag_us.p99``, ``metrics.bytes_written``, ``allocation.total_bytes``),
   the idle control as mode ``control``. Query it directly from a notebook with plain SQL.
@@ -50,7 +53,8 @@ __all__ = [
 
 #: the embedded default: a file under the results folder (git-ignored: it is derived, never committed)
 DEFAULT_STORE = Path("results") / "perfsuite.sqlite3"
-STORE_SCHEMA = 1
+#: 2 (issue 28): runs gained branch, loaded and idle_median_ms; a schema-1 store is migrated when opened
+STORE_SCHEMA = 2
 _MAGIC = b"SQLite format 3\x00"
 
 _DDL = """
@@ -78,7 +82,10 @@ CREATE TABLE IF NOT EXISTS runs (
     done INTEGER NOT NULL,
     updated_at TEXT NOT NULL,
     source TEXT,
-    document BLOB NOT NULL
+    document BLOB NOT NULL,
+    branch TEXT,
+    loaded INTEGER,
+    idle_median_ms REAL
 );
 CREATE INDEX IF NOT EXISTS runs_series ON runs(machine_id, recipe, date, created_epoch);
 CREATE TABLE IF NOT EXISTS samples (
@@ -117,17 +124,21 @@ class StoredRun:
     created_epoch: float | None
     status: str
     source: str | None
+    branch: str | None = None
+    loaded: bool | None = None  # issue 28: measured on a loaded machine (None: no idle control)
 
 
 @dataclass(frozen=True, slots=True)
 class MachineSummary:
-    """One machine of the store: its fingerprint and what was measured on it."""
+    """One machine of the store: its fingerprint and what was measured on it (``loaded``: how many of its runs
+    were measured while it was loaded, issue 28)."""
 
     machine: Machine
     runs: int
     recipes: tuple[str, ...]
     first: str
     last: str
+    loaded: int = 0
 
 
 def is_store(path: Path | str) -> bool:
@@ -182,9 +193,21 @@ class Store:
             if version < STORE_SCHEMA:
                 with self._db:
                     self._db.executescript(_DDL)
+                    if version == 1:
+                        self._migrate_1()
                     self._db.execute(f"PRAGMA user_version = {STORE_SCHEMA}")
         except sqlite3.Error as exc:
             raise PerfsuiteError(f"{self.path}: unreadable results store: {exc}") from None
+
+    def _migrate_1(self) -> None:
+        """Schema 1 -> 2: add the measured branch and the machine's load, read from each stored document."""
+        for column, kind in (("branch", "TEXT"), ("loaded", "INTEGER"), ("idle_median_ms", "REAL")):
+            self._db.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
+        rows = self._db.execute("SELECT id, document FROM runs").fetchall()
+        for run, document in rows:
+            result = Result(None, json.loads(zlib.decompress(document)))
+            self._db.execute("UPDATE runs SET commit_sha = ?, branch = ?, loaded = ?, idle_median_ms = ? WHERE id = ?",
+                             (result.commit, result.branch, *_load_columns(result), run))
 
     def close(self) -> None:
         """Close the database connection."""
@@ -247,10 +270,12 @@ class Store:
                         updated,
                         None if result.path is None else str(result.path),
                         zlib.compress(json.dumps(result.data, separators=(",", ":")).encode("utf-8"), 6),
+                        result.branch,
+                        *_load_columns(result),
                     )
                     columns = (
                         "key, digest, machine_id, recipe, run_id, commit_sha, dirty, date, created_epoch, status, "
-                        "done, updated_at, source, document"
+                        "done, updated_at, source, document, branch, loaded, idle_median_ms"
                     )
                     if row is None:
                         cursor = self._db.execute(
@@ -278,16 +303,16 @@ class Store:
         for mid, host, cpu, cores, fs, python in self._db.execute(
             "SELECT id, host, cpu_model, cores, filesystem, python FROM machines ORDER BY key"
         ):
-            runs, first, last = self._db.execute(
-                "SELECT COUNT(*), MIN(date), MAX(date) FROM runs WHERE machine_id = ?", (mid,)
-            ).fetchone()
+            runs, first, last, loaded = self._db.execute(
+                "SELECT COUNT(*), MIN(date), MAX(date), COALESCE(SUM(loaded), 0) FROM runs WHERE machine_id = ?",
+                (mid,)).fetchone()
             recipes = tuple(
                 r for (r,) in self._db.execute(
                     "SELECT DISTINCT recipe FROM runs WHERE machine_id = ? ORDER BY recipe", (mid,)
                 )
             )
             machine = Machine(host, cpu, cores, fs, python)
-            out.append(MachineSummary(machine, int(runs), recipes, first or "", last or ""))
+            out.append(MachineSummary(machine, int(runs), recipes, first or "", last or "", int(loaded)))
         return sorted(out, key=lambda m: (-m.runs, m.machine.key))
 
     def machine(self, selector: str) -> Machine:
@@ -309,12 +334,12 @@ class Store:
         where, args = self._where(machine, recipe)
         query = (
             "SELECT r.id, m.key, r.recipe, r.run_id, r.commit_sha, r.dirty, r.date, r.created_epoch, r.status, "
-            f"r.source FROM runs r JOIN machines m ON m.id = r.machine_id{where} "
+            f"r.source, r.branch, r.loaded FROM runs r JOIN machines m ON m.id = r.machine_id{where} "
             "ORDER BY r.date, r.created_epoch, r.source"
         )
         return [
-            StoredRun(int(i), k, rec, rid, c, bool(d), date, ep, st, src)
-            for i, k, rec, rid, c, d, date, ep, st, src in self._db.execute(query, args)
+            StoredRun(int(i), k, rec, rid, c, bool(d), date, ep, st, src, br, None if ld is None else bool(ld))
+            for i, k, rec, rid, c, d, date, ep, st, src, br, ld in self._db.execute(query, args)
         ]
 
     def results(self, machine: Machine | str | None = None, recipe: str | None = None) -> list[Result]:
@@ -359,6 +384,12 @@ class Store:
             if values:
                 out.append((run, values))
         return out
+
+
+def _load_columns(result: Result) -> tuple[int | None, float | None]:
+    """``loaded`` (1, 0 or NULL when not measured) and ``idle_median_ms`` of a run."""
+    load = result.load
+    return (None if load.loaded is None else int(load.loaded)), load.median_gap_ms
 
 
 def find_machine(machines: Iterable[Machine], selector: str, where: str) -> Machine:

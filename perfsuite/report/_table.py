@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from perfsuite.harness import LOADED_EXCESS_MS
 from perfsuite.report._conditions import conditions_of
 from perfsuite.report._load import Floor, Result, find_publication_floor, mode_reference
 
@@ -27,6 +28,7 @@ __all__ = [
     "floor_caption",
     "floors_caption",
     "instruction_cells",
+    "load_caption",
     "row_cells",
     "shows_floor_ratio",
     "shows_instructions",
@@ -112,7 +114,20 @@ def table_title(document: Mapping[str, Any] | Result) -> str:
     title = f"{r['name']}: {r['isolation']}, gc {r['gc']}, heartbeat {r['heartbeat_ms']:g} ms (medians; times in ms)"
     status = doc.get("status", "complete")
     title = title if status == "complete" else f"{title} [{str(status).upper()}]"
+    if Result(None, doc).loaded:  # issue 28: a loaded run's timings read high: said where they are shown
+        title += " [LOADED]"
     return "\n".join([title, *conditions_of(doc).lines])
+
+
+def load_caption(document: Mapping[str, Any] | Result) -> str | None:
+    """``LOADED machine: idle control median 8.86 ms > 6 ms (period 5 ms + 1 ms), worst 9.03 ms`` for a loaded
+    run (issue 28; one line that fits a 100-column log), ``None`` for a quiet one (the idle control row says so)."""
+    result = document if isinstance(document, Result) else Result(None, document)
+    load = result.load
+    if not load.loaded or load.median_gap_ms is None or load.worst_gap_ms is None:
+        return None
+    return (f"LOADED machine: idle control median {load.median_gap_ms:.2f} ms > {load.threshold_ms:g} ms (period "
+            f"{load.period_ms:g} ms + {LOADED_EXCESS_MS:g} ms), worst {load.worst_gap_ms:.2f} ms")
 
 
 def _stall(samples: list[Mapping[str, Any]], summary: Mapping[str, Any]) -> str:
@@ -130,6 +145,7 @@ def summary_rows(document: Mapping[str, Any] | Result, floor: Floor | None = Non
     rows = []
     entries = [(mode, body["samples"], body["summary"], body["verdict"], False) for mode, body in doc["modes"].items()]
     entries.append(("idle control", doc["control"]["samples"], doc["control"]["summary"], None, True))
+    load = Result(None, doc).load
     for mode, samples, summary, verdict, control in entries:
         reference = None if control else mode_reference(doc, mode)
         own_floor = publication is not None and publication.mode == mode
@@ -144,7 +160,8 @@ def summary_rows(document: Mapping[str, Any] | Result, floor: Floor | None = Non
                 ack="" if control else _stat(summary, "ack_ms"),
                 ack_floor=_ratio(summary, floor) if ratio and not control else "",
                 gc=sum(1 for s in samples if s["gc"]["collections"]),
-                verdict="noise floor" if control else _verdict(verdict, reference),
+                # issue 28: a loaded run's idle control says so (the caption gives its figures)
+                verdict=("LOADED" if load.loaded else "noise floor") if control else _verdict(verdict, reference),
                 met=None if control or reference else verdict.get("met"),
                 control=control,
                 stall=_stall(samples, summary),
@@ -230,7 +247,8 @@ def summary_table(document: Mapping[str, Any] | Result, floor: Floor | None = No
     # a reference's reason goes under the table, not in its verdict cell: a sentence in a cell made the
     # table wider than a CI log's 100 columns (issue 18)
     reasons = [f"{row.mode} is a reference: {row.reference}" for row in rows if row.reference and not row.control]
-    caption = "\n".join(line for line in (floors_caption(document, floor), *reasons) if line) or None
+    caption = "\n".join(line for line in (floors_caption(document, floor), *reasons, load_caption(document))
+                        if line) or None
     table = Table(
         title=table_title(document),
         box=box.SIMPLE_HEAD,

@@ -79,26 +79,26 @@ def _session_kind(path: Path) -> str | None:
     return None
 
 
-def describe_session(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Fixture info for a user's session directory (``--session PATH``): its kind, file count, bytes
-    and exact content digest. A missing path or a directory that is no session is a one-line error."""
+def describe_session(path: str | os.PathLike[str], *, what: str = "--session") -> dict[str, Any]:
+    """Fixture info for a user's session directory (``--session PATH``, or a recipe's ``session`` key): its
+    kind, file count, bytes and exact content digest. Any non-empty directory is accepted (issue 28 item 9:
+    a team's own runtime has its own layout; ``kind`` is ``directory`` when it is none of the engine's). A
+    missing path, a file or an empty directory is a one-line error naming ``what``."""
     given = os.fspath(path)
     p = Path(given).expanduser()
     if not p.exists():
-        raise PerfsuiteError(f"--session: no such session directory: {given}")
+        raise PerfsuiteError(f"{what}: no such session directory: {given}")
     if not p.is_dir():
-        raise PerfsuiteError(f"--session: {given} is not a directory")
-    kind = _session_kind(p)
-    if kind is None:
-        raise PerfsuiteError(f"--session: {given} is not a session directory (expected HEAD and objects/ of a "
-                             "portable session, sidecar.json or conversations/ of a file-backed one, or the "
-                             "conversation.jsonl of a transcript log)")
+        raise PerfsuiteError(f"{what}: {given} is not a directory")
     files, nbytes = tree_stats(p)
+    if files == 0:
+        raise PerfsuiteError(f"{what}: {given} holds no files: nothing to measure on (give the directory of a "
+                             "real session)")
     info: dict[str, Any] = {
         "name": f"session:{p.resolve().name}",
         "source": "session",
         "session": str(p.resolve()),
-        "kind": kind,
+        "kind": _session_kind(p) or "directory",
         "digest": content_digest(p, normalize=False),
         "digest_kind": "content",
         "files": files,

@@ -443,16 +443,18 @@ def _build(spec: FixtureSpec, entry: Path, force: bool, progress: OnProgress | N
 
 def resolve_fixture(name: str | None, session: str | os.PathLike[str] | None = None, *,
                     cache_dir: str | os.PathLike[str] | None = None,
-                    progress: OnProgress | None = None) -> tuple[Path | None, dict[str, Any]]:
+                    progress: OnProgress | None = None,
+                    what: str = "--session") -> tuple[Path | None, dict[str, Any]]:
     """(directory a sample copies, info for the results' ``fixture`` key) for a recipe's fixture name.
 
-    A ``session`` (``--session PATH``) replaces the named fixture: it is returned as is (the harness
-    copies it before every sample) with its file count, bytes and content digest. A named fixture is
-    taken from the cache and built on first use. Unknown names and missing or non-session paths are
-    one-line :class:`PerfsuiteError`.
+    A ``session`` (``--session PATH``, or the recipe's ``session`` key: ``what`` names it in errors) replaces
+    the named fixture, or gives a recipe without one its fixture: it is returned as is (the harness copies it
+    before every sample, ``cp -a``-style, and refuses to go on when it changes between samples) with its file
+    count, bytes and content digest. A named fixture is taken from the cache and built on first use. Unknown
+    names and missing, non-directory or empty paths are one-line :class:`PerfsuiteError`.
     """
     if session is not None:
-        info = describe_session(session)
+        info = describe_session(session, what=what)
         if name is not None:
             info["replaces"] = name
         return Path(info["session"]), info

@@ -41,16 +41,16 @@ def test_planted_30_percent_regression_exits_1_and_is_named(
 ) -> None:
     base = docs.write(tmp_path / "base.json", docs.make(seed=1))
     new = docs.write(tmp_path / "new.json", docs.make(seed=2, modes=_modes(async__ack_ms=1.3)))
-    comparison = compare(base, new)
+    comparison = compare(base, new, timings="gate")  # two quiet separate runs, timings gated on request
     assert [(c.recipe, c.mode, c.metric) for c in comparison.regressions] == [("mailbox-delivery", "async", "ack_ms")]
     (change,) = comparison.regressions
     assert 1.2 < change.ratio < 1.4 and change.p_value < 0.05
     assert comparison.exit_status == 1
-    assert cli.main(["compare", str(base), str(new)]) == 1
+    assert cli.main(["compare", str(base), str(new), "--timings", "gate"]) == 1
     out = capsys.readouterr().out
     assert out.startswith("perfsuite compare: 1 regression: mailbox-delivery/async ack_ms 1.")
     assert any("async" in line and "ack_ms" in line and "regressed" in line for line in out.splitlines())
-    assert cli.main(["compare", str(base), str(new), "--markdown"]) == 1
+    assert cli.main(["compare", str(base), str(new), "--markdown", "--timings", "gate"]) == 1
     md = capsys.readouterr().out
     assert md.startswith("### perfsuite compare: 1 regression: mailbox-delivery/async ack_ms 1.")
     assert "- **regressed** `mailbox-delivery` `async` `ack_ms`: " in md
@@ -146,13 +146,14 @@ def test_directories_are_matched_by_recipe(tmp_path: Path, docs: Any, capsys: py
         docs.write(tmp_path / side / "mailbox-delivery-1.json", docs.make(seed=len(side), modes=modes))
         docs.write(tmp_path / side / "fsync-floor-1.json", docs.floor(seed=len(side) + 10))
         (tmp_path / side / "fsync-floor-1.pyperf.json").write_text("{}")  # exports are skipped
-    comparison = compare(tmp_path / "baseline", tmp_path / "local")
+    comparison = compare(tmp_path / "baseline", tmp_path / "local", timings="gate")
     assert {c.recipe for c in comparison.changes} == {"mailbox-delivery", "fsync-floor"}
     assert [c.label for c in comparison.regressions] == ["mailbox-delivery/sync submission_ms"]
     # one file against a directory: that file's recipe only
     single = compare(tmp_path / "baseline" / "fsync-floor-1.json", tmp_path / "local")
     assert {c.recipe for c in single.changes} == {"fsync-floor"} and single.exit_status == 0
-    assert cli.main(["compare", str(tmp_path / "baseline"), str(tmp_path / "local"), "--markdown"]) == 1
+    assert cli.main(["compare", str(tmp_path / "baseline"), str(tmp_path / "local"), "--markdown",
+                     "--timings", "gate"]) == 1
     assert "`mailbox-delivery` `sync` `submission_ms`" in capsys.readouterr().out
 
 
@@ -207,7 +208,7 @@ def test_a_longer_loop_stall_is_a_headline_regression(tmp_path: Path, docs: Any)
     """Issue 17 item 1: the longest loop callback is gated like the max gap (the heartbeat's gap unchanged)."""
     base = docs.write(tmp_path / "base.json", docs.make(seed=1, modes=_new_modes(docs)))
     new = docs.write(tmp_path / "new.json", docs.make(seed=2, modes=_new_modes(docs, async__stall_ms=3.0)))
-    comparison = compare(base, new)
+    comparison = compare(base, new, timings="gate")
     assert [(c.mode, c.metric) for c in comparison.regressions] == [("async", "stalls.longest_ms")]
     shown = {(c.mode, c.metric) for c in comparison.shown()}
     assert ("sync", "stalls.longest_ms") in shown  # a headline metric: shown even when unchanged

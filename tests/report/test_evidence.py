@@ -231,8 +231,9 @@ def test_with_a_baseline_every_number_still_comes_from_the_files(tmp_path: Path,
     assert re.search(
         r"`async` maximum heartbeat gap [\d.]+-[\d.]+ ms before and [\d.]+-[\d.]+ ms after \(unchanged\)", text
     )
-    assert re.search(r"ACK [\d.]+-[\d.]+ ms before and [\d.]+-[\d.]+ ms after \(regressed\)", text)
-    assert "Regressions: `async` `ack_ms`." in text
+    # issue 28: two separate runs: the slower ACK is shown, as information; only costs could gate
+    assert re.search(r"ACK [\d.]+-[\d.]+ ms before and [\d.]+-[\d.]+ ms after \(regressed, information\)", text)
+    assert "timings of separate runs are information, not a gate" in text and "No regression." in text
     same = evidence_for(docs.write(tmp_path / "same.json", docs.make(seed=13)), base)
     assert "No regression." in same.markdown
 
@@ -271,7 +272,9 @@ def test_reads_like_the_decision_history(tmp_path: Path, docs: Any) -> None:
 def test_limitations_are_chosen_from_the_data(tmp_path: Path, docs: Any) -> None:
     noisy = evidence(Result(None, docs.make(**SCENARIOS["natural GC, allocation, inline, noisy"])))
     text = noisy.markdown
-    assert "shows a noisy machine" in text
+    # every idle window at 14 ms: loaded (issue 28), said with its figures instead of "a noisy machine"
+    assert re.search(r"The machine was LOADED: the median idle-control gap of 1[34]\.\d+ ms is more than", text)
+    assert "noisy machine" not in text
     assert "samples that saw GC are kept" in text
     assert "inline isolation ran every sample in one process" in text
     assert "no fsync floor from the same run was found" in text

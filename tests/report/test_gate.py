@@ -175,15 +175,15 @@ def test_cannot_tell_is_exit_3_inconclusive_in_the_first_line(
     base = docs.write(tmp_path / "b.json", docs.make(seed=1, n=2))
     new = docs.write(tmp_path / "n.json", docs.make(seed=2, n=2, modes=_modes(sync__ack_ms=3.41,
                                                                             sync__submission_ms=3.41)))
-    comparison = compare(base, new)
+    comparison = compare(base, new, timings="gate")
     (ack,) = [c for c in comparison.changes if (c.mode, c.metric) == ("sync", "ack_ms")]
     assert ack.status == "inconclusive" and ack.ratio > 3
     assert ack.detectable is None or ack.detectable > ack.ratio  # 2 vs 2 can never reach p < 0.05
     assert comparison.exit_status == 3
-    code, out, _ = _run(capsys, "compare", str(base), str(new))
+    code, out, _ = _run(capsys, "compare", str(base), str(new), "--timings", "gate")
     assert code == 3 and out.splitlines()[0].startswith("perfsuite compare: inconclusive")
     assert "no significant regression" not in out
-    code, md, _ = _run(capsys, "compare", str(base), str(new), "--markdown")
+    code, md, _ = _run(capsys, "compare", str(base), str(new), "--markdown", "--timings", "gate")
     assert code == 3 and md.splitlines()[0].startswith("### perfsuite compare: inconclusive")
 
 

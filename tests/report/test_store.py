@@ -175,7 +175,10 @@ def test_history_and_compare_read_the_store_per_machine(
     assert cli.main(["compare", "previous", "latest", "--store", str(store)]) == 2
     assert "several machines" in capsys.readouterr().err
     argv = ["compare", _commit(4)[:8], _commit(5)[:8], "--store", str(store), "--machine", "box-a", "--markdown"]
-    assert cli.main(argv) == 1
+    assert cli.main(argv) == 0  # issue 28: two separate runs' timings are information by default
+    out = capsys.readouterr().out
+    assert out.startswith("### perfsuite compare: no regression [separate runs: timings are information")
+    assert cli.main([*argv, "--timings", "gate"]) == 1  # on request, on two quiet runs, they gate
     out = capsys.readouterr().out
     assert "1 regression" in out and f"{_commit(5)[:8]} on box-a" in out
     assert cli.main(["compare", "previous", "latest", "--store", str(store), "--machine", "box-b"]) == 0
@@ -192,3 +195,58 @@ def test_select_runs(tmp_path: Path, docs: Any) -> None:
     assert [r.run_id for r in select_runs(results, _commit(1)[:6])] == ["box-a-1"]
     with pytest.raises(PerfsuiteError, match="no run matches"):
         select_runs(results, "abc")  # too short to be a commit
+
+
+# -- issue 28: the measured repository's commit and branch, and the machine's load -------------------------
+
+
+_V1_RUNS = """CREATE TABLE runs (id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, digest TEXT NOT NULL,
+    machine_id INTEGER NOT NULL REFERENCES machines(id), recipe TEXT NOT NULL, run_id TEXT, commit_sha TEXT,
+    dirty INTEGER NOT NULL, date TEXT NOT NULL, created_epoch REAL, status TEXT NOT NULL, done INTEGER NOT NULL,
+    updated_at TEXT NOT NULL, source TEXT, document BLOB NOT NULL)"""
+
+
+def _measured(doc: dict[str, Any], commit: str, branch: str) -> dict[str, Any]:
+    doc["environment"]["measured"] = {"commit": commit, "dirty": False, "branch": branch, "root": ".",
+                                      "source": "git"}
+    doc["environment"]["git"] = {"commit": commit, "dirty": False}
+    doc["environment"]["perfsuite_git"] = {"commit": "f" * 40, "dirty": False}  # perfsuite's own: never the key
+    return doc
+
+
+def test_the_store_keys_runs_by_the_measured_commit_and_says_which_were_loaded(
+        tmp_path: Path, docs: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    quiet = _measured(docs.make(seed=1, control_gap_ms=5.3, epoch=1_795_000_000.0), _commit(1), "main")
+    loaded = _measured(docs.make(seed=2, control_gap_ms=8.9, epoch=1_795_086_400.0,
+                                 date="2026-11-21T10:00:00+00:00"), _commit(2), "feature")
+    docs.write(tmp_path / "in" / "a.json", quiet)
+    docs.write(tmp_path / "in" / "b.json", loaded)
+    store = tmp_path / "s.sqlite3"
+    ingest([tmp_path / "in"], store)
+    with open_store(store) as db:
+        runs = db.runs()
+        assert [(r.commit, r.branch, r.loaded) for r in runs] == [(_commit(1), "main", False),
+                                                                  (_commit(2), "feature", True)]
+        (a, b) = db.sql("SELECT loaded, idle_median_ms FROM runs ORDER BY date")
+        assert a[0] == 0 and 5.0 < a[1] < 6.0 and b[0] == 1 and b[1] > 8.0
+        assert [r.commit for r in select_runs(db.results(), _commit(2)[:8])] == [_commit(2)]
+    assert cli.main(["store", "info", "--store", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert "loaded" in out.splitlines()[1] or "loaded" in out
+
+
+def test_a_schema_1_store_is_migrated_when_opened(tmp_path: Path, docs: Any) -> None:
+    store = tmp_path / "old.sqlite3"
+    ingest([docs.write(tmp_path / "in" / "a.json", docs.make(seed=1, control_gap_ms=8.9))], store)
+    with sqlite3.connect(store) as db:  # back to schema 1: the runs table as it was
+        rows = db.execute("SELECT id, key, digest, machine_id, recipe, run_id, commit_sha, dirty, date, "
+                          "created_epoch, status, done, updated_at, source, document FROM runs").fetchall()
+        db.execute("DROP TABLE samples")
+        db.execute("DROP TABLE runs")
+        db.execute(_V1_RUNS)
+        db.executemany(f"INSERT INTO runs VALUES ({', '.join('?' * 15)})", rows)
+        db.execute("PRAGMA user_version = 1")
+    with open_store(store) as db:
+        (run,) = db.runs()
+        assert run.loaded is True and run.commit == "0123456789abcdef0123456789abcdef01234567"
+        assert db.sql("PRAGMA user_version") == [(2,)]

@@ -27,12 +27,17 @@ Options: ``--perfsuite-dir DIR`` (where results documents go; default: a tempora
 ``--perfsuite-samples N``, ``--perfsuite-warmup N``, and ``--perfsuite-compare BASE`` (a stored run: a
 results directory or file), which compares every measurement against BASE with ``perfsuite compare``'s
 gate at the end of the session; with ``--perfsuite-compare-fail`` a failing gate fails the session,
-as pytest-benchmark's ``--benchmark-compare-fail`` does.
+as pytest-benchmark's ``--benchmark-compare-fail`` does. Two separate sessions are two separate runs
+(issue 28): costs gate, timings are information (``--perfsuite-compare-timings gate``: they gate unless a
+run is loaded). The paired path is ``--perfsuite-ab BASE`` (:mod:`perfsuite.pytest_plugin._ab`): BASE and
+the working tree measured in alternating fresh sessions, round by round, compared as ``perfsuite ab`` does.
+``--perfsuite-commit`` / ``--perfsuite-branch`` name the measured commit when the rootdir's git cannot.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import re
 from collections.abc import Callable, Mapping
@@ -43,8 +48,14 @@ from typing import Any
 import pytest
 
 from perfsuite.errors import PerfsuiteError
+from perfsuite.pytest_plugin._ab import (
+    add_ab_options,
+    deselect_for_round,
+    pytest_runtestloop,
+    write_imported,
+)
 
-__all__ = ["Measurement", "PerfsuiteBench", "registry"]
+__all__ = ["Measurement", "PerfsuiteBench", "pytest_collection_modifyitems", "pytest_runtestloop", "registry"]
 
 _NAME = re.compile(r"[^A-Za-z0-9_-]+")
 
@@ -105,7 +116,16 @@ class Measurement:
         gap, ack = self.median("max_gap_ms"), self.median("ack_ms")
         figures = ", ".join(f"{label} {value:.3f} ms" for label, value in (("max gap", gap), ("ack", ack))
                             if value is not None)
-        return f"{self.name}: median {figures}; {verdict}; {self.path}"
+        load = " [LOADED machine: its timings read high]" if _loaded(self.document) else ""
+        return f"{self.name}: median {figures}; {verdict}; {self.path}{load}"
+
+
+def _loaded(document: Mapping[str, Any]) -> bool:
+    """Whether the run's idle control says the machine was loaded (issue 28)."""
+    from perfsuite.harness import machine_load
+
+    control = (document.get("control") or {}).get("samples") or []
+    return bool(machine_load(control, float(document["recipe"].get("heartbeat_ms", 5.0))).loaded)
 
 
 class _CallOperation:
@@ -157,6 +177,9 @@ class _Session:
     warmup: int | None
     compare: str | None
     compare_fail: bool
+    measured: Mapping[str, Any] | None = None  # issue 28: the measured repository (the rootdir's git, or options)
+    timings: str = "info"  # what two separate runs' timings may do (--perfsuite-compare-timings)
+    round: int | None = None  # a round of --perfsuite-ab (a sub-session): one sample, allocation in round 0
     measurements: list[Measurement] = field(default_factory=list)
     report: list[str] = field(default_factory=list)
 
@@ -208,10 +231,14 @@ class PerfsuiteBench:
             samples=samples if samples is not None else self._session.samples,
             warmup=warmup if warmup is not None else self._session.warmup,
         )
+        if self._session.round is not None:  # an A/B round: one sample; the costs' allocation pass once
+            recipe = dataclasses.replace(recipe.with_overrides(samples=1), allocation=allocation and
+                                         self._session.round == 0)
         directory = self._session.directory or Path()
         try:
             result = run_recipe(recipe, output=new_results_path(directory, recipe_name),
-                                fixture=workdir, fixture_info={"name": str(workdir)} if workdir else None)
+                                fixture=workdir, fixture_info={"name": str(workdir)} if workdir else None,
+                                measured=self._session.measured)
         finally:
             registry.remove(key)
         measurement = Measurement(recipe_name, result.path, result.document)
@@ -233,6 +260,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--perfsuite-compare-fail", action="store_true",
                     help="with --perfsuite-compare: fail the session when the comparison gate fails "
                     "(a regression, or inconclusive: whatever makes `perfsuite compare` exit non-zero)")
+    group.addoption("--perfsuite-compare-timings", choices=("info", "gate"), default="info",
+                    help="with --perfsuite-compare (two separate runs): timings are information (default: costs "
+                    "gate), or gate unless either run was measured on a loaded machine")
+    group.addoption("--perfsuite-commit", metavar="SHA",
+                    help="the commit measured (default: the git repository of the rootdir, else the CI's variables)")
+    group.addoption("--perfsuite-branch", metavar="NAME", help="the branch measured (default: the checkout's)")
+    add_ab_options(group)
 
 
 _KEY = pytest.StashKey[_Session]()
@@ -242,13 +276,25 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "perfsuite: a test that measures with the perfsuite_bench fixture")
     if config.getoption("perfsuite_compare_fail") and not config.getoption("perfsuite_compare"):
         raise pytest.UsageError("--perfsuite-compare-fail needs --perfsuite-compare BASE")
+    if config.getoption("perfsuite_ab") and config.getoption("perfsuite_compare"):
+        raise pytest.UsageError("--perfsuite-ab measures both sides itself: give no --perfsuite-compare")
     directory = config.getoption("perfsuite_dir")
+    from perfsuite.harness import measured_repository
+
+    try:  # issue 28: the code measured is the rootdir's repository, whatever perfsuite's install is
+        measured = measured_repository(config.rootpath, commit=config.getoption("perfsuite_commit"),
+                                       branch=config.getoption("perfsuite_branch"))
+    except PerfsuiteError as exc:
+        raise pytest.UsageError(str(exc).replace("--commit", "--perfsuite-commit")) from None
     config.stash[_KEY] = _Session(
         directory=Path(directory) if directory else None,
         samples=config.getoption("perfsuite_samples"),
         warmup=config.getoption("perfsuite_warmup"),
         compare=config.getoption("perfsuite_compare"),
         compare_fail=config.getoption("perfsuite_compare_fail"),
+        measured=measured,
+        timings=config.getoption("perfsuite_compare_timings"),
+        round=config.getoption("perfsuite_round"),
     )
 
 
@@ -264,14 +310,17 @@ def perfsuite_bench(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """--perfsuite-compare: run the gate per measurement; with --perfsuite-compare-fail, fail the session."""
     state = session.config.stash.get(_KEY, None)
+    if state is not None and state.round is not None:
+        write_imported(session.config, state.directory)  # an A/B round: which code this session imported
     if state is None or not state.compare or not state.measurements:
         return
     from perfsuite.report import compare
 
     worst = 0
+    notes: set[str] = set()
     for m in state.measurements:
         try:
-            gate = compare(state.compare, m.path)
+            gate = compare(state.compare, m.path, timings=state.timings)
         except PerfsuiteError as exc:
             if "absent from" in str(exc):  # a new measurement: nothing stored to compare with
                 state.report.append(f"{m.name}: not in {state.compare} (new)")
@@ -285,7 +334,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         named = [*gate.regressions, *getattr(gate, "inconclusive", ())]
         found = [f"{c.label} {c.ratio:.2f}x" for c in named]
         word = {0: "no regression", 1: "REGRESSION", 3: "INCONCLUSIVE"}.get(status, f"gate exit status {status}")
-        state.report.append(f"{m.name}: {word}" + (f": {', '.join(found)}" if found else ""))
+        loaded = f" [loaded machine: {'; '.join(gate.loaded)}]" if getattr(gate, "loaded", ()) else ""
+        state.report.append(f"{m.name}: {word}" + (f": {', '.join(found)}" if found else "") + loaded)
+        if getattr(gate, "timing_note", None):
+            notes.add(str(gate.timing_note))
+    # issue 28: what the comparison of two separate runs could judge, in the first line of its report
+    state.report[:0] = sorted(notes)
     if worst and state.compare_fail and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
         state.report.append(f"--perfsuite-compare-fail: the comparison with {state.compare} failed the session")
@@ -296,9 +350,21 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if state is None or not (state.measurements or state.report):
         return
     terminalreporter.section("perfsuite")
+    if state.round is None and state.measurements and not config.getoption("perfsuite_ab"):
+        loaded = [m.name for m in state.measurements if _loaded(m.document)]
+        terminalreporter.write_line(  # issue 28: a run says how loaded its machine was
+            f"machine: LOADED during {len(loaded)} of {len(state.measurements)} measurement(s) ({', '.join(loaded)}): "
+            "the idle control's median gap was more than 1 ms over the heartbeat period" if loaded else
+            f"machine: quiet during all {len(state.measurements)} measurement(s) (idle control within 1 ms of the "
+            "heartbeat period)")
     for m in state.measurements:
         terminalreporter.write_line(m.line())
     if state.compare:
         terminalreporter.write_line(f"compared with {state.compare}:")
         for line in state.report:
             terminalreporter.write_line(f"  {line}")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """An A/B round (a sub-session of ``--perfsuite-ab``) runs only the tests that measure."""
+    deselect_for_round(config, items)
