@@ -221,11 +221,3 @@ def test_a_checkpoint_is_never_overwritten_or_resumed_by_another_campaign(tmp_pa
     fresh = Checkpoint(tmp_path / "none.json", {"kind": "crash"}, resume=True)
     assert not fresh.resumed
 
-
-def test_a_worker_without_the_clients_scratch_directory_uses_its_own(tmp_path: Path) -> None:
-    """The client picks ``/dev/shm`` (or a directory of its own); a worker on another machine may lack it."""
-    from perfsuite.crash._execution import with_local_scratch
-
-    assert with_local_scratch(lambda a, s: (a, s), 1, "x", str(tmp_path)) == ("x", str(tmp_path))
-    _, used = with_local_scratch(lambda a, s: (a, s), 1, "x", str(tmp_path / "not-here"))
-    assert used != str(tmp_path / "not-here") and (used is None or os.path.isdir(used))
