@@ -12,6 +12,7 @@ extra          packages                                      what needs them
 ``peers``      gptme, langgraph-checkpoint-sqlite            the peer recipes
 ``cluster``    dask[distributed]                             --cluster local, --scheduler ADDRESS
                                                              (crashcheck, sweep, whatif)
+``ui``         textual                                       the typing recipes (typing-*, M12)
 =============  ============================================  ==========================================
 
 Every import site of an optional package calls :func:`require` first, so a missing extra is one line
@@ -35,6 +36,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "notebooks": ("jupyterlab", "nbclient", "nbformat", "ipykernel"),
     "peers": ("gptme", "langgraph", "aiosqlite"),
     "cluster": ("dask", "distributed"),
+    "ui": ("textual",),
 }
 
 

@@ -71,8 +71,12 @@ def all_imports(package: pathlib.Path = PACKAGE) -> list[Import]:
 
 
 def package_of(module: str) -> str:
-    """``perfsuite.engine._fs`` -> ``engine``; a top-level module (``perfsuite._paths``) is its own package."""
+    """``perfsuite.engine._fs`` -> ``engine``; a top-level module (``perfsuite._paths``) is its own package; every
+    ``__main__`` module (``perfsuite.__main__``, ``perfsuite.watch.__main__``) is the ``__main__`` front door, which
+    may only call the CLI (``python -m perfsuite.watch`` is ``perfsuite watch``)."""
     parts = module.split(".")
+    if parts[-1] == "__main__":
+        return "__main__"
     return parts[1] if len(parts) > 1 else "perfsuite"
 
 

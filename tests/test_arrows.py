@@ -31,12 +31,13 @@ def _load_script() -> types.ModuleType:
 graph = _load_script()
 
 #: the floor: the root package (``__version__``) and its helper modules; everything but the engine may use it
-BASE = {"perfsuite", "errors", "_extras", "_paths"}
+BASE = {"perfsuite", "errors", "_extras", "_limits", "_paths"}
 #: package -> the packages directly below it (README "Arrows"; what may be imported is the closure)
 ARROWS: dict[str, set[str]] = {
     "__main__": {"cli"},
-    "cli": {"ab", "crash", "profile", "whatif"},
+    "cli": {"ab", "crash", "profile", "watch", "whatif"},
     "ab": {"report"},
+    "watch": {"report"},
     "pytest_plugin": {"report"},
     "profile": {"report", "workloads"},
     "crash": {"workloads"},
@@ -126,7 +127,7 @@ def test_the_readme_states_the_checked_arrows() -> None:
     assert readme_arrows((ROOT / "README.md").read_text(encoding="utf-8")) == ARROWS
 
 
-@pytest.mark.parametrize("package", ["engine", "harness", "report", "whatif", "crash", "profile"])
+@pytest.mark.parametrize("package", ["engine", "harness", "report", "whatif", "crash", "profile", "watch"])
 def test_each_facade_exports_exactly_its_public_names(package: str) -> None:
     """What ``__all__`` lists is what other packages may use; nothing public is left out of it."""
     module = importlib.import_module(f"perfsuite.{package}")

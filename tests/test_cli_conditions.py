@@ -67,7 +67,7 @@ def test_run_with_a_users_profile_file(tmp_path: Path, floor_recipe: Path, capsy
 
 @pytest.mark.parametrize(("args", "needle"), [
     (["--storage", "floppy"], "unknown storage profile 'floppy'"),
-    (["--storage-file", "/nonexistent/p.toml"], "cannot read storage profile"),
+    (["--storage-file", "/nonexistent/p.toml"], "/nonexistent/p.toml: no such storage profile"),
     (["--storage", "nvme", "--storage-file", "x.toml"], "not both"),
     (["--heap", "lots"], "--heap: expected"),
     (["--heap", "0,1e6"], "`run` takes one size"),

@@ -41,7 +41,8 @@ def _one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [
-        ('samples = "six"\n[modes.a]\n' + IDLE + "\n", 'bad.toml: samples: expected a positive integer, got "six"'),
+        ('samples = "six"\n[modes.a]\n' + IDLE + "\n",
+         'bad.toml: samples: expected an integer from 1 to 10000, got "six"'),
         ("[modes.a]\nwindow_ms = 1\n", "bad.toml: modes.a.operation: missing"),
         ('[modes.a]\noperation = "no_such_module_q:run"\n', "unknown operation no_such_module_q:run"),
         ('[modes.a]\noperation = "perfsuite.workloads.basic:nope"\n', "has no attribute 'nope'"),
@@ -61,7 +62,7 @@ def test_bad_recipes_exit_2_with_one_line(tmp_path: Path, text: str, fragment: s
         (["run", "no-such-recipe"], "unknown recipe 'no-such-recipe'"),
         (["run", "idle-control", "--session", "missing-dir"], "--session: no such session directory"),
         (["run", "fx.toml"], "unknown fixture 'nowhere'"),
-        (["run", "idle-control", "--samples", "0"], "--samples: expected a positive integer, got 0"),
+        (["run", "idle-control", "--samples", "0"], "--samples: expected an integer from 1 to 10000, got 0"),
         (["run", "--resume", "nothing.json"], "nothing.json: no such results file"),
         (["run", "idle-control", "--resume", "x.json"], "--resume continues the recorded recipe"),
     ],

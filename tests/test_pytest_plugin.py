@@ -167,3 +167,13 @@ def test_bad_calls_are_errors(pytester: pytest.Pytester) -> None:
                 perfsuite_bench(boom)
     """)
     pytester.runpytest(*PLUGIN, *FAST, "--perfsuite-dir", "out").assert_outcomes(passed=3)
+
+
+@pytest.mark.parametrize("option", ["--perfsuite-samples=1000000000000", "--perfsuite-warmup=-1",
+                                    "--perfsuite-samples=six"])
+def test_an_unbounded_or_bad_count_is_a_usage_error(pytester: pytest.Pytester, option: str) -> None:
+    """Issue 27: the counts are bounded by perfsuite._limits when pytest parses them, not when a test runs."""
+    pytester.makepyfile(test_perf="def test_nothing():\n    pass\n")
+    result = pytester.runpytest(*PLUGIN, option)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*argument {option.split('=')[0]}: expected an integer*"])

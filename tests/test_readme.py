@@ -1,5 +1,6 @@
 """The README's Python examples run as written (issue 18 item 6): the operation protocol's example with
-and without a fixture, in both isolations; the pytest example (run by tests/test_pytest_plugin.py)."""
+and without a fixture, in both isolations; the pytest example (run by tests/test_pytest_plugin.py); the
+declared-parameters example (run by tests/test_operation_lookup.py, from a scratch repository)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ def _block(marker: str) -> str:
 
 def test_every_python_block_of_the_readme_is_run_by_a_test() -> None:
     kinds = {"operation protocol": "class Append", "pytest plugin": "def test_flush(perfsuite_bench)",
+             "declared parameters (tests/test_operation_lookup.py)": "class Commit:  # records appended",
              "whatif --target (tests/whatif/test_readme_whatif.py)": "# mydebounce.py",
              "whatif emit (tests/whatif/test_readme_whatif.py)": "# benchops.py"}
     assert BLOCKS and all(any(marker in b for marker in kinds.values()) for b in BLOCKS)

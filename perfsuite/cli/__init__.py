@@ -1,7 +1,7 @@
 """The one ``perfsuite`` command. Argument parsing and printing live here, never in the library.
 
 One module per command group (``_run``, ``_fixtures``, ``_crash``, ``_report``, ``_ab``, ``_bisect``,
-``_init``, ``_store``, ``_whatif``, ``_profile``, ``_session``),
+``_init``, ``_store``, ``_whatif``, ``_profile``, ``_session``, ``_watch``),
 each with ``_cmd_<name>(args) -> int`` functions and a ``register(sub)`` that adds its parsers.
 Library code raises :class:`~perfsuite.errors.PerfsuiteError` for bad input; :func:`main` turns it into
 one line on stderr and exit status 2 (house rule 4). So does any ``OSError`` (a read-only output, a
@@ -54,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         _session,
         _store,
         _sweep,
+        _watch,
         _whatif,
     )
 
@@ -78,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     _whatif.register(sub)
     _profile.register(sub)
     _session.register(sub)
+    _watch.register(sub)
     for command in sub.choices.values():  # -q / -v also after the command name
         add_verbosity(command, argparse.SUPPRESS)
     return parser

@@ -11,12 +11,11 @@ from typing import Any
 
 from perfsuite.cli._common import (
     add_gate_option,
+    bounded_int,
     finite_float,
     fixture_hook,
     non_empty,
-    non_negative_int,
     output_dir,
-    positive_int,
     thresholds,
 )
 from perfsuite.cli._console import console
@@ -55,7 +54,7 @@ def default_recipes(cwd: Path) -> tuple[list[str], bool]:
 def load_ab_recipes(args: argparse.Namespace) -> tuple[list[Any], bool]:
     """The recipes of `ab` / `bisect` with the command line's overrides, and whether to skip machine-only ones."""
     from perfsuite.ab import AB_SAMPLES
-    from perfsuite.harness import list_recipes, load_recipe
+    from perfsuite.harness import check_parameters, list_recipes, load_recipe, resolve_factories
 
     if os.getcwd() not in sys.path:  # operations import like `python -m` would (workers get the same)
         sys.path.insert(0, os.getcwd())
@@ -74,6 +73,12 @@ def load_ab_recipes(args: argparse.Namespace) -> tuple[list[Any], bool]:
                                         instructions=True if getattr(args, "instructions", False) else None)
         for ref in names
     ]
+    for recipe in recipes:  # issue 28 item 6: declared parameters checked before any worktree or fixture
+        try:
+            factories = resolve_factories(recipe)
+        except PerfsuiteError:
+            continue  # imported in each revision's worktree instead, where its error is said
+        check_parameters(recipe, factories)
     return recipes, skip
 
 
@@ -158,22 +163,23 @@ def add_measure_options(parser: argparse.ArgumentParser) -> None:
                         "pyproject.toml, else the repository's own ./recipes, else the quick set's recipes that "
                         "import the engine: mailbox-delivery, root-checkpoint, diagnostic-append)")
     parser.add_argument("--all", action="store_true", help="the whole catalogue instead of the default set")
-    parser.add_argument("--samples", type=positive_int, help="rounds per look: one sample per mode per revision "
-                        f"each (default: {AB_SAMPLES})")
-    parser.add_argument("--looks", type=positive_int, help="at most this many looks of --samples rounds while a "
+    parser.add_argument("--samples", type=bounded_int("samples"),
+                        help=f"rounds per look: one sample per mode per revision each (default: {AB_SAMPLES})")
+    parser.add_argument("--looks", type=bounded_int("looks"),
+                        help="at most this many looks of --samples rounds while a "
                         f"headline stays inconclusive, each testing at alpha / looks (default: {AB_LOOKS}; 1: a "
                         "fixed sample)")
-    parser.add_argument("--warmup", type=non_negative_int,
+    parser.add_argument("--warmup", type=bounded_int("warmup"),
                         help="discarded warm-up samples per mode per revision (recipe default: 1)")
-    parser.add_argument("--allocation-samples", type=positive_int, help="allocation-pass samples per mode per "
-                        "revision (recipe default: 3; costs need no p-value)")
+    parser.add_argument("--allocation-samples", type=bounded_int("allocation_samples"),
+                        help="allocation-pass samples per mode per revision (recipe default: 3; costs need no p-value)")
     parser.add_argument("--gc", choices=("collect-before", "natural"), help="GC policy before each sample")
     parser.add_argument("--env", choices=ENV_MODES, default="auto",
                         help="an environment per revision: when their declared dependencies differ (auto, the "
                         "default), always (revision), or never: both in this interpreter's (current)")
     parser.add_argument("--installer", choices=INSTALLERS, default="auto",
                         help="what builds those environments: uv when it is on PATH, else venv + pip (auto)")
-    parser.add_argument("--seed", type=non_negative_int,
+    parser.add_argument("--seed", type=bounded_int("seed"),
                         help="seed of the interleaved order (default: random, recorded)")
     parser.add_argument("--work-dir", metavar="DIR", type=output_dir,
                         help="where private fixture copies live (default: temp dir)")

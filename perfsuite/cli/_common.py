@@ -108,6 +108,37 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def bounded_int(limit: str) -> Callable[[str], int]:
+    """An integer inside ``perfsuite._limits.LIMITS[limit]`` (issue 27: every count a flag takes is bounded;
+    the bound is the library's, the same a recipe key meets)."""
+    from perfsuite._limits import LIMITS, check_limit, describe_limit
+
+    def parse(text: str) -> int:
+        value = _integer(text, describe_limit(LIMITS[limit]))
+        problem = check_limit(limit, value)
+        if problem:
+            raise argparse.ArgumentTypeError(problem)
+        return value
+
+    parse.__name__ = limit
+    return parse
+
+
+def bounded_float(limit: str) -> Callable[[str], float]:
+    """A finite number inside ``perfsuite._limits.LIMITS[limit]``."""
+    from perfsuite._limits import LIMITS, check_limit, describe_limit
+
+    def parse(text: str) -> float:
+        value = _number(text, describe_limit(LIMITS[limit]))
+        problem = check_limit(limit, value)
+        if problem:
+            raise argparse.ArgumentTypeError(problem.replace(f"got {value:g}", f"got {_show(text)}"))
+        return value
+
+    parse.__name__ = limit
+    return parse
+
+
 def finite_float(text: str) -> float:
     """Any finite number (no NaN, no infinity)."""
     return _number(text, "a finite number")

@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from perfsuite.cli._cluster import add_cluster_options, progress_bar
-from perfsuite.cli._common import non_negative_int, output_dir, output_file, positive_int
+from perfsuite.cli._common import bounded_int, non_empty, non_negative_int, output_dir, output_file
 from perfsuite.errors import PerfsuiteError
 
 
@@ -46,6 +46,7 @@ def _cmd_crashcheck(args: argparse.Namespace) -> int:
     console = shared_console()
     if args.kill is not None and args.corrupt:
         raise PerfsuiteError("--kill and --corrupt are different campaigns: choose one")
+    _check_campaign_options(args)
     if args.kill is not None:
         return _crashcheck_kill(args, console)
     if args.corrupt:
@@ -90,6 +91,21 @@ def _cmd_crashcheck(args: argparse.Namespace) -> int:
                       verdict=True)
         return 0 if report.caught else 1
     return 1 if report.violations else 0
+
+
+#: options that belong to one campaign: given to another, they would be silently ignored (issue 27)
+_CAMPAIGN_OPTIONS = (("target", "--target", "corrupt"), ("max_cases", "--max-cases", "corrupt"),
+                     ("profile", "--profile", "kill"), ("model", "--model", "crash"),
+                     ("max_states", "--max-states", "crash"))
+
+
+def _check_campaign_options(args: argparse.Namespace) -> None:
+    campaign = "kill" if args.kill is not None else "corrupt" if args.corrupt else "crash"
+    for dest, option, owner in _CAMPAIGN_OPTIONS:
+        if getattr(args, dest) is not None and owner != campaign:
+            needs = {"corrupt": "with --corrupt", "kill": "with --kill N", "crash": "without --corrupt or --kill"}
+            raise PerfsuiteError(f"{option} applies only {needs[owner]} (the {owner} campaign); this is the "
+                                 f"{campaign} campaign")
 
 
 def _crashcheck_kill(args: argparse.Namespace, console: Any) -> int:
@@ -181,16 +197,16 @@ def register(sub: Any) -> None:
     crash.add_argument("--workload", action="append", choices=list(WORKLOADS),
                        help="a workload to run, repeatable (default: every standard workload)")
     crash.add_argument("--model", action="append", choices=list(MODELS), help="crash model, repeatable (default: both)")
-    crash.add_argument("--max-states", type=positive_int,
+    crash.add_argument("--max-states", type=bounded_int("max_states"),
                        help="unique crash states per workload and model (default: each workload's cap, 5000 "
                        "unless the workload sets a smaller one)")
-    crash.add_argument("--seed", type=non_negative_int, default=0, help="seed of the sampled subsets (default: 0)")
+    crash.add_argument("--seed", type=bounded_int("seed"), default=0, help="seed of the sampled subsets (default: 0)")
     crash.add_argument("--seeded-bug", choices=list(SEEDED_BUGS), help="run against a deliberately broken engine")
-    crash.add_argument("--jobs", type=positive_int, help="recovery worker processes (default: CPU count)")
+    crash.add_argument("--jobs", type=bounded_int("jobs"), help="recovery worker processes (default: CPU count)")
     crash.add_argument("--keep", metavar="DIR", type=output_dir,
                        help="where violating states are kept (default: a temp dir)")
     crash.add_argument("--show", type=non_negative_int, default=10, help="violations printed in full (default: 10)")
-    crash.add_argument("--kill", type=positive_int, metavar="N",
+    crash.add_argument("--kill", type=bounded_int("kills"), metavar="N",
                        help="instead: the kill campaign, N SIGKILLs of a child running a mixed session workload "
                        "on the real file system, recovery checked after each (200 is the acceptance run); "
                        "--seed seeds the kill points, --keep keeps the sessions, --seeded-bug applies")
@@ -201,9 +217,9 @@ def register(sub: Any) -> None:
                        "workload is deleted, truncated (to 0, to half), overwritten with garbage, has a byte "
                        "flipped, is replaced by a directory or a dangling symlink, then opened, recovered and "
                        "retired in a worker process (--workload, --jobs, --keep, --seed, --seeded-bug apply)")
-    crash.add_argument("--max-cases", type=positive_int, metavar="N",
+    crash.add_argument("--max-cases", type=bounded_int("max_cases"), metavar="N",
                        help="with --corrupt: a seeded sample of N cases per workload (default: every case)")
-    crash.add_argument("--target", action="append", metavar="GLOB",
+    crash.add_argument("--target", action="append", metavar="GLOB", type=non_empty,
                        help="with --corrupt: only damage paths matching GLOB, relative to the workload root "
                        "(e.g. 'sess/HEAD'), repeatable")
     crash.add_argument("--json", metavar="OUT", type=output_file,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite._extras import require
-from perfsuite.cli._common import add_recipes_option, fixture_hook, non_empty, output_dir, positive_int
+from perfsuite.cli._common import add_recipes_option, bounded_int, fixture_hook, non_empty, output_dir
 from perfsuite.cli._console import console
 from perfsuite.errors import PerfsuiteError
 
@@ -30,7 +31,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
-    from perfsuite.harness import load_recipe, recipe_dirs, resolve_operation
+    from perfsuite.harness import check_parameters, load_recipe, recipe_dirs, resolve_factories
     from perfsuite.profile import diff_profiles, load_callgrind_profile, profile_recipe, profiler_command
     from perfsuite.report import phase_table
 
@@ -49,12 +50,8 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     if os.getcwd() not in sys.path:  # operations import like `python -m` would (the worker gets the same)
         sys.path.insert(0, os.getcwd())
     recipe = load_recipe(args.recipe, recipe_dirs(args.recipes_dir))
-    for mode in recipe.modes:
-        if not args.mode or mode.name in args.mode:
-            try:
-                resolve_operation(mode.operation)
-            except PerfsuiteError as exc:
-                raise PerfsuiteError(f"{recipe.path or args.recipe}: modes.{mode.name}.operation: {exc}") from None
+    chosen = dataclasses.replace(recipe, modes=tuple(m for m in recipe.modes if not args.mode or m.name in args.mode))
+    check_parameters(chosen, resolve_factories(chosen))  # imports and declared parameters, before any fixture
     fixture, info = fixture_hook()(recipe.fixture, args.session or recipe.session)
     run = profile_recipe(
         recipe, args.profiler, modes=args.mode, output_dir=args.output_dir, repeat=args.repeat,
@@ -101,12 +98,12 @@ def register(sub: Any) -> None:
                    help="callgrind: after profiling, compare with this earlier profile record (as --diff)")
     p.add_argument("--mode", action="append", metavar="MODE", type=non_empty,
                    help="profile (or --diff) this mode only (repeatable; default: all)")
-    p.add_argument("--repeat", type=positive_int, metavar="N",
+    p.add_argument("--repeat", type=bounded_int("repeat"), metavar="N",
                    help=f"operations per profiled batch (default: {DEFAULT_REPEAT}; more when too few samples)")
     p.add_argument("--output-dir", default="results/local", type=output_dir,
                    help="where artifacts go (default: results/local)")
     p.add_argument("--native", action="store_true", help="py-spy: include native (C) frames")
-    p.add_argument("--rate", type=positive_int, metavar="HZ", help="py-spy sampling rate (default: 250)")
+    p.add_argument("--rate", type=bounded_int("rate"), metavar="HZ", help="py-spy sampling rate (default: 250)")
     p.add_argument("--profiler-path", metavar="PATH", type=non_empty,
                    help="the profiler executable (default: $PERFSUITE_PY_SPY / $PERFSUITE_SCALENE / "
                    "$PERFSUITE_VALGRIND, else py-spy on PATH or beside this Python, `python -m scalene`, valgrind "

@@ -91,6 +91,8 @@ def _cmd_evidence(args: argparse.Namespace) -> int:
 
     from perfsuite.report import evidence_for, read_results, read_sweeps, sweep_evidence
 
+    if thresholds(args) and not args.baseline:  # they would be silently ignored (issue 27)
+        raise PerfsuiteError("--alpha and --factor apply to a comparison: give --baseline RESULT with them")
     if Path(args.result).is_dir():  # a sweep's directory: the crossover paragraph (M10)
         if args.baseline:
             raise PerfsuiteError("--baseline compares two results files, not sweeps")

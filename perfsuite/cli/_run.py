@@ -14,15 +14,14 @@ from perfsuite._extras import require
 from perfsuite.cli._common import (
     add_phase_options,
     add_recipes_option,
+    bounded_int,
     commit_id,
     describe_error,
     fixture_hook,
     non_empty,
-    non_negative_int,
     output_dir,
     output_file,
     phase_outputs,
-    positive_int,
     traced,
     verdict_lines,
 )
@@ -49,9 +48,12 @@ def add_condition_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from perfsuite.engine import demo
+    from perfsuite.engine import SaveFailed, SessionError, TranscriptError, demo
 
-    demo.main(args.directory)
+    try:
+        demo.main(args.directory)
+    except (SessionError, TranscriptError, SaveFailed) as exc:  # the directory cannot hold a session: one line
+        raise PerfsuiteError(str(exc)) from None
     return 0
 
 
@@ -259,14 +261,16 @@ def register(sub: Any) -> None:
                      help="run the whole recipe catalogue: the built-in recipes and your own (recipes with "
                      "catalogue = false, the peers, run only when named)")
     add_recipes_option(run)
-    run.add_argument("--samples", type=positive_int, help="samples per mode (recipe default: 6)")
-    run.add_argument("--warmup", type=non_negative_int, help="discarded warm-up samples per mode (recipe default: 1)")
+    run.add_argument("--samples", type=bounded_int("samples"),
+                     help="samples per mode (recipe default: 6)")
+    run.add_argument("--warmup", type=bounded_int("warmup"),
+                     help="discarded warm-up samples per mode (recipe default: 1)")
     run.add_argument("--isolation", choices=("process", "inline"), help="fresh process per sample, or one")
     run.add_argument("--gc", choices=("collect-before", "natural"), help="GC policy before each sample")
     run.add_argument("--order", choices=("random", "fixed"),
                      help="modes within each round: a seeded random order (recipe default: random; the seed and "
                      "the plan are recorded) or the recipe's fixed order")
-    run.add_argument("--seed", type=non_negative_int,
+    run.add_argument("--seed", type=bounded_int("seed"),
                      help="seed of the random order (default: drawn at start, recorded)")
     run.add_argument("--instructions", action="store_true",
                      help="after the latency samples, count instructions per operation under valgrind (callgrind), "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from perfsuite.cli._common import non_empty
 from perfsuite.cli._console import console
 from perfsuite.errors import PerfsuiteError
 
@@ -35,6 +36,7 @@ def register(sub: Any) -> None:
         "repair", help="repair a session that open refuses: move damaged files under recovery/, point HEAD at "
         "the newest intact generation proven adopted (portable) or rebuild the sidecar's marker (file-backed)")
     repair.add_argument("path", metavar="PATH", help="the session directory")
-    repair.add_argument("--generation", metavar="N",
-                        help="portable: adopt this generation (sequence number or manifest name) instead")
+    repair.add_argument("--generation", metavar="N", type=non_empty,
+                        help="portable: adopt this generation instead: a generation number of the session, or the "
+                        "name of one of its manifests (objects/manifest-...json); anything else is refused")
     repair.set_defaults(func=_cmd_session)

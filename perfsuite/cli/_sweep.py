@@ -12,12 +12,11 @@ from typing import Any
 
 from perfsuite.cli._cluster import add_cluster_options
 from perfsuite.cli._common import (
+    bounded_int,
     fixture_hook,
     non_empty,
-    non_negative_int,
     output_dir,
     output_file,
-    positive_int,
 )
 from perfsuite.cli._console import console
 from perfsuite.errors import PerfsuiteError
@@ -160,8 +159,9 @@ def register(sub: Any) -> None:
                        help="live-heap sizes in objects, e.g. 0,1e5,1e6 (default: 0)")
     sweep.add_argument("--freeze", choices=("off", "on", "both"), default="off",
                        help="the engine's freeze_loaded setting (gc.freeze() after open): off, on, or both")
-    sweep.add_argument("--samples", type=positive_int, help="samples per mode and setting (recipe default: 6)")
-    sweep.add_argument("--warmup", type=non_negative_int,
+    sweep.add_argument("--samples", type=bounded_int("samples"),
+                       help="samples per mode and setting (recipe default: 6)")
+    sweep.add_argument("--warmup", type=bounded_int("warmup"),
                        help="warm-up samples per mode and setting (recipe default: 1)")
     sweep.add_argument("--isolation", choices=("process", "inline"), help="fresh process per sample, or one")
     sweep.add_argument("--output-dir", default="results/local", type=output_dir,

@@ -11,12 +11,11 @@ from typing import Any
 from perfsuite._extras import require
 from perfsuite.cli._cluster import add_cluster_options
 from perfsuite.cli._common import (
+    bounded_float,
+    bounded_int,
     interval_list,
     non_empty,
-    non_negative_int,
     output_file,
-    positive_float,
-    positive_int,
     seconds_or_all,
 )
 from perfsuite.cli._console import console
@@ -166,7 +165,7 @@ def register(sub: Any) -> None:
                    "it runs on a virtual-clock event loop, and --validate replays it in real time")
     w.add_argument("--storm", action="store_true", help="the generated permission storm (SPEC M6)")
     w.add_argument("--unattended", action="store_true", help="a generated unattended agent run (checkpoints)")
-    w.add_argument("--seed", type=non_negative_int, help="seed of the generated trace")
+    w.add_argument("--seed", type=bounded_int("seed"), help="seed of the generated trace")
     w.add_argument("--save-trace", metavar="FILE", type=output_file, help="also write the replayed trace to FILE")
     w.add_argument("--debounce", metavar="S,S,...", type=interval_list(allow_zero=True),
                    help="registry debounce intervals (default: 0.1,0.5,1,2,5,10)")
@@ -188,10 +187,10 @@ def register(sub: Any) -> None:
                    help="replay the trace's start in real time through a real Session and compare")
     w.add_argument("--validate-seconds", type=seconds_or_all, default=120.0, metavar="S",
                    help="how much of the trace --validate replays, in seconds > 0, or 'all' (default: 120)")
-    w.add_argument("--speed", type=positive_float, default=10.0, metavar="FACTOR",
+    w.add_argument("--speed", type=bounded_float("speed"), default=10.0, metavar="FACTOR",
                    help="--validate compresses time: trace times and scheduler intervals divided by FACTOR "
                    "(default: 10)")
-    w.add_argument("--jobs", type=positive_int,
+    w.add_argument("--jobs", type=bounded_int("jobs"),
                    help="replay the grid's settings in N worker processes (default: in this process; the "
                    "results are the same: the simulation is deterministic)")
     add_cluster_options(w, "the grid's replays (deterministic: the same table anywhere)", default="in this process")

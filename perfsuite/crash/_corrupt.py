@@ -21,6 +21,7 @@ contained. Violating cases can be kept (``keep_dir``): the damaged tree and a de
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import json
 import os
@@ -201,6 +202,25 @@ def _targets(base: str, state: FsState, profile: str) -> list[tuple[str, bytes |
     return entries
 
 
+def check_targets(config: CorruptConfig, recorded: list[tuple[str, dict[str, tuple[FsState, Expect]], str]]) -> None:
+    """Issue 27: every ``--target`` pattern must match a damageable path of at least one workload (an empty
+    pattern, or one that matches nothing, used to report "0 cases, 0 violations" and pass a CI gate).
+    ``recorded`` is ``(workload, states, profile)`` per workload, before any case runs."""
+    if not config.targets:
+        return
+    everything = dataclasses.replace(config, targets=(), max_cases=None)
+    paths = sorted({c.target for _name, states, profile in recorded for c in cases_for(states, profile, everything)},
+                   key=lambda p: (p.count("/"), p))
+    names = ", ".join(name for name, _states, _profile in recorded)
+    for pattern in config.targets:
+        if not pattern.strip():
+            raise CrashCheckError(f"--target {pattern!r}: expected a glob of paths relative to the workload root "
+                                  f"(e.g. sess/HEAD; the paths of {names}: {', '.join(paths[:8])}, ...)")
+        if not any(fnmatch.fnmatch(path, pattern) for path in paths):
+            raise CrashCheckError(f"--target {pattern!r}: matches no path of {names}; the {len(paths)} paths are "
+                                  f"{', '.join(paths[:8])}{', ...' if len(paths) > 8 else ''}")
+
+
 def cases_for(states: dict[str, tuple[FsState, Expect]], profile: str, config: CorruptConfig) -> list[Case]:
     """Every applicable (base, target, damage), filtered by ``config.targets`` and sampled to ``max_cases``."""
     out: list[Case] = []
@@ -267,11 +287,15 @@ def run_corrupt_campaign(config: CorruptConfig, *, executor: Executor | None = N
     results: list[CorruptResult] = []
     with runner_for(config.jobs, executor, runner, execution) as pool, \
             tempfile.TemporaryDirectory(prefix="perfsuite-corrupt-record-") as work:
-        for workload in workloads:
+        traces = []
+        for workload in workloads:  # every workload recorded first: --target is checked before any case
             root = os.path.join(work, workload.name)
             os.makedirs(root)
             trace = recorded(workload, root, config.seeded_bug, checkpoint)
-            result = _run_workload(trace, workload, config, pool, keeper, checkpoint, on_progress,
+            traces.append((workload, trace, root, bases(trace, profile_of(workload) or "portable")))
+        check_targets(config, [(w.name, states, profile_of(w) or "portable") for w, _t, _r, states in traces])
+        for workload, trace, root, states in traces:
+            result = _run_workload(trace, workload, config, pool, keeper, states, checkpoint, on_progress,
                                    sum(len(r.violations) for r in results))
             results.append(result)
             if on_result is not None:
@@ -281,13 +305,12 @@ def run_corrupt_campaign(config: CorruptConfig, *, executor: Executor | None = N
 
 
 def _run_workload(trace: Trace, workload: Workload, config: CorruptConfig, runner: Runner, keeper: _Keeper,
-                  checkpoint: Checkpoint | None = None, on_progress: OnProgress | None = None,
-                  prior: int = 0) -> CorruptResult:
+                  states: dict[str, tuple[FsState, Expect]], checkpoint: Checkpoint | None = None,
+                  on_progress: OnProgress | None = None, prior: int = 0) -> CorruptResult:
     """One workload's cases, streamed to ``runner`` in batches and folded in batch order (issue 32: the
     same answer on every back end); the fold is checkpointed as it goes."""
     started = time.perf_counter()
     profile = profile_of(workload) or "portable"
-    states = bases(trace, profile)
     trees = {base: state for base, (state, _expect) in states.items()}
     expects = {base: expect for base, (_state, expect) in states.items()}
     cases = cases_for(states, profile, config)

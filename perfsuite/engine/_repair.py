@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from dataclasses import dataclass
 
@@ -39,6 +40,7 @@ from perfsuite.engine._generations import (
     manifest_epoch,
 )
 from perfsuite.engine._generations import owner_alive as default_probe
+from perfsuite.engine._layout import MANIFEST_PATH_RE
 from perfsuite.engine._sidecar import SIDECAR_ARTIFACT, Sidecar, encode_sidecar
 from perfsuite.engine._transcript import MAIN_FILE, TranscriptError, TranscriptLog
 
@@ -92,6 +94,9 @@ def repair_portable(root: str, *, generation: str | int | None, fs: FileSystem,
         raise SessionError(f"{store.path(OBJECTS)}: missing or not a directory: every generation is gone, nothing "
                            "to repair from (restore the session from a backup)")
     store.check_format()  # never "repair" a session written by a newer perfsuite (issue 21)
+    # the generation asked for is checked before anything is moved or written (issue 27: "-1" on an intact
+    # session used to be answered "left as it was", exit 0)
+    only = _resolve(store, generation) if generation is not None else None
     for name in (LEASE, HEAD):
         path = store.path(name)
         if fs.isdir(path) or (fs.exists(path) and not fs.exists(fs.realpath(path))):
@@ -106,13 +111,14 @@ def repair_portable(root: str, *, generation: str | int | None, fs: FileSystem,
     if broke:
         lines.append(broke)
     try:
-        adopted = _adopt(store, generation, lines, aside)
+        adopted = _adopt(store, generation, only, lines, aside)
     finally:
         store.release_lease(lease)
     return RepairReport(root, "portable", tuple(lines), bool(aside.moved or adopted or broke), adopted)
 
 
-def _adopt(store: GenerationStore, generation: str | int | None, lines: list[str], aside: Aside) -> HeadRef | None:
+def _adopt(store: GenerationStore, generation: str | int | None, only: str | None, lines: list[str],
+           aside: Aside) -> HeadRef | None:
     try:
         head, _manifest, _contents, problems = store.open_newest_intact()
     except SessionError as exc:
@@ -129,7 +135,6 @@ def _adopt(store: GenerationStore, generation: str | int | None, lines: list[str
             _write_head(store, head)
             lines.append(f"{store.path(HEAD)}: now names generation {head.seq} ({head.manifest})")
             return head
-    only = _resolve(store, generation) if generation is not None else None
     choice = choose(store, only=only)
     if choice.head is None:
         raise SessionError(f"{store.root}: no intact generation to adopt"
@@ -152,17 +157,30 @@ def _adopt(store: GenerationStore, generation: str | int | None, lines: list[str
     return target
 
 
+_NUMBER = re.compile(r"[0-9]{1,19}")  # ASCII digits only ("١" is a digit to str.isdigit); at most int64
+
+
 def _resolve(store: GenerationStore, generation: str | int) -> str:
-    """A sequence number (the newest manifest with it) or a manifest name (with or without ``objects/``)."""
-    text = str(generation)
+    """The manifest ``generation`` names: a generation number of this session (the newest manifest with it)
+    or the name of one of its manifests (``manifest-...json``, bare or as ``objects/manifest-...json``).
+    Anything else (a negative or 20-digit number, another path such as ``objects/../HEAD``, a name this
+    session does not hold) is a one-line :class:`SessionError` naming the value and what is allowed."""
     names = store.list_manifests()
-    if text.isdigit():
-        matching = [c.name for c in survey(store) if c.seq == int(text)]
-    else:
-        matching = [n for n in names if n == text or os.path.basename(n) == os.path.basename(text)]
+    candidates = survey(store)
+    text = str(generation) if not isinstance(generation, bool) else ""
+    matching: list[str] = []
+    if _NUMBER.fullmatch(text):
+        matching = [c.name for c in candidates if c.seq == int(text)]
+    elif MANIFEST_PATH_RE.fullmatch(text) or MANIFEST_PATH_RE.fullmatch(f"{OBJECTS}/{text}"):
+        wanted = text if text.startswith(f"{OBJECTS}/") else f"{OBJECTS}/{text}"
+        matching = [n for n in names if n == wanted]
     if not matching:
-        raise SessionError(f"{store.root}: no generation {generation!r} (manifests: "
-                           f"{', '.join(os.path.basename(n) for n in names[:5]) or 'none'})")
+        numbers = sorted({c.seq for c in candidates}, reverse=True)
+        shown = ", ".join(str(n) for n in numbers[:6]) + (", ..." if len(numbers) > 6 else "")
+        examples = ", ".join(os.path.basename(n) for n in names[:2]) + (", ..." if len(names) > 2 else "")
+        allowed = (f"a generation number of this session ({shown}) or the name of one of its manifests "
+                   f"({examples})" if names else "nothing: this session has no manifest")
+        raise SessionError(f"{store.root}: generation {str(generation)!r}: expected {allowed}")
     return matching[0]
 
 

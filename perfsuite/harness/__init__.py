@@ -14,7 +14,7 @@ Several versions of the code under test, interleaved in one run (what ``perfsuit
     pair = run_variants(recipe, variants, outputs={"base": Path("b.json"), "head": Path("h.json")}, seed=7)
 """
 
-from perfsuite.harness._alloc import AllocationRecord, measure_allocation
+from perfsuite.harness._alloc import AllocationRecord, measure_allocation, memray_totals
 from perfsuite.harness._callgrind import (
     BuildFailed,
     Valgrind,
@@ -24,6 +24,7 @@ from perfsuite.harness._callgrind import (
     find_valgrind,
     instructions_unavailable,
 )
+from perfsuite.harness._documents import parse_json, parse_toml, read_json, read_text, read_toml
 from perfsuite.harness._exports import write_exports
 from perfsuite.harness._gc import GcEvent, GcRecorder, GcWindow, apply_gc_policy
 from perfsuite.harness._heap import LiveHeap, build_heap, probe_full_collection
@@ -44,14 +45,22 @@ from perfsuite.harness._operation import (
     OperationContext,
     call_optional,
     create_operation,
+    import_roots,
     resolve_operation,
 )
+from perfsuite.harness._params import Param, accepts, check_params, declared_parameters, did_you_mean, param_value
+from perfsuite.harness._plan import check_parameters, resolve_factories
 from perfsuite.harness._provenance import CI_VARIABLES, check_commit, measured_repository
 from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe, recipe_dirs
 from perfsuite.harness._results import (
     HOST_LABEL_ENV,
+    SCHEMA_VERSION,
+    SUMMARY_METHOD,
     ResultsWriter,
+    collect_environment,
+    describe_fixture,
     load_results,
+    now_iso,
     sample_metrics,
     summarize,
     summarize_samples,
@@ -77,6 +86,7 @@ from perfsuite.harness._sample import (
     prepare_workdir,
 )
 from perfsuite.harness._stalls import (
+    TOP_CALLBACKS,
     InstrumentedLoop,
     StallEntry,
     StallMonitor,
@@ -102,6 +112,9 @@ __all__ = [
     "HOST_LABEL_ENV",
     "LOADED_EXCESS_MS",
     "LOAD_RULE",
+    "SCHEMA_VERSION",
+    "SUMMARY_METHOD",
+    "TOP_CALLBACKS",
     "AckCallback",
     "AllocationRecord",
     "BuildFailed",
@@ -119,6 +132,7 @@ __all__ = [
     "ModeSpec",
     "Operation",
     "OperationContext",
+    "Param",
     "Recipe",
     "ResultsBusy",
     "ResultsLock",
@@ -134,6 +148,7 @@ __all__ = [
     "Valgrind",
     "ValgrindUnavailable",
     "VariantsResult",
+    "accepts",
     "apply_gc_policy",
     "build_heap",
     "build_library",
@@ -141,10 +156,17 @@ __all__ = [
     "callgrind_totals",
     "check_commit",
     "check_conditions",
+    "check_parameters",
+    "check_params",
     "check_resumable",
+    "collect_environment",
     "create_operation",
+    "declared_parameters",
+    "describe_fixture",
+    "did_you_mean",
     "extend_variants",
     "find_valgrind",
+    "import_roots",
     "imported_modules",
     "imports_packages",
     "instructions_section",
@@ -157,14 +179,23 @@ __all__ = [
     "measure_instructions",
     "measure_sample",
     "measured_repository",
+    "memray_totals",
     "new_results_path",
+    "now_iso",
+    "param_value",
+    "parse_json",
+    "parse_toml",
     "plan_order",
     "plan_variants",
     "prepare_workdir",
     "probe_full_collection",
     "probe_load",
     "probe_variant",
+    "read_json",
+    "read_text",
+    "read_toml",
     "recipe_dirs",
+    "resolve_factories",
     "resolve_operation",
     "resume_run",
     "run_instrumented",

@@ -93,6 +93,24 @@ class GcRecorder:
         self._pending_start = 0
         self._installed = False
 
+    @classmethod
+    def from_events(cls, events: list[GcEvent]) -> GcRecorder:
+        """A recorder holding collections recorded elsewhere (another process: a live watch's agent, M11), for
+        :meth:`window` offline; never installed."""
+        capacity = 16
+        while capacity < len(events):
+            capacity <<= 1
+        rec = cls(capacity)
+        for n, e in enumerate(sorted(events, key=lambda e: e.start_ns)):
+            rec._start[n], rec._duration[n], rec._generation[n] = e.start_ns, e.duration_ns, e.generation
+            rec._collected[n], rec._uncollectable[n] = e.collected, e.uncollectable
+            rec._count = n + 1
+        return rec
+
+    def events_since(self, start_ns: int) -> list[GcEvent]:
+        """Retained collections that ended at or after ``start_ns``, oldest first (what a window from there needs)."""
+        return self._ending_since(start_ns)
+
     def _callback(self, phase: str, info: dict[str, int]) -> None:
         # M2: the measuring path; keep it to clock reads and array stores
         now = time.perf_counter_ns()
@@ -151,9 +169,27 @@ class GcRecorder:
             )
         return out
 
+    def _ending_since(self, start_ns: int) -> list[GcEvent]:
+        """Retained collections that ended at or after ``start_ns``, oldest first. Collections never overlap (the
+        collector holds the GIL), so walking back from the newest stops at the first older one: a live watch (M11)
+        asks about its last window every second, and must not rebuild the whole ring each time."""
+        first = max(0, self._count - self._capacity)
+        out = []
+        n = self._count - 1
+        while n >= first:
+            i = n & self._mask
+            start, duration = self._start[i], self._duration[i]
+            if start + duration < start_ns:
+                break
+            out.append(GcEvent(int(self._generation[i]), start, duration, int(self._collected[i]),
+                               int(self._uncollectable[i])))
+            n -= 1
+        out.reverse()
+        return out
+
     def window(self, start_ns: int, end_ns: int, max_gap: tuple[int, int] | None = None) -> GcWindow:
         """M2: collections overlapping ``[start_ns, end_ns]``, GC ms inside it, and overlap with ``max_gap``."""
-        hits = [e for e in self.events() if e.end_ns >= start_ns and e.start_ns <= end_ns]
+        hits = [e for e in self._ending_since(start_ns) if e.start_ns <= end_ns]
         gc_ns = sum(_overlap(e.start_ns, e.end_ns, start_ns, end_ns) for e in hits)
         by_gen = {"0": 0, "1": 0, "2": 0}
         for e in hits:

@@ -23,6 +23,15 @@ A factory may carry an ``unavailable() -> str | None`` attribute: a reason this 
 on this machine (e.g. an optional package missing). ``perfsuite run`` then skips the recipe with that
 reason in one line instead of failing.
 
+A factory may declare the parameters a recipe mode may set: ``parameters = {"name": Param(int, 10, ...)}``
+(issue 28 item 6, :mod:`perfsuite.harness._params`); they are checked before anything runs. A factory that
+declares nothing gets whatever the mode table holds, unchecked.
+
+Where ``module`` is looked up: on ``sys.path`` (``perfsuite`` puts the working directory first, as
+``python -m`` does), then in the recipe's own directories (:func:`import_roots`: the recipe file's
+directory, then the root of the git repository that holds it), which are appended to ``sys.path`` so that
+process-isolated workers import the same module.
+
 Example, ten lines (``mybench.py``; a recipe mode then says ``operation = "mybench:Append"``)::
 
     import asyncio
@@ -41,13 +50,16 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
+import os
+import sys
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from perfsuite.errors import PerfsuiteError
+from perfsuite.harness._params import Param, check_params
 
 __all__ = [
     "AckCallback",
@@ -57,6 +69,8 @@ __all__ = [
     "SampleKind",
     "check_operation_spec",
     "control_operation",
+    "import_roots",
+    "operation_spec",
     "resolve_operation",
 ]
 
@@ -84,7 +98,10 @@ class OperationContext:
 
 
 class Operation(ABC):
-    """Convenience base class for the protocol above: only :meth:`submit` is required."""
+    """Convenience base class for the protocol above: only :meth:`submit` is required. A subclass used as
+    the factory may declare ``parameters`` (``None``: declares nothing, the mode's parameters unchecked)."""
+
+    parameters: ClassVar[Mapping[str, Param] | None] = None
 
     @abstractmethod
     def submit(self, ack: AckCallback) -> None:
@@ -116,17 +133,50 @@ def check_operation_spec(spec: object) -> str | None:
     return None
 
 
-def resolve_operation(spec: str) -> OperationFactory:
-    """Import ``"module:function"`` and return the factory; one-line :class:`PerfsuiteError` otherwise."""
+def import_roots(recipe_file: str | os.PathLike[str]) -> tuple[str, ...]:
+    """Where a recipe's operation modules are looked up after ``sys.path``: the recipe file's directory, then
+    the root of the git repository holding it (the nearest parent with a ``.git``), as absolute paths."""
+    here = Path(recipe_file).absolute().parent
+    roots = [str(here)]
+    for directory in (here, *here.parents):
+        if (directory / ".git").exists():
+            if str(directory) not in roots:
+                roots.append(str(directory))
+            break
+    return tuple(roots)
+
+
+def _extend_path(roots: Sequence[str]) -> None:
+    """Append ``roots`` to ``sys.path`` (after everything already there: they never shadow an installed
+    module); workers inherit the parent's ``sys.path``, so they import from the same places."""
+    for root in roots:
+        if root not in sys.path:
+            sys.path.append(root)
+
+
+def _looked_in(roots: Sequence[str]) -> str:
+    cwd = os.getcwd()
+    places = ["sys.path"]
+    if "" in sys.path or cwd in sys.path:
+        places.insert(0, f"the working directory {cwd}")
+    places += [r for r in roots if r != cwd]
+    return "looked in " + ", ".join(places)
+
+
+def resolve_operation(spec: str, roots: Sequence[str] = ()) -> OperationFactory:
+    """Import ``"module:function"`` and return the factory; one-line :class:`PerfsuiteError` otherwise.
+    ``roots`` (a recipe's :func:`import_roots`) are searched after ``sys.path``."""
     problem = check_operation_spec(spec)
     if problem:
         raise PerfsuiteError(f"operation {problem}")
     module_name, _, attr = spec.partition(":")
+    _extend_path(roots)
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
-            raise PerfsuiteError(f"unknown operation {spec}: no module named {module_name!r}") from None
+            raise PerfsuiteError(f"unknown operation {spec}: no module named {module_name!r} "
+                                 f"({_looked_in(roots)})") from None
         raise PerfsuiteError(f"operation {spec}: importing {module_name!r} failed: {exc}") from None
     except Exception as exc:  # an import-time error in the user's module, reported on one line
         raise PerfsuiteError(
@@ -145,8 +195,20 @@ def resolve_operation(spec: str) -> OperationFactory:
     return target  # type: ignore[return-value]
 
 
+def operation_spec(factory: object) -> str:
+    """``module:qualname`` of a factory (how messages name an operation given as a callable)."""
+    module = getattr(factory, "__module__", None) or "?"
+    return f"{module}:{getattr(factory, '__qualname__', type(factory).__name__)}"
+
+
 async def create_operation(factory: OperationFactory, ctx: OperationContext) -> Any:
-    """Call the factory (plain or coroutine function) and check the result has ``submit``."""
+    """Check ``ctx.params`` against the factory's declared parameters (when it declares them; the runner has
+    already, before the run: this is the backstop for every other caller), call the factory (plain or
+    coroutine function) and check the result has ``submit``."""
+    try:
+        check_params(factory, ctx.params, operation_spec(factory))
+    except PerfsuiteError as exc:
+        raise PerfsuiteError(f"mode {ctx.mode}: {exc}") from None
     op = factory(ctx)
     if inspect.isawaitable(op):
         op = await op

@@ -1,6 +1,6 @@
 """M4 and M10: what a run will do, fixed before it starts: the plan of warm-ups, rounds, control windows and
-passes, the seed of its random order, and the run conditions every operation must apply (split from
-``_runner``, issue 19)."""
+passes, the seed of its random order, the run conditions every operation must apply (split from
+``_runner``, issue 19), and the parameters every operation declares (issue 28 item 6)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,36 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from perfsuite.errors import PerfsuiteError
-from perfsuite.harness._operation import OperationFactory
+from perfsuite.harness._operation import OperationFactory, resolve_operation
+from perfsuite.harness._params import check_params
 from perfsuite.harness._recipe import Recipe
 
-__all__ = ["check_conditions", "plan_order", "plan_rounds", "resolve_seed"]
+__all__ = ["check_conditions", "check_parameters", "plan_order", "plan_rounds", "resolve_factories",
+           "resolve_seed"]
+
+
+def resolve_factories(recipe: Recipe) -> dict[str, OperationFactory]:
+    """Every mode's factory (imported from ``sys.path``, then the recipe's own directories), by mode name;
+    an import problem is one line naming the recipe and the mode."""
+    factories = {}
+    for mode in recipe.modes:
+        try:
+            factories[mode.name] = resolve_operation(mode.operation, recipe.import_roots)
+        except PerfsuiteError as exc:
+            raise PerfsuiteError(f"{recipe.path or recipe.name}: modes.{mode.name}.operation: {exc}") from None
+    return factories
+
+
+def check_parameters(recipe: Recipe, factories: Mapping[str, OperationFactory]) -> None:
+    """Issue 28 item 6: every mode's parameters against its operation's declaration (``factory.parameters``),
+    before anything runs: an unknown key names the known ones, a bad value names what is allowed. Modes
+    whose operation declares nothing pass as written (the old behaviour)."""
+    for name, factory in factories.items():
+        mode = recipe.mode(name)
+        try:
+            check_params(factory, mode.params, mode.operation)
+        except PerfsuiteError as exc:
+            raise PerfsuiteError(f"{recipe.path or recipe.name}: modes.{name}.{exc}") from None
 
 
 def check_conditions(recipe: Recipe, factories: Mapping[str, OperationFactory]) -> None:

@@ -13,16 +13,18 @@ import dataclasses
 import json
 import os
 import re
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfsuite._limits import LIMITS, check_limit
 from perfsuite._paths import builtin_dir, portable_path
 from perfsuite.errors import PerfsuiteError
+from perfsuite.harness._documents import parse_toml, read_text
 from perfsuite.harness._gc import GC_POLICIES
-from perfsuite.harness._operation import check_operation_spec
+from perfsuite.harness._operation import check_operation_spec, import_roots
+from perfsuite.harness._params import did_you_mean
 
 __all__ = [
     "ISOLATIONS",
@@ -41,6 +43,8 @@ ISOLATIONS: tuple[str, ...] = ("process", "inline")
 #: M4: modes in a seeded random order per round (recorded), or today's fixed recipe order
 ORDERS: tuple[str, ...] = ("random", "fixed")
 _MODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+#: a recipe's name is the stem of its results files (``<name>-<stamp>.json``): no "/", no "..", no spaces
+_RECIPE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 _RESERVED_MODES = frozenset({"control"})
 
 
@@ -93,6 +97,9 @@ class Recipe:
     # issue 28 item 9: a real session directory of the team's, copied privately for every sample (``--session``
     # in a file): an absolute path once loaded (a relative one is resolved against the recipe file)
     session: str | None = None
+    # where operation modules are looked up after sys.path (the recipe file's directory and its git root,
+    # issue 28 item 6); absolute paths of this machine, so never recorded (not in to_dict)
+    import_roots: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def mode(self, name: str) -> ModeSpec:
         """The mode called ``name``."""
@@ -105,7 +112,7 @@ class Recipe:
         """The resolved recipe, TOML-shaped (``modes.<name>.operation`` plus params) and JSON-able."""
         data: dict[str, Any] = {}
         for f in dataclasses.fields(self):
-            if f.name != "modes":
+            if f.name not in ("modes", "import_roots"):
                 data[f.name] = getattr(self, f.name)
         data["modes"] = {
             m.name: {"operation": m.operation, **dict(m.params), **({"reference": m.reference} if m.reference else {})}
@@ -119,7 +126,8 @@ class Recipe:
         body = {k: v for k, v in data.items() if v is not None}  # TOML has no null: absent means default
         path = body.pop("path", None)
         recipe = parse_recipe(body, source, default_name=str(body.get("name", "recipe")))
-        return dataclasses.replace(recipe, path=path)
+        roots = import_roots(path) if isinstance(path, str) and Path(path).is_file() else ()
+        return dataclasses.replace(recipe, path=path, import_roots=roots)
 
     def with_overrides(
         self,
@@ -143,16 +151,16 @@ class Recipe:
         if storage is not None:
             changes["storage"] = check.storage("--storage", storage)
         if heap is not None:
-            changes["heap"] = check.non_negative_int("--heap", heap)
+            changes["heap"] = check.count("--heap", heap, "heap")
         if mode_params:
             changes["modes"] = tuple(
                 dataclasses.replace(m, params={**dict(m.params), **dict(mode_params)}) for m in self.modes)
         if samples is not None:
-            changes["samples"] = check.positive_int("--samples", samples)
+            changes["samples"] = check.count("--samples", samples, "samples")
             if self.control_windows == self.samples:
                 changes["control_windows"] = changes["samples"]
         if warmup is not None:
-            changes["warmup"] = check.non_negative_int("--warmup", warmup)
+            changes["warmup"] = check.count("--warmup", warmup, "warmup")
         if isolation is not None:
             changes["isolation"] = check.choice("--isolation", isolation, ISOLATIONS)
         if gc is not None:
@@ -160,12 +168,13 @@ class Recipe:
         if order is not None:
             changes["order"] = check.choice("--order", order, ORDERS)
         if seed is not None:
-            changes["seed"] = check.non_negative_int("--seed", seed)
+            changes["seed"] = check.count("--seed", seed, "seed")
         if instructions is not None:
             changes["instructions"] = check.boolean("--instructions", instructions)
         if allocation_samples is not None:
-            changes["allocation_samples"] = check.positive_int("--allocation-samples", allocation_samples)
-        return dataclasses.replace(self, **changes)
+            changes["allocation_samples"] = check.count("--allocation-samples", allocation_samples,
+                                                        "allocation_samples")
+        return _check_plan_size(dataclasses.replace(self, **changes), check)
 
 
 def _show(value: object) -> str:
@@ -188,6 +197,20 @@ class _Checker:
 
     def fail(self, key: str, expected: str, value: object) -> PerfsuiteError:
         return PerfsuiteError(f"{self.label}: {key}: expected {expected}, got {_show(value)}")
+
+    def count(self, key: str, value: object, limit: str) -> int:
+        """An integer in ``LIMITS[limit]`` (issue 27: every count a recipe or flag takes is bounded)."""
+        problem = check_limit(limit, value)
+        if problem:
+            raise PerfsuiteError(f"{self.label}: {key}: {problem}")
+        return int(value)  # type: ignore[call-overload]
+
+    def number(self, key: str, value: object, limit: str) -> float:
+        """A finite number in ``LIMITS[limit]`` (an integer is fine: TOML's ``5`` for ``5.0``)."""
+        problem = check_limit(limit, value)
+        if problem:
+            raise PerfsuiteError(f"{self.label}: {key}: {problem}")
+        return float(value)  # type: ignore[arg-type]
 
     def positive_int(self, key: str, value: object) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -231,31 +254,33 @@ class _Checker:
         return value
 
 
-# key -> (checker method, default); "name", "modes", "control_windows" are handled separately
+# key -> (checker method, default); "name", "modes", "control_windows" are handled separately. "count" and
+# "number" keys are bounded by perfsuite._limits.LIMITS[key] (issue 27)
 _SCALARS: dict[str, tuple[str, Any]] = {
     "description": ("string_or_empty", ""),
     "fixture": ("string", None),
-    "samples": ("positive_int", 6),
-    "warmup": ("non_negative_int", 1),
-    "heartbeat_ms": ("positive_number", 5.0),
+    "samples": ("count", 6),
+    "warmup": ("count", 1),
+    "heartbeat_ms": ("number", 5.0),
     "gc": ("gc", "collect-before"),
     "isolation": ("isolation", "process"),
-    "target_ms": ("positive_number", 20.0),
+    "target_ms": ("number", 20.0),
     "allocation": ("boolean", False),
-    "allocation_samples": ("positive_int", 3),
+    "allocation_samples": ("count", 3),
     "instructions": ("boolean", False),
-    "instructions_samples": ("positive_int", 3),
-    "window_tail_ms": ("non_negative_number", 12.0),
-    "ack_timeout_s": ("positive_number", 30.0),
-    "settle_ms": ("non_negative_number", 20.0),
+    "instructions_samples": ("count", 3),
+    "window_tail_ms": ("number", 12.0),
+    "ack_timeout_s": ("number", 30.0),
+    "settle_ms": ("number", 20.0),
     "sync_after_copy": ("boolean", True),
     "catalogue": ("boolean", True),
     "order": ("order", "random"),
-    "seed": ("non_negative_int", None),
+    "seed": ("count", None),
     "storage": ("storage", None),
-    "heap": ("non_negative_int", 0),
+    "heap": ("count", 0),
     "session": ("string", None),
 }
+assert all(key in LIMITS for key, (kind, _) in _SCALARS.items() if kind in ("count", "number"))
 _KNOWN = frozenset(_SCALARS) | {"name", "modes", "control_windows"}
 
 
@@ -264,10 +289,15 @@ def parse_recipe(data: Mapping[str, Any], label: str, *, default_name: str) -> R
     check = _Checker(label)
     for key in data:
         if key not in _KNOWN:
-            raise PerfsuiteError(f"{label}: {key}: unknown key (expected one of {', '.join(sorted(_KNOWN))})")
+            raise PerfsuiteError(f"{label}: {key}: unknown key (expected one of {', '.join(sorted(_KNOWN))}"
+                                 f"{did_you_mean(key, _KNOWN)})")
     values: dict[str, Any] = {}
     name = data.get("name", default_name)
     values["name"] = check.string("name", name)
+    if not _RECIPE_NAME.fullmatch(values["name"]):  # it names the results files: never a path (issue 27)
+        where = "" if "name" in data else " (the file's name: give name = \"...\")"
+        raise check.fail("name", "letters, digits, '.', '_' and '-', starting with a letter or digit, at most 200 "
+                         f"characters{where}", name)
     for key, (kind, default) in _SCALARS.items():
         if key not in data:
             values[key] = default
@@ -281,12 +311,36 @@ def parse_recipe(data: Mapping[str, Any], label: str, *, default_name: str) -> R
             values[key] = check.choice(key, raw, ISOLATIONS)
         elif kind == "order":
             values[key] = check.choice(key, raw, ORDERS)
+        elif kind in ("count", "number"):
+            values[key] = getattr(check, kind)(key, raw, key)
         else:
             values[key] = getattr(check, kind)(key, raw)
     control = data.get("control_windows", values["samples"])
-    values["control_windows"] = check.positive_int("control_windows", control)
+    values["control_windows"] = check.count("control_windows", control, "control_windows")
     values["modes"] = _parse_modes(data.get("modes"), check)
-    return Recipe(**values)
+    return _check_plan_size(Recipe(**values), check)
+
+
+def plan_entries(recipe: Recipe) -> int:
+    """How many entries the run's plan holds (warm-ups, samples, control windows, passes: M4)."""
+    per_mode = recipe.warmup + recipe.samples + (recipe.allocation_samples if recipe.allocation else 0) + (
+        recipe.instructions_samples if recipe.instructions else 0)
+    return len(recipe.modes) * per_mode + recipe.control_windows
+
+
+def _check_plan_size(recipe: Recipe, check: _Checker) -> Recipe:
+    """Issue 27: the plan is built in memory (and written after every sample) before the run starts, so its
+    size is bounded too: modes x (warm-ups + samples + passes) + control windows."""
+    problem = check_limit("modes", len(recipe.modes))
+    if problem:
+        raise PerfsuiteError(f"{check.label}: modes: {problem.replace('expected an integer', 'expected a count')}")
+    entries = plan_entries(recipe)
+    problem = check_limit("plan_entries", entries)
+    if problem:
+        raise PerfsuiteError(f"{check.label}: the plan would hold {entries} entries ({len(recipe.modes)} modes x "
+                             f"(warmup {recipe.warmup} + samples {recipe.samples} + passes) + {recipe.control_windows} "
+                             f"control windows); at most {LIMITS['plan_entries'].high:g}: lower samples or warmup")
+    return recipe
 
 
 def _parse_modes(raw: object, check: _Checker) -> tuple[ModeSpec, ...]:
@@ -323,6 +377,8 @@ def recipe_dirs(user: str | os.PathLike[str] | None = None) -> list[Path]:
     if user is not None and not Path(user).is_dir():
         raise PerfsuiteError(f"--recipes: no such directory: {os.fspath(user)}")
     chosen = user if user is not None else os.environ.get("PERFSUITE_RECIPES")
+    if user is None and chosen and not Path(chosen).is_dir():  # never silently fall back to the built-ins
+        raise PerfsuiteError(f"$PERFSUITE_RECIPES: no such directory: {chosen}")
     first = Path(chosen) if chosen else Path("recipes")
     dirs: list[Path] = []
     for directory in (first, builtin_dir("recipes")):
@@ -388,16 +444,13 @@ def load_recipe(ref: str | os.PathLike[str], dirs: Sequence[Path] | None = None)
     path = find_recipe(ref, dirs)
     label = _display(path)
     try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise PerfsuiteError(f"{label}: invalid TOML: {exc}") from None
-    except OSError as exc:
-        raise PerfsuiteError(f"{label}: cannot read: {exc.strerror or exc}") from None
-    recipe = parse_recipe(data, label, default_name=path.stem)
+        text = read_text(path, "recipe file")
+    except PerfsuiteError as exc:  # name it as the rest of the messages do (relative to the working directory)
+        raise PerfsuiteError(str(exc).replace(str(path), label, 1)) from None
+    recipe = parse_recipe(parse_toml(text, label), label, default_name=path.stem)
     if recipe.session is not None:  # relative to the recipe file, as a team's repository lays it out
         session = (path.resolve().parent / Path(recipe.session).expanduser()).resolve()
         if not session.is_dir():
             raise PerfsuiteError(f"{label}: session: no such directory: {recipe.session} ({session})")
         recipe = dataclasses.replace(recipe, session=str(session))
-    return dataclasses.replace(recipe, path=portable_path(path.resolve()))
+    return dataclasses.replace(recipe, path=portable_path(path.resolve()), import_roots=import_roots(path))

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite.errors import PerfsuiteError
+from perfsuite.harness._documents import read_json
 
 # re-exported: the results document's names, wherever they live (issue 19 split _environment/_exports off)
 from perfsuite.harness._environment import (
@@ -264,14 +265,9 @@ def validate_results(document: Mapping[str, Any]) -> None:
 
 
 def load_results(path: Path) -> dict[str, Any]:
-    """Read a results document; one-line errors for a missing, unreadable or foreign file."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except FileNotFoundError:
-        raise PerfsuiteError(f"{path}: no such results file") from None
-    except (OSError, ValueError) as exc:
-        raise PerfsuiteError(f"{path}: not a readable results file: {exc}") from None
+    """Read a results document; one-line errors for a missing, unreadable or foreign file (strictly: not
+    UTF-8, NaN or Infinity, or nested deeper than a results document ever is, issue 27)."""
+    data = read_json(path, "results file")
     if not isinstance(data, dict) or data.get("schema") != SCHEMA_VERSION:
         raise PerfsuiteError(f"{path}: not a perfsuite results file (schema {SCHEMA_VERSION})")
     return data

@@ -76,6 +76,9 @@ def _resumable_document(path: Path) -> tuple[dict[str, Any], Recipe]:
             f"{path}: cannot resume: measured interleaved with other code variants (perfsuite ab); it cannot be "
             "resumed alone: run the comparison again"
         )
+    if doc.get("live"):  # M11: windows of a program that has ended
+        raise PerfsuiteError(f"{path}: cannot resume: a live watch (perfsuite watch) measured a running program; its "
+                             "windows are kept as they are: watch the program again for more")
     try:
         validate_results(doc)
     except PerfsuiteError as exc:

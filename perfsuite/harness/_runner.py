@@ -41,8 +41,8 @@ from perfsuite.harness._heartbeat import Heartbeat
 from perfsuite.harness._instructions import instructions_section, measure_instructions
 from perfsuite.harness._lock import ResultsLock, new_results_path
 from perfsuite.harness._machine_load import machine_load
-from perfsuite.harness._operation import CONTROL_OPERATION, OperationFactory, control_operation, resolve_operation
-from perfsuite.harness._plan import check_conditions, plan_order, resolve_seed
+from perfsuite.harness._operation import CONTROL_OPERATION, OperationFactory, control_operation
+from perfsuite.harness._plan import check_conditions, check_parameters, plan_order, resolve_factories, resolve_seed
 from perfsuite.harness._recipe import Recipe
 from perfsuite.harness._results import (
     SCHEMA_VERSION,
@@ -180,9 +180,9 @@ class _Run:
         self.code = code  # a code variant the worker imports first (run_variants); None: the running code
         self.last_code: Mapping[str, Any] | None = None  # what the last worker imported, and from where
         # a code variant's operations import in its worker only (the running code may lack what they need)
-        self.factories: dict[str, OperationFactory] = (
-            {} if code is not None else {m.name: resolve_operation(m.operation) for m in recipe.modes})
+        self.factories: dict[str, OperationFactory] = {} if code is not None else resolve_factories(recipe)
         check_conditions(recipe, self.factories)
+        check_parameters(recipe, self.factories)  # issue 28 item 6: before the first sample, never during
 
     # -- plan bookkeeping -----------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import math
 import os
 import shutil
 import tempfile
@@ -84,12 +85,24 @@ class SampleSpec:
         return f"{self.recipe}: {self.mode} {what} {self.index}"
 
 
+def _finite(value: object) -> bool:
+    """A number that JSON can hold: not a bool, not NaN, not an infinity (and not too large for a float)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer beyond a float's range
+        return False
+
+
 def split_metrics(
     raw: Mapping[str, object] | None,
 ) -> tuple[dict[str, float], float | None, dict[str, float | bool | None], dict[str, str]]:
     """M5: split ``metrics()`` into phases, drain time, numeric metrics and string labels.
 
-    A metric reported as ``None`` is kept as null: the operation says it could not measure it (never 0)."""
+    A metric reported as ``None`` is kept as null: the operation says it could not measure it (never 0). So
+    is a NaN or an infinity (issue 27: results hold finite numbers only; a NaN used to fail the results write
+    with an "unexpected" error); a phase or drain time that is not finite is left out."""
     phases: dict[str, float] = {}
     drain: float | None = None
     numbers: dict[str, float | bool | None] = {}
@@ -97,19 +110,19 @@ def split_metrics(
     for key, value in (raw or {}).items():
         key = str(key)
         if key == "phases_ms" and isinstance(value, Mapping):
-            phases = {
-                str(k): float(v) for k, v in value.items() if isinstance(v, int | float) and not isinstance(v, bool)
-            }
+            phases = {str(k): float(v) for k, v in value.items() if _finite(v)}
         elif key == "drain_ms":
-            drain = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-        elif value is None or isinstance(value, bool | int | float):
+            drain = float(value) if _finite(value) else None  # type: ignore[arg-type]
+        elif value is None or isinstance(value, bool):
             numbers[key] = value
+        elif isinstance(value, int | float):
+            numbers[key] = value if _finite(value) else None
         elif isinstance(value, str):
             labels[key] = value
         elif isinstance(value, Mapping):  # nested numbers (e.g. main_thread_ms) flatten to "key.sub"
             for sub, number in value.items():
                 if isinstance(number, int | float) and not isinstance(number, bool):
-                    numbers[f"{key}.{sub}"] = float(number)
+                    numbers[f"{key}.{sub}"] = float(number) if _finite(number) else None
     return phases, drain, numbers, labels
 
 
@@ -122,8 +135,8 @@ class SampleRecord:
     kind: str
     started_at: float
     setup_ms: float
-    submission_ms: float
-    ack_ms: float
+    submission_ms: float | None  # None: not measured (a live window of `perfsuite watch` submits nothing, M11)
+    ack_ms: float | None
     window_ms: float
     heartbeat: GapWindow
     gc: GcWindow
@@ -148,8 +161,8 @@ class SampleRecord:
             "kind": self.kind,
             "started_at": self.started_at,
             "setup_ms": round(self.setup_ms, 6),
-            "submission_ms": round(self.submission_ms, 6),
-            "ack_ms": round(self.ack_ms, 6),
+            "submission_ms": None if self.submission_ms is None else round(self.submission_ms, 6),
+            "ack_ms": None if self.ack_ms is None else round(self.ack_ms, 6),
             "window_ms": round(self.window_ms, 6),
             "max_gap_ms": round(hb.max_gap_ms, 6),
             "max_gap_at_ms": round((hb.max_gap_start_ns - hb.start_ns) / 1e6, 6),

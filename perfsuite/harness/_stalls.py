@@ -29,9 +29,11 @@ What it cannot see, and why that is acceptable:
 from __future__ import annotations
 
 import asyncio
+import bisect
 import functools
 import heapq
 import inspect
+import sys
 import time
 from array import array
 from collections.abc import Callable, Coroutine
@@ -166,8 +168,37 @@ class StallMonitor:
 
     @property
     def recorded(self) -> int:
-        """Callbacks recorded since the last :meth:`arm`."""
+        """Callbacks recorded since the last :meth:`arm` (and not trimmed since)."""
         return len(self._starts)
+
+    def trim(self, before_ns: int) -> None:
+        """Drop the records of callbacks that ended before ``before_ns``, staying armed (M11: a live watch reads
+        back-to-back windows, and a callback straddling a boundary must stay for the next window, as the
+        heartbeat's straddling gap does). Records are appended when a callback ends, so their end times never
+        decrease on one loop's thread: the dropped records are a prefix."""
+        ends = self._ends
+        keep = bisect.bisect_left(ends, before_ns)
+        if keep:
+            del self._starts[:keep]
+            del self._ends[:keep]
+            del self._callbacks[:keep]
+
+    def since(self, start_ns: int, until_ns: int | None = None, top: int = TOP_CALLBACKS) -> tuple[StallEntry, ...]:
+        """The ``top`` longest recorded callbacks that ended at or after ``start_ns`` (and started at or before
+        ``until_ns``, when given), named, longest first.
+
+        Walks back from the newest record only (records end in order), so asking about the last few milliseconds
+        costs what they held, not the whole window: M12 attributes each slow key to the callbacks that ran
+        between the key and its frame, inside the window, without a scan of everything recorded."""
+        starts, ends = self._starts, self._ends
+        i = len(ends) - 1
+        picked = []
+        while i >= 0 and ends[i] >= start_ns:
+            if until_ns is None or starts[i] <= until_ns:
+                picked.append(i)
+            i -= 1
+        longest = heapq.nsmallest(top, picked, key=lambda j: (starts[j] - ends[j], starts[j]))
+        return tuple(StallEntry(callback_name(self._callbacks[j]), starts[j], ends[j] - starts[j]) for j in longest)
 
     def window(self, start_ns: int, end_ns: int, top: int = TOP_CALLBACKS) -> StallWindow:
         """Callbacks overlapping ``[start_ns, end_ns]``: count, busy time, longest, the ``top`` longest named."""
@@ -191,12 +222,43 @@ class StallMonitor:
 # -- names ----------------------------------------------------------------------------------------------
 
 
+#: ``module.__file__`` -> module name, filled from ``sys.modules`` on a miss (see :func:`_module_of_file`)
+_MODULES_BY_FILE: dict[str, str] = {}
+_MAPPED_MODULES: dict[str, object] = {}
+
+
+def _module_of_file(filename: str) -> str | None:
+    """The module whose ``__file__`` is ``filename`` (a code object's ``co_filename``), by string compare.
+
+    ``inspect.getmodule`` resolves every module's real path on a miss (a syscall per path component, tens of ms
+    in a program that imported a thousand modules); naming runs in the measured loop of a live watch (M11), so
+    the map here only reads ``__file__`` strings, and only of modules it has not seen."""
+    name = _MODULES_BY_FILE.get(filename)
+    if name is None:
+        for modname, module in list(sys.modules.items()):
+            if _MAPPED_MODULES.get(modname) is not module:
+                _MAPPED_MODULES[modname] = module
+                file = getattr(module, "__file__", None)
+                if isinstance(file, str):
+                    _MODULES_BY_FILE.setdefault(file, getattr(module, "__name__", modname))
+        name = _MODULES_BY_FILE.get(filename)
+    return name
+
+
 def _module_of(obj: Any) -> str | None:
     module = getattr(obj, "__module__", None)
     if isinstance(module, str):
         return module
+    frame = getattr(obj, "cr_frame", None) or getattr(obj, "gi_frame", None)  # a live coroutine: its globals
+    if frame is not None and isinstance(frame.f_globals.get("__name__"), str):
+        return frame.f_globals["__name__"]
     code = getattr(obj, "cr_code", None) or getattr(obj, "gi_code", None) or getattr(obj, "__code__", None)
-    found = inspect.getmodule(code) if code is not None else None
+    if code is None:
+        return None
+    name = _module_of_file(code.co_filename)
+    if name is not None:
+        return name
+    found = inspect.getmodule(code)
     return found.__name__ if found is not None else None
 
 

@@ -10,13 +10,13 @@ own functions by a few thousand instructions: the summary shows the totals besid
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from perfsuite.errors import PerfsuiteError
+from perfsuite.harness import read_json
 from perfsuite.profile._flame import read_folded, write_flame_graph
 
 __all__ = ["FunctionChange", "ModeDiff", "ProfileDiff", "diff_profiles", "load_callgrind_profile"]
@@ -99,12 +99,7 @@ def _pct(base: int, new: int) -> str:
 def load_callgrind_profile(path: Path | str) -> dict[str, Any]:
     """A ``*.callgrind.profile.json`` record; one-line :class:`PerfsuiteError` for anything else."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise PerfsuiteError(f"{path}: no such profile record") from None
-    except (OSError, ValueError) as exc:
-        raise PerfsuiteError(f"{path}: not a readable profile record: {exc}") from None
+    data = read_json(path, "profile record")  # strictly: UTF-8, no NaN, no deep nesting (issue 27)
     if not isinstance(data, dict) or data.get("kind") != "perfsuite-profile" or data.get("profiler") != "callgrind":
         raise PerfsuiteError(f"{path}: not a callgrind profile record (perfsuite profile --profiler callgrind)")
     return data

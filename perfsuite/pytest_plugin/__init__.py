@@ -249,12 +249,33 @@ class PerfsuiteBench:
 # -- hooks ------------------------------------------------------------------------------------------------
 
 
+def _count(limit: str) -> Callable[[str], int]:
+    """An option's integer inside ``perfsuite._limits.LIMITS[limit]`` (issue 27), refused when pytest parses it."""
+    import argparse
+
+    from perfsuite._limits import check_limit
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        problem = check_limit(limit, value)
+        if problem:
+            raise argparse.ArgumentTypeError(problem)
+        return value
+
+    return parse
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("perfsuite", "perfsuite: heartbeat-gap measurements (the perfsuite_bench fixture)")
     group.addoption("--perfsuite-dir", metavar="DIR",
                     help="write perfsuite results documents here (default: a temporary directory)")
-    group.addoption("--perfsuite-samples", type=int, metavar="N", help="samples per measurement (default: 6)")
-    group.addoption("--perfsuite-warmup", type=int, metavar="N", help="discarded warm-up samples (default: 1)")
+    group.addoption("--perfsuite-samples", type=_count("samples"), metavar="N",
+                    help="samples per measurement (default: 6)")
+    group.addoption("--perfsuite-warmup", type=_count("warmup"), metavar="N",
+                    help="discarded warm-up samples (default: 1)")
     group.addoption("--perfsuite-compare", metavar="BASE",
                     help="compare every measurement with a stored run (results directory or file) at the end")
     group.addoption("--perfsuite-compare-fail", action="store_true",

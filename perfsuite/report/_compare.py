@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
 
+from perfsuite._limits import LIMITS
 from perfsuite.errors import PerfsuiteError
 from perfsuite.report._change import GATING_METRICS, MetricChange, cost_change, holm, is_gating, timing_change
 from perfsuite.report._conditions import conditions_of
@@ -249,6 +250,8 @@ def compare_results(
         raise PerfsuiteError(f"--alpha must be between 0 and 1, got {alpha:g}")
     if not factor > 1:
         raise PerfsuiteError(f"--factor must be greater than 1, got {factor:g}")
+    if not factor <= LIMITS["factor"].high:  # a gate that can never fail is no gate (issue 27)
+        raise PerfsuiteError(f"--factor must be at most {LIMITS['factor'].high:g}, got {factor:g}")
     lb, ln = latest_by_recipe(base), latest_by_recipe(new)
     only_base = tuple(r for r in lb if r not in ln)
     only_new = tuple(r for r in ln if r not in lb)

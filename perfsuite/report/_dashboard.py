@@ -24,7 +24,7 @@ from perfsuite.report._history import History, Series, Step, history_results, or
 from perfsuite.report._load import Result
 from perfsuite.report._machine import Machine, machine_of
 from perfsuite.report._pages import recipe_page, step_rows
-from perfsuite.report._site import commit_link, e, load_badge, page, references, slug, verdict_html
+from perfsuite.report._site import check_commit_url, commit_link, e, load_badge, page, references, slug, verdict_html
 from perfsuite.report._store import read_source
 
 __all__ = ["Dashboard", "MachineStory", "build_dashboard", "dashboard"]
@@ -193,10 +193,10 @@ def build_dashboard(
     ``commit_url`` (``https://github.com/OWNER/REPO/commit/{commit}``) links commits; ``source`` names
     where the results came from, for the index.
     """
+    if commit_url is not None:
+        check_commit_url(commit_url)
     if not results:
         raise PerfsuiteError("no results to draw")
-    if commit_url is not None and "{commit}" not in commit_url:
-        raise PerfsuiteError(f"--commit-url must contain {{commit}}, got {commit_url!r}")
     out = Path(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -259,4 +259,6 @@ def dashboard(
     source: Path | str, out: Path | str, *, machine: str | None = None, commit_url: str | None = None
 ) -> Dashboard:
     """Read results from ``source`` (a directory, a file or a results store) and write the site into ``out``."""
+    if commit_url is not None:
+        check_commit_url(commit_url)  # before reading anything
     return build_dashboard(read_source(source, machine=machine), out, commit_url=commit_url, source=str(source))

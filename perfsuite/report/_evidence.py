@@ -40,6 +40,7 @@ from perfsuite.report._evidence_context import (
 )
 from perfsuite.report._figures import Figure, Figures, sample_field
 from perfsuite.report._format import short_commit
+from perfsuite.report._live import is_live, live_control, live_mode_sentence, live_setup
 from perfsuite.report._load import Floor, Result, find_floor, find_publication_floor, read_result, read_siblings
 
 __all__ = ["FEW_SAMPLES", "NOISY_CONTROL_PERIODS", "Evidence", "evidence", "evidence_for"]
@@ -105,7 +106,9 @@ class _Writer:
 
     def inline(self, mode: str) -> bool:
         samples = self.result.samples(mode)
-        return bool(samples) and all(float(s["ack_ms"]) <= float(s["submission_ms"]) for s in samples)
+        if not samples or any(s.get("ack_ms") is None or s.get("submission_ms") is None for s in samples):
+            return False  # a live window (M11) has neither
+        return all(float(s["ack_ms"]) <= float(s["submission_ms"]) for s in samples)
 
     def measured_stalls(self) -> bool:
         return any(s.get("stalls") for m in self.result.modes for s in self.result.samples(m))
@@ -141,6 +144,8 @@ class _Writer:
                 + join_and(parts) + ".")
 
     def setup(self) -> str:
+        if is_live(self.doc):
+            return live_setup(self)
         doc, r, f = self.doc, self.doc["recipe"], self.f
         env, fixture, result = doc["environment"], doc["fixture"], self.result
         counts = {m: len(result.samples(m)) for m in result.modes}
@@ -205,6 +210,8 @@ class _Writer:
         )
 
     def mode_sentence(self, mode: str) -> str:
+        if is_live(self.doc):
+            return live_mode_sentence(self, mode)
         if not self.result.samples(mode):
             return f"Mode {mode_code(mode)} has no samples."
         reference = self.result.reference(mode)
@@ -263,6 +270,8 @@ class _Writer:
     def per_what(self, mode: str, section: str = "allocation") -> str:
         """What an allocation (or instruction) figure is per, from the data: one publication, or an
         operation of several."""
+        if is_live(self.doc):
+            return "per traced window"
         path = ("modes", mode, section, "samples", "[]", "metrics", "publications")
         counts = {int(v) for v in self.f.values("result", path) if isinstance(v, int | float)}
         if counts == {1}:
@@ -379,6 +388,8 @@ class _Writer:
                 "it, GC samples included), " + "; ".join(parts) + (f"; {ref}" if ref else "") + ".")
 
     def control(self) -> str:
+        if is_live(self.doc):
+            return live_control(self)
         if not self.result.samples("control"):
             return "No idle control was measured in this run."
         text = ("The idle control, the same heartbeat with no workload measured between the samples, had maximum "

@@ -12,6 +12,7 @@ from perfsuite.report._compare import Comparison
 from perfsuite.report._conditions import conditions_of
 from perfsuite.report._figures import Figures, metric_field, sample_field
 from perfsuite.report._format import short_commit
+from perfsuite.report._live import is_live, live_limitation
 from perfsuite.report._load import Floor, Result
 from perfsuite.report._table import NO_ACK_RATIO_RECIPES
 
@@ -176,14 +177,19 @@ def limitations(w: _Writer) -> list[str]:
     doc, r, result = w.doc, w.doc["recipe"], w.result
     out = []
     n = min((len(result.samples(m)) for m in result.modes), default=0)
+    count = ""
     if n:
         count = w.f.one("result", ("modes", "{}", "samples"), "min_len", "count")
         size = f"small samples ({count} per mode)" if n < FEW_SAMPLES else f"{count} samples per mode"
     else:
         size = "no samples"
     scope = "on one fixture" if doc["fixture"].get("name") else "without a fixture"
-    out.append(f"These are in-process measurements of an asyncio heartbeat with {size} {scope}, "
-               "not graphical input latency or live-session measurements")
+    live = is_live(doc)
+    if live:  # M11: windows of a running program
+        out.append(live_limitation(w, f"{count} windows per loop" if n else "no windows"))
+    else:
+        out.append(f"These are in-process measurements of an asyncio heartbeat with {size} {scope}, "
+                   "not graphical input latency or live-session measurements")
     gc_seen = any(s["gc"]["collections"] for m in result.modes for s in result.samples(m))
     if r["gc"] == "collect-before":
         out.append("garbage was collected before each sample, so they do not bound GC pauses in a live session")
@@ -202,7 +208,7 @@ def limitations(w: _Writer) -> list[str]:
         out.append("loop stalls (every loop callback timed, M9) were not measured in this document")
     if r["isolation"] == "inline":
         out.append("inline isolation ran every sample in one process (shared heap, warm caches)")
-    if w.floor is None and r["name"] not in NO_ACK_RATIO_RECIPES:
+    if w.floor is None and r["name"] not in NO_ACK_RATIO_RECIPES and not live:
         out.append("no fsync floor from the same run was found, so acknowledgement is not set against the device")
     if doc["environment"]["work_dir"].get("dir_fsync") != "ok":
         out.append("directory fsync does not work on this filesystem, so renames were not made durable there")

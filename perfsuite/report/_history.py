@@ -45,6 +45,7 @@ from typing import Any
 
 from perfsuite._extras import require
 from perfsuite.errors import PerfsuiteError
+from perfsuite.harness import did_you_mean
 from perfsuite.report._compare import compare_results
 from perfsuite.report._load import Result
 from perfsuite.report._machine import Machine, machine_of
@@ -337,6 +338,15 @@ def history_results(
                     found, method = run_to_run_steps(points, mode, metric, judge), "run-to-run"
                 steps = _steps(key, recipe, mode, metric, points, found, method)
                 series.append(Series(recipe, mode, metric, tuple(points), tuple(steps), key))
+    if metrics is not None:  # a metric no run reports is a typo, not an empty history (issue 27)
+        followed = {s.metric for s in series}
+        missing = [m for m in metrics if m not in followed]
+        if missing:
+            known = sorted({m for (_key, _recipe), rs in grouped.items() for run in rs for mode in run.modes
+                            for m in run.values(mode)})
+            shown = ", ".join(known[:12]) + (", ..." if len(known) > 12 else "")
+            raise PerfsuiteError(f"--metric {missing[0]!r}: no run reports it{did_you_mean(missing[0], known)} "
+                                 f"(metrics: {shown or 'none'})")
     ordered = tuple(machines[k] for k in sorted(machines))
     return History(tuple(series), len(runs), penalty_per_log_n, min_change, ordered)
 

@@ -19,14 +19,13 @@ run"), first match wins:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from perfsuite.errors import PerfsuiteError
-from perfsuite.harness import MachineLoad, load_results, machine_load, sample_metrics, validate_results
+from perfsuite.harness import MachineLoad, load_results, machine_load, read_json, sample_metrics, validate_results
 
 __all__ = [
     "FLOOR_OPERATION_SUFFIX",
@@ -298,9 +297,8 @@ def _looks_perfsuite(data: object) -> bool:
 def _is_perfsuite_json(path: Path) -> bool:
     """Whether ``path`` looks like a perfsuite results document (of any schema version)."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError):
+        data = read_json(path)
+    except PerfsuiteError:
         return False
     return _looks_perfsuite(data)
 
@@ -331,10 +329,9 @@ def scan_results(path: Path | str, *, skip_bad: bool = False) -> tuple[list[Resu
     skipped: list[str] = []
     for p in _candidates(path):
         try:
-            with open(p, encoding="utf-8") as fh:
-                data = json.load(fh)
-        except (OSError, ValueError) as exc:
-            problem = f"{p}: unreadable results document ({type(exc).__name__}: {str(exc).splitlines()[0]})"
+            data = read_json(p, "results document")
+        except PerfsuiteError as exc:
+            problem = str(exc)
             if not skip_bad:
                 raise PerfsuiteError(f"{problem}; {_SKIP_HINT}") from None
             skipped.append(problem)

@@ -10,13 +10,13 @@ it; ``report``, ``evidence --baseline`` and the dashboard read the documents the
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from perfsuite.errors import PerfsuiteError
+from perfsuite.harness import read_json
 
 __all__ = ["PAIRING_FILE", "PAIRING_FORMAT", "Pairing", "find_pairing", "read_pairing"]
 
@@ -55,8 +55,8 @@ def find_pairing(path: Path | str) -> Path | None:
         return candidate if candidate.is_file() else None
     if path.is_file() and path.suffix == ".json":
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            data = read_json(path)
+        except PerfsuiteError:
             return None
         return path if isinstance(data, dict) and data.get("format") == PAIRING_FORMAT else None
     return None
@@ -68,11 +68,8 @@ def read_pairing(path: Path | str) -> Pairing:
     found = find_pairing(path)
     if found is None:
         raise PerfsuiteError(f"{path}: not an A/B pairing (expected {PAIRING_FILE} written by `perfsuite ab`)")
-    try:
-        data = json.loads(found.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise PerfsuiteError(f"{found}: unreadable pairing file: {exc}") from None
-    recipes = data.get("recipes")
+    data = read_json(found, "pairing file")
+    recipes = data.get("recipes") if isinstance(data, dict) else None
     if not isinstance(recipes, Sequence) or not recipes:
         raise PerfsuiteError(f"{found}: the pairing lists no recipes")
     pairs = []

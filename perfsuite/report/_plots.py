@@ -323,7 +323,7 @@ def timeline_svg(result: Result, colors: Mapping[str, str]) -> str:
     rows = [(mode, s) for mode in result.modes for s in result.samples(mode)]
     width, left, right, top, row_h = 880, 110, 16, 22, 14
     height = top + row_h * len(rows) + 30
-    end = max([float(s.get("window_ms", s["ack_ms"])) for _, s in rows] + [1.0])
+    end = max([float(s.get("window_ms") or s.get("ack_ms") or 0.0) for _, s in rows] + [1.0])
     x = _Scale(0.0, end, left, width - right)
     body = []
     for t in x.ticks():
@@ -332,13 +332,14 @@ def timeline_svg(result: Result, colors: Mapping[str, str]) -> str:
     for r, (mode, s) in enumerate(rows):
         y0 = top + r * row_h
         color = colors.get(mode, GREY)
-        window = float(s.get("window_ms", s["ack_ms"]))
+        window = float(s.get("window_ms") or s.get("ack_ms") or 0.0)
         body.append(f"<rect x='{x(0):.1f}' y='{y0 + 1}' width='{x(window) - x(0):.1f}' height='{row_h - 2}' "
                     f"fill='#eee'/><text x='{left - 4}' y='{y0 + row_h - 3}' class='tick' text-anchor='end'>"
                     f"{_e(mode)} #{s.get('index', r)}</text>")
-        sub = float(s["submission_ms"])
-        body.append(f"<rect x='{x(0):.1f}' y='{y0 + 4}' width='{max(x(sub) - x(0), 1):.1f}' height='{row_h - 8}' "
-                    f"fill='{color}'><title>submission {fmt_level(sub)} ms</title></rect>")
+        if s.get("submission_ms") is not None:  # a live window (M11) submits nothing
+            sub = float(s["submission_ms"])
+            body.append(f"<rect x='{x(0):.1f}' y='{y0 + 4}' width='{max(x(sub) - x(0), 1):.1f}' "
+                        f"height='{row_h - 8}' fill='{color}'><title>submission {fmt_level(sub)} ms</title></rect>")
         # per-tick data: every gap longer than 1.5 periods; otherwise the one largest gap the sample recorded
         ticks = s.get("gaps_ms") or []
         slow = float(result.data["recipe"]["heartbeat_ms"]) * 1.5
@@ -354,6 +355,8 @@ def timeline_svg(result: Result, colors: Mapping[str, str]) -> str:
             body.append(f"<rect x='{gx:.1f}' y='{y0 + 2}' width='{max(x(start + duration) - gx, 1):.1f}' "
                         f"height='{row_h - 4}' fill='#000' opacity='.5'><title>GC {fmt_level(duration)} ms"
                         "</title></rect>")
+        if s.get("ack_ms") is None:
+            continue
         ack = x(float(s["ack_ms"]))
         body.append(f"<line x1='{ack:.1f}' x2='{ack:.1f}' y1='{y0}' y2='{y0 + row_h}' stroke='#000' stroke-width='2'>"
                     f"<title>acknowledged at {fmt_level(float(s['ack_ms']))} ms</title></line>")

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from perfsuite.errors import PerfsuiteError
 from perfsuite.report._format import short_commit
 from perfsuite.report._load import Result
 
@@ -92,6 +93,31 @@ def page(title: str, body: str) -> str:
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         f"<title>{e(title)}</title><style>{CSS}</style></head>\n<body>\n{body}\n{SCRIPT}</body></html>\n"
     )
+
+
+_COMMIT_URL_EXAMPLE = "e.g. https://github.com/OWNER/REPO/commit/{commit}"
+
+
+def check_commit_url(template: str) -> str:
+    """A commit URL template (``--commit-url``): text with ``{commit}`` and no other replacement field
+    (``{{``/``}}`` are literal braces). Anything else is one line naming the template (issue 27: a
+    positional or unknown field used to fail while the site was being written)."""
+    import string
+
+    try:
+        fields = [(name, spec, conv) for _, name, spec, conv in string.Formatter().parse(template)
+                  if name is not None]
+    except ValueError as exc:
+        raise PerfsuiteError(f"--commit-url {template!r}: not a URL template ({exc}); expected text with "
+                             f"{{commit}}, {_COMMIT_URL_EXAMPLE}") from None
+    for name, spec, conv in fields:
+        if name != "commit" or spec or conv:
+            shown = "{" + name + (f"!{conv}" if conv else "") + (f":{spec}" if spec else "") + "}"
+            raise PerfsuiteError(f"--commit-url {template!r}: field {shown} is not allowed: the only field is "
+                                 f"{{commit}} ({_COMMIT_URL_EXAMPLE})")
+    if not fields:
+        raise PerfsuiteError(f"--commit-url must contain {{commit}}, got {template!r} ({_COMMIT_URL_EXAMPLE})")
+    return template
 
 
 def commit_link(commit: str | None, commit_url: str | None) -> str:

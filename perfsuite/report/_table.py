@@ -19,6 +19,7 @@ from typing import Any
 
 from perfsuite.harness import LOADED_EXCESS_MS
 from perfsuite.report._conditions import conditions_of
+from perfsuite.report._live import is_live
 from perfsuite.report._load import Floor, Result, find_publication_floor, mode_reference
 
 __all__ = [
@@ -111,7 +112,8 @@ def table_title(document: Mapping[str, Any] | Result) -> str:
     heap, gc.freeze())."""
     doc = _doc(document)
     r = doc["recipe"]
-    title = f"{r['name']}: {r['isolation']}, gc {r['gc']}, heartbeat {r['heartbeat_ms']:g} ms (medians; times in ms)"
+    how = f"live windows of {doc['live']['window_s']:g} s" if is_live(doc) else r["isolation"]  # M11
+    title = f"{r['name']}: {how}, gc {r['gc']}, heartbeat {r['heartbeat_ms']:g} ms (medians; times in ms)"
     status = doc.get("status", "complete")
     title = title if status == "complete" else f"{title} [{str(status).upper()}]"
     if Result(None, doc).loaded:  # issue 28: a loaded run's timings read high: said where they are shown
@@ -211,7 +213,9 @@ def floors_caption(document: Mapping[str, Any] | Result, floor: Floor | None) ->
 
 def summary_columns(document: Mapping[str, Any] | Result, floor: Floor | None) -> list[str]:
     """The column headers of the summary table for this document (ratio columns only where a floor is known)."""
-    columns = ["mode", "n", "max gap", "gap range", "stall", "submit", "ack"]
+    columns = ["mode", "n", "max gap", "gap range", "stall"]
+    if not is_live(_doc(document)):  # a live window (M11) submits and acknowledges nothing
+        columns += ["submit", "ack"]
     if shows_floor_ratio(document, floor):
         columns.append("ack/fsync floor")
     if find_publication_floor(_doc(document)) is not None:

@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite import __version__
+from perfsuite._limits import check_limit
 from perfsuite.engine import Message, Session
 from perfsuite.errors import PerfsuiteError
-from perfsuite.harness import GcRecorder, Heartbeat, SampleSpec, measure_allocation, measure_sample
+from perfsuite.harness import GcRecorder, Heartbeat, SampleSpec, measure_allocation, measure_sample, read_json
 
 COSTS_SCHEMA = 1
 #: cost kind -> (operation, params): the recipe workloads of SPEC section 4
@@ -95,13 +96,19 @@ class PublicationCosts:
         kinds: dict[str, KindCost] = {}
         for kind in names:
             entry = data["kinds"].get(kind)
-            try:
-                kinds[kind] = KindCost(int(entry["allocated_bytes"]), int(entry["peak_bytes"]),
-                                       int(entry["bytes_written"]), int(entry["staged_bytes"]),
-                                       float(entry["duration_ms"]))
-            except (TypeError, KeyError, ValueError):
+            if not isinstance(entry, dict) or not all(k in entry for k in KindCost.__slots__):
                 raise PerfsuiteError(f"{source}: kinds.{kind}: expected allocated_bytes, peak_bytes, bytes_written, "
-                                     "staged_bytes and duration_ms") from None
+                                     "staged_bytes and duration_ms")
+            values: list[Any] = []
+            for key, limit in (("allocated_bytes", "cost_bytes"), ("peak_bytes", "cost_bytes"),
+                               ("bytes_written", "cost_bytes"), ("staged_bytes", "cost_bytes"),
+                               ("duration_ms", "delay_ms")):
+                value = entry.get(key)
+                problem = check_limit(limit, value)  # issue 27: finite, in range, of the right kind
+                if problem:
+                    raise PerfsuiteError(f"{source}: kinds.{kind}.{key}: {problem}")
+                values.append(value)
+            kinds[kind] = KindCost(*values[:4], float(values[4]))
         return cls(kinds, dict(data.get("machine") or {}), str(data.get("perfsuite", "?")),
                    str(data.get("measured_at", "?")), str(data.get("fixture", "?")),
                    str(data.get("tracker", "memray")), source)
@@ -193,13 +200,8 @@ def read_costs(path: str | os.PathLike[str], *,
     """A costs file (``--costs FILE``); one-line errors when missing or malformed. ``required``: the
     kinds it must hold (default the engine's three; None for a replay target's own kinds)."""
     source = os.fspath(path)
-    try:
-        data = json.loads(Path(source).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise PerfsuiteError(f"{source}: no such costs file") from None
-    except (OSError, ValueError) as exc:
-        raise PerfsuiteError(f"{source}: cannot read the costs file: {exc}") from None
-    return PublicationCosts.from_json(data, source, required)
+    # strictly: UTF-8, no NaN, no deep nesting (issue 27)
+    return PublicationCosts.from_json(read_json(source, "costs file"), source, required)
 
 
 def write_costs(costs: PublicationCosts, path: str | os.PathLike[str]) -> Path:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from perfsuite._limits import LIMITS, check_limit
 from perfsuite.cluster import Runner, Task, stream
 from perfsuite.errors import PerfsuiteError
 from perfsuite.whatif._costs import PublicationCosts
@@ -65,7 +66,13 @@ def parse_intervals(text: str, option: str, *, allow_zero: bool = True) -> tuple
 
 def make_grid(debounce: Iterable[float] = DEFAULT_DEBOUNCE_S, checkpoint: Iterable[float] = DEFAULT_CHECKPOINT_S,
               notify_max: Iterable[float] = DEFAULT_NOTIFY_MAX_S) -> tuple[Setting, ...]:
-    """Every combination, debounce varying fastest within a checkpoint interval."""
+    """Every combination, debounce varying fastest within a checkpoint interval; at most
+    ``LIMITS["grid_settings"]`` of them (issue 27: the product was built in memory, however large)."""
+    debounce, checkpoint, notify_max = tuple(debounce), tuple(checkpoint), tuple(notify_max)
+    size = len(debounce) * len(checkpoint) * len(notify_max)
+    if check_limit("grid_settings", size):
+        raise PerfsuiteError(f"the grid has {size} settings ({len(debounce)} debounce x {len(checkpoint)} checkpoint x "
+                             f"{len(notify_max)} notify-max intervals); at most {LIMITS['grid_settings'].high:g}")
     return tuple(Setting(d, c, n) for c, n, d in itertools.product(tuple(checkpoint), tuple(notify_max),
                                                                    tuple(debounce)))
 
@@ -223,6 +230,20 @@ class WhatIf:
         }
 
 
+def check_settings(trace: Trace, settings: Sequence[Setting]) -> None:
+    """Issue 27: a checkpoint interval so small that its in-flight timer would fire more than
+    ``LIMITS["timer_firings"]`` times over the trace (0.0001 s over a 100 s request: a million firings, the
+    replay hung) is one line naming it and the smallest interval this trace allows, before any replay."""
+    most = LIMITS["timer_firings"].high
+    for setting in settings:
+        firings = trace.duration_s / setting.checkpoint_interval_s
+        if firings > most:
+            raise PerfsuiteError(
+                f"--checkpoint-interval {setting.checkpoint_interval_s:g}: its timer would fire up to {firings:.3g} "
+                f"times over the {trace.duration_s:g} s trace (at most {most:g}); give at least "
+                f"{trace.duration_s / most:.3g} s for this trace")
+
+
 def sweep(trace: Trace, settings: Sequence[Setting], costs: PublicationCosts | None = None,
           durations: Mapping[str, float] | None = None, *, runner: Runner | None = None) -> WhatIf:
     """Replay ``trace`` once per setting in virtual time; mark the Pareto-optimal settings. With a
@@ -230,6 +251,7 @@ def sweep(trace: Trace, settings: Sequence[Setting], costs: PublicationCosts | N
     and come back in grid order: the simulation is deterministic, so the results are the same."""
     if not settings:
         raise PerfsuiteError("the settings grid is empty")
+    check_settings(trace, settings)
     if durations is None and costs is not None:
         durations = costs.durations_s()
     started = time.perf_counter()

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from perfsuite._limits import check_limit
 from perfsuite.engine import OsFileSystem, Session, SystemClock
 from perfsuite.errors import PerfsuiteError
 from perfsuite.whatif._simulate import (
@@ -41,6 +42,7 @@ from perfsuite.whatif._simulate import (
     engine_events,
     replay,
 )
+from perfsuite.whatif._sweep import check_settings
 from perfsuite.workloads.traces import Trace, TraceEvent
 
 #: allowed differences: publications (count) and crash-loss window (seconds of compressed, real time);
@@ -253,11 +255,13 @@ def validate(trace: Trace, setting: Setting, *, speed: float = 10.0, seconds: fl
 
     ``real_run`` replaces the real session run (default: a real Session in real time); tests give the
     comparison a fixed observation with it, so nothing they assert depends on this machine's speed."""
-    if not speed > 0:
-        raise PerfsuiteError(f"--speed must be > 0, got {speed:g}")
+    problem = check_limit("speed", speed)
+    if problem:
+        raise PerfsuiteError(f"--speed: {problem}")
     window = trace.window(0.0, seconds) if seconds is not None else trace
     if not window.events:
         raise PerfsuiteError(f"validate: {trace.source} has no events in its first {seconds:g} s")
+    check_settings(window, [setting])
     fast, fast_setting = window.compressed(speed), setting.scaled(speed)
     directory = Path(tempfile.mkdtemp(prefix="perfsuite-whatif-validate-", dir=work_root))
     try:

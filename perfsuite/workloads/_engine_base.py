@@ -27,26 +27,19 @@ from perfsuite.engine import (
 )
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness import Operation, OperationContext
+from perfsuite.workloads._params import SESSION, value
 from perfsuite.workloads.storage import storage_metrics, storage_model
 from perfsuite.workloads.tracing import record_from_environment
 
 
-def _param(ctx: OperationContext, key: str, default: Any, kind: type | tuple[type, ...]) -> Any:
-    value = ctx.params.get(key, default)
-    if isinstance(value, bool) and kind is not bool:
-        raise PerfsuiteError(f"mode {ctx.mode}: {key}: expected {getattr(kind, '__name__', kind)}, got {value!r}")
-    if not isinstance(value, kind):
-        raise PerfsuiteError(f"mode {ctx.mode}: {key}: expected {getattr(kind, '__name__', kind)}, got {value!r}")
-    return value
-
-
 def _settings(ctx: OperationContext) -> SessionSettings:
+    """The session's settings from the mode's parameters (declared in :data:`SESSION`, issue 28 item 6)."""
     return SessionSettings(
-        chunk_size=_param(ctx, "chunk_size", 64 * 1024, int),
-        offload=_param(ctx, "offload", "thread", str),
-        asynchronous=_param(ctx, "asynchronous", True, bool),
-        drain_limit_s=float(_param(ctx, "drain_limit_s", 30.0, (int, float))),
-        freeze_loaded=_param(ctx, "freeze_loaded", False, bool),
+        chunk_size=value(ctx, SESSION, "chunk_size"),
+        offload=value(ctx, SESSION, "offload"),
+        asynchronous=value(ctx, SESSION, "asynchronous"),
+        drain_limit_s=float(value(ctx, SESSION, "drain_limit_s")),
+        freeze_loaded=value(ctx, SESSION, "freeze_loaded"),
     )
 
 
@@ -160,13 +153,13 @@ class SessionOperation(Operation):
         reports = self._reports()
         phases: dict[str, float] = {}
         for report in reports:
-            for name, value in report.phases_ms.items():
-                phases[name] = phases.get(name, 0.0) + value
+            for name, ms in report.phases_ms.items():
+                phases[name] = phases.get(name, 0.0) + ms
         main: dict[str, float] = {}  # the asynchronous job's loop-thread time per phase, from its reports
         for report in reports:
             if report.driver == "job":
-                for name, value in report.main_thread_ms.items():
-                    main[name] = main.get(name, 0.0) + value
+                for name, ms in report.main_thread_ms.items():
+                    main[name] = main.get(name, 0.0) + ms
         stored = sum(self._object_size(d) for d in set(self.session.store.known_objects) - self.objects_before)
         ops = self.fs.since(self.ops_before)  # a process offload's worker relays its operations here (E4)
         out: dict[str, Any] = {

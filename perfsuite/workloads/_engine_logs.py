@@ -21,26 +21,35 @@ from perfsuite.engine import (
     TranscriptLog,
 )
 from perfsuite.errors import PerfsuiteError
-from perfsuite.harness import AckCallback, Operation, OperationContext
-from perfsuite.workloads._engine_base import _Layers, _param, _workdir, io_counts
+from perfsuite.harness import AckCallback, Operation, OperationContext, Param, accepts
+from perfsuite.workloads._engine_base import _Layers, _workdir, io_counts
+from perfsuite.workloads._params import FREEZE, LABELS, count, value
+
+#: the parameters each operation declares (issue 28 item 6); neither opens a session (FREEZE)
+DIAGNOSTIC = {**FREEZE, "log": Param(str, "telemetry.jsonl", "the fixture's log the records are flushed to"),
+              "writer": Param(str, "delta", "delta: E8's pinned append; rewrite: the full-rewrite baseline",
+                              choices=("delta", "rewrite")),
+              "records": count("records", 20, "records flushed by the one measured flush")}
+TRANSCRIPT = {**FREEZE, **LABELS,
+              "operation_kind": Param(str, "append", "append (a barrier every 100), append+barrier or rewrite",
+                                      choices=("append", "append+barrier", "rewrite")),
+              "messages": count("messages", 6000, "messages appended to the transcript")}
 
 # -- diagnostic logs (E8) ------------------------------------------------------------------------------
 
 class _DiagnosticAppend(Operation):
     def __init__(self, ctx: OperationContext) -> None:
         workdir = _workdir(ctx)
-        name = _param(ctx, "log", "telemetry.jsonl", str)
+        name = value(ctx, DIAGNOSTIC, "log")
         directory = _find_log_dir(workdir, name)
         self.layers = _Layers(ctx)
         self.fs = self.layers.fs
-        writer = _param(ctx, "writer", "delta", str)
-        if writer not in ("delta", "rewrite"):
-            raise PerfsuiteError(f"mode {ctx.mode}: writer: expected delta or rewrite, got {writer!r}")
+        writer = value(ctx, DIAGNOSTIC, "writer")
         self.log: DiagnosticLog | FullRewriteLog = (
             DiagnosticLog(directory, fs=self.fs) if writer == "delta" else FullRewriteLog(directory, fs=self.fs))
         self.size_before = os.path.getsize(directory / name)
         rng = random.Random(ctx.sample)
-        for i in range(_param(ctx, "records", 20, int)):
+        for i in range(value(ctx, DIAGNOSTIC, "records")):
             self.log.log(name, {"seq": i, "event": rng.choice(["tool", "render", "publish"]),
                                 "ms": round(rng.random() * 50, 3), "detail": "d" * rng.randint(40, 200)})
         self.delta = 0
@@ -82,6 +91,7 @@ def _find_log_dir(workdir: Path, name: str) -> Path:
     return matches[0].parent
 
 
+@accepts(**DIAGNOSTIC)
 def diagnostic_append(ctx: OperationContext) -> Operation:
     """One flush of ``records`` (20) new telemetry records to the fixture's log. Params: ``writer`` =
     "delta" (E8 pinned append) or "rewrite" (the full-rewrite baseline), ``log`` ("telemetry.jsonl")."""
@@ -97,10 +107,8 @@ class _TranscriptBarrier(Operation):
     def __init__(self, ctx: OperationContext) -> None:
         if ctx.scratch is None:
             raise PerfsuiteError(f"mode {ctx.mode}: needs a scratch directory")
-        self.kind = _param(ctx, "operation_kind", "append", str)
-        if self.kind not in ("append", "append+barrier", "rewrite"):
-            raise PerfsuiteError(f"mode {ctx.mode}: operation_kind: expected append, append+barrier or rewrite")
-        self.messages = _param(ctx, "messages", 6000, int)
+        self.kind = value(ctx, TRANSCRIPT, "operation_kind")
+        self.messages = value(ctx, TRANSCRIPT, "messages")
         self.rewrite_at = [n for n in (100, 1000, 3000, 6000) if n <= self.messages]
         self.dir = ctx.scratch / "transcript"
         self.layers = _Layers(ctx)
@@ -171,6 +179,7 @@ class _TranscriptBarrier(Operation):
         return out
 
 
+@accepts(**TRANSCRIPT)
 def transcript_barrier(ctx: OperationContext) -> Operation:
     """E2 latency by transcript length. Params: ``operation_kind`` = "append", "append+barrier" or "rewrite";
     ``messages`` (6000). Bytes written and the I/O counts of the whole run are reported as costs."""

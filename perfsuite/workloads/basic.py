@@ -16,18 +16,31 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from perfsuite.engine import DelayModel
-from perfsuite.errors import PerfsuiteError
-from perfsuite.harness import AckCallback, Operation, OperationContext
+from perfsuite.harness import AckCallback, Operation, OperationContext, Param, accepts
+from perfsuite.workloads._params import FREEZE, ms, value
+from perfsuite.workloads._params import count as bounded
 from perfsuite.workloads.storage import storage_metrics, storage_model
 
 __all__ = ["allocate", "busy", "count", "fail", "fsync_floor", "gc_collect", "idle", "never_ack", "yielding"]
 
 
-def _number(ctx: OperationContext, key: str, default: float) -> float:
-    value = ctx.params.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise PerfsuiteError(f"mode {ctx.mode}: {key}: expected a non-negative number, got {value!r}")
-    return float(value)
+# the parameters each operation declares (issue 28 item 6); the idle control and the floors open no session
+IDLE = {**FREEZE, "window_ms": ms(50.0, "ms until the acknowledgement")}
+FSYNC_FLOOR = {**FREEZE, "bytes": bounded("bytes", 4096, "size of the file written, fsynced and renamed")}
+BUSY = {"ms": ms(50.0, "ms the loop is held (busy-wait)"),
+        "deferred": Param(bool, False, "hold the loop just after submit instead of inside it")}
+YIELDING = {"ms": ms(50.0, "ms of CPU work in slices"), "slice_ms": ms(1.0, "ms per slice, then a yield"),
+            "slices": bounded("records", None, "exactly this many slices, whatever the clock says")}
+GC_COLLECT = {"garbage": bounded("records", 10_000, "reference cycles made before the collection")}
+ALLOCATE = {"bytes": bounded("bytes", 1 << 20, "bytes allocated in all"),
+            "chunk": bounded("bytes", 1 << 16, "bytes per allocation, each freed at once", minimum=1)}
+COUNT = {"loop": bounded("records", 1000, "additions on the loop thread"),
+         "offloaded": bounded("records", 0, "additions in the default executor's thread"),
+         "setup": bounded("records", 0, "additions in the factory, before the window")}
+
+
+def _number(ctx: OperationContext, declared: Mapping[str, Param], key: str) -> float:
+    return float(value(ctx, declared, key))
 
 
 def _spin(ms: float) -> None:
@@ -53,9 +66,10 @@ class _Idle(Operation):
             self._handle.cancel()
 
 
+@accepts(**IDLE)
 def idle(ctx: OperationContext) -> Operation:
     """Does nothing for ``params["window_ms"]`` (default 50), then acknowledges: the noise floor (M1)."""
-    return _Idle(_number(ctx, "window_ms", 50.0))
+    return _Idle(_number(ctx, IDLE, "window_ms"))
 
 
 # -- fsync floor (SPEC section 4) -----------------------------------------------------------------
@@ -137,13 +151,14 @@ class _FsyncFloor(Operation):
             shutil.rmtree(self.directory, ignore_errors=True)
 
 
+@accepts(**FSYNC_FLOOR)
 def fsync_floor(ctx: OperationContext) -> Operation:
     """The physical floor for any acknowledgement: raw ``os`` write, fsync, replace, directory fsync.
 
     ``params["bytes"]`` (default 4096) is the file size. Works in the sample's scratch directory.
     ``params["storage"]``: a storage profile (M10) whose delays the raw calls pay, as the engine's would.
     """
-    size = int(_number(ctx, "bytes", 4096))
+    size = int(value(ctx, FSYNC_FLOOR, "bytes"))
     model = storage_model(ctx.params, seed=ctx.sample)
     if ctx.scratch is not None:
         return _FsyncFloor(ctx.scratch, size, owned=False, model=model)
@@ -169,9 +184,10 @@ class _Busy(Operation):
             self._run(ack)
 
 
+@accepts(**BUSY)
 def busy(ctx: OperationContext) -> Operation:
     """Blocks the loop for ``params["ms"]`` (busy-wait), inside ``submit`` or, with ``deferred``, just after."""
-    return _Busy(_number(ctx, "ms", 50.0), bool(ctx.params.get("deferred", False)))
+    return _Busy(_number(ctx, BUSY, "ms"), value(ctx, BUSY, "deferred"))
 
 
 class _Yielding(Operation):
@@ -197,12 +213,11 @@ class _Yielding(Operation):
         return {"slices": self.slices}
 
 
+@accepts(**YIELDING)
 def yielding(ctx: OperationContext) -> Operation:
     """Keeps the CPU busy for ``params["ms"]`` but yields to the loop every ``slice_ms`` (default 1 ms);
     with ``slices``, exactly that many slices whatever the clock says (deterministic for tests)."""
-    count = ctx.params.get("slices")
-    slices = None if count is None else int(_number(ctx, "slices", 0))
-    return _Yielding(_number(ctx, "ms", 50.0), _number(ctx, "slice_ms", 1.0), slices)
+    return _Yielding(_number(ctx, YIELDING, "ms"), _number(ctx, YIELDING, "slice_ms"), value(ctx, YIELDING, "slices"))
 
 
 class _GcCollect(Operation):
@@ -221,9 +236,10 @@ class _GcCollect(Operation):
         return {"collected": self.collected}
 
 
+@accepts(**GC_COLLECT)
 def gc_collect(ctx: OperationContext) -> Operation:
     """Makes ``params["garbage"]`` reference cycles (default 10000) then forces a full ``gc.collect()``."""
-    return _GcCollect(int(_number(ctx, "garbage", 10_000)))
+    return _GcCollect(value(ctx, GC_COLLECT, "garbage"))
 
 
 class _Allocate(Operation):
@@ -243,9 +259,10 @@ class _Allocate(Operation):
         return {"requested_bytes": self.total}
 
 
+@accepts(**ALLOCATE)
 def allocate(ctx: OperationContext) -> Operation:
     """Allocates ``params["bytes"]`` in ``chunk`` pieces, each freed at once (M3: sum vs peak)."""
-    return _Allocate(int(_number(ctx, "bytes", 1 << 20)), int(_number(ctx, "chunk", 1 << 16)))
+    return _Allocate(value(ctx, ALLOCATE, "bytes"), value(ctx, ALLOCATE, "chunk"))
 
 
 class _Count(Operation):
@@ -275,11 +292,12 @@ class _Count(Operation):
         return {"additions": self.loop + self.offloaded}
 
 
+@accepts(**COUNT)
 def count(ctx: OperationContext) -> Operation:
     """Adds ``params["loop"]`` integers on the loop thread (default 1000) and ``offloaded`` (default 0)
     in the default executor's thread, then acknowledges: a known amount of work for the instruction pass.
     ``setup`` additions (default 0) run in the factory, before the window."""
-    return _Count(int(_number(ctx, "loop", 1000)), int(_number(ctx, "offloaded", 0)), int(_number(ctx, "setup", 0)))
+    return _Count(value(ctx, COUNT, "loop"), value(ctx, COUNT, "offloaded"), value(ctx, COUNT, "setup"))
 
 
 class _Fail(Operation):
@@ -287,6 +305,7 @@ class _Fail(Operation):
         asyncio.get_running_loop().call_soon(ack, OSError(5, "simulated I/O error"))
 
 
+@accepts()
 def fail(ctx: OperationContext) -> Operation:
     """Acknowledges with a failure (``OSError(EIO)``), for error-path tests."""
     return _Fail()
@@ -297,6 +316,7 @@ class _NeverAck(Operation):
         pass
 
 
+@accepts()
 def never_ack(ctx: OperationContext) -> Operation:
     """Never acknowledges, for the acknowledgement-timeout test."""
     return _NeverAck()

@@ -17,9 +17,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfsuite._limits import LIMITS, check_limit
 from perfsuite.cluster import ATTEMPTS, Runner, Task, WorkerLost
 from perfsuite.errors import PerfsuiteError
-from perfsuite.harness import Recipe, RunResult, SampleEvent, check_conditions, resolve_operation, run_recipe
+from perfsuite.harness import (
+    Recipe,
+    RunResult,
+    SampleEvent,
+    check_conditions,
+    check_parameters,
+    declared_parameters,
+    resolve_factories,
+    run_recipe,
+)
 from perfsuite.workloads.storage import StorageProfile, load_profile, load_profile_file, resolve_storage
 
 __all__ = [
@@ -47,8 +57,10 @@ def parse_heaps(text: str) -> list[int]:
             value = float(part)
         except ValueError:
             raise PerfsuiteError(f"--heap: expected non-negative object counts like 0,1e5,1e6, got {part!r}") from None
-        if value < 0 or value != int(value) or value > 1e9:
-            raise PerfsuiteError(f"--heap: expected a whole number of objects between 0 and 1e9, got {part!r}")
+        whole = value.is_integer()  # False for NaN and infinity too (int() of them raised, issue 27)
+        if not whole or check_limit("heap", int(value)):
+            raise PerfsuiteError(f"--heap: expected a whole number of objects from 0 to "
+                                 f"{LIMITS['heap'].high:.0e}, got {part!r}")
         heaps.append(int(value))
     if not heaps:
         raise PerfsuiteError("--heap: no sizes given")
@@ -82,13 +94,22 @@ def apply_conditions(
         profile = resolve_storage(recipe.storage)
     heap_value = recipe.heap if heap is None else heap
     policy = gc if gc is not None else ("natural" if heap_value and heap is not None else None)
+    factories = resolve_factories(recipe)
+    if freeze:  # an operation that declares its parameters must accept the engine setting it is given
+        for mode in recipe.modes:
+            declared = declared_parameters(factories[mode.name], mode.operation)
+            if declared is not None and "freeze_loaded" not in declared:
+                raise PerfsuiteError(f"--gc-freeze: {recipe.path or recipe.name}: modes.{mode.name}: operation "
+                                     f"{mode.operation} does not accept freeze_loaded (it declares "
+                                     f"{', '.join(sorted(declared)) or 'no parameters'})")
     conditioned = recipe.with_overrides(
         storage=profile.to_dict() if profile is not None else None,
         heap=heap,
         gc=policy,
         mode_params={"freeze_loaded": True} if freeze else None,
     )
-    check_conditions(conditioned, {m.name: resolve_operation(m.operation) for m in conditioned.modes})
+    check_conditions(conditioned, factories)
+    check_parameters(conditioned, factories)
     return conditioned
 
 
@@ -154,6 +175,10 @@ def plan_sweep(
     if len(set(storages)) != len(storages) or len(set(heaps)) != len(heaps):
         raise PerfsuiteError("a sweep's --storage and --heap values must not repeat")
     freezes = {"off": (False,), "on": (True,), "both": (False, True)}[freeze]
+    size = len(storages) * len(heaps) * len(freezes)
+    if check_limit("grid_settings", size):  # every setting is a whole run (issue 27)
+        raise PerfsuiteError(f"a sweep of {size} settings ({len(storages)} storage x {len(heaps)} heap x "
+                             f"{len(freezes)} freeze); at most {LIMITS['grid_settings'].high:g}")
     recipe = dataclasses.replace(recipe, allocation=False)  # the sweep measures latency: no M3 pass per setting
     files = dict(storage_files or {})
     profiles: dict[str | None, StorageProfile | None] = {}

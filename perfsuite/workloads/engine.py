@@ -25,9 +25,10 @@ from perfsuite.engine import (
     Message,
 )
 from perfsuite.errors import PerfsuiteError
-from perfsuite.harness import AckCallback, Operation, OperationContext
-from perfsuite.workloads._engine_base import SessionOperation, _param, _text, io_counts
+from perfsuite.harness import AckCallback, Operation, OperationContext, Param, accepts
+from perfsuite.workloads._engine_base import SessionOperation, _text, io_counts
 from perfsuite.workloads._engine_logs import diagnostic_append, transcript_barrier
+from perfsuite.workloads._params import SESSION, count, ms, value
 
 __all__ = [
     "checkpoint",
@@ -41,15 +42,35 @@ __all__ = [
 ]
 
 
+# -- the parameters each operation declares (issue 28 item 6; SESSION: every session operation's settings) --
+
+_PATH = Param(str, "async", "sync: the synchronous writer; async: the asynchronous job", choices=("sync", "async"))
+MAILBOX = {**SESSION, "path": _PATH,
+           "to": Param(str, "root", "the conversation whose mailbox receives the result"),
+           "result_chars": count("chars", 4000, "characters of the delivered result"),
+           "drain_after_submit": Param(bool, False, "drain synchronously right after the submission (E5)")}
+DRAIN_AFTER_SUBMIT = {k: p for k, p in MAILBOX.items() if k not in ("path", "drain_after_submit")}
+STALLED = {**SESSION,
+           "drain_limit_s": ms(0.25, "seconds the synchronous drain waits before it signals", limit="ack_timeout_s"),
+           "release_after_ms": ms(100.0, "ms after the signal at which the held admission is released"),
+           "result_chars": count("chars", 4000, "characters of the delivered result")}
+CHECKPOINT = {**SESSION, "path": _PATH,
+              "conversation": Param(str, "root", 'the conversation checkpointed; "agent": the largest agent'),
+              "checkpoints": count("checkpoints", 1, "checkpoints back to back, one streamed turn each"),
+              "message_chars": count("chars", 2000, "characters of the streamed turn")}
+REGISTRY = {**SESSION, "save": Param(str, "sidecar-only", "sidecar-only (E7) or the seed's full save",
+                                     choices=("sidecar-only", "full"))}
+
+
 # -- mailbox delivery (seed decision history: warm-local asynchronous mailbox acknowledgement) ---------
 
 class _MailboxDelivery(SessionOperation):
     def __init__(self, ctx: OperationContext) -> None:
         super().__init__(ctx)
-        self.asynchronous = _param(ctx, "path", "async", str) == "async"
-        self.to = _param(ctx, "to", "root", str)
-        self.body = _text(self.rng, _param(ctx, "result_chars", 4000, int), f"execution result {ctx.sample}:")
-        self.drain_after = _param(ctx, "drain_after_submit", False, bool)
+        self.asynchronous = value(ctx, MAILBOX, "path") == "async"
+        self.to = value(ctx, MAILBOX, "to")
+        self.body = _text(self.rng, value(ctx, MAILBOX, "result_chars"), f"execution result {ctx.sample}:")
+        self.drain_after = value(ctx, MAILBOX, "drain_after_submit")
 
     def submit(self, ack: AckCallback) -> None:
         if not self.asynchronous:
@@ -60,6 +81,7 @@ class _MailboxDelivery(SessionOperation):
             self.session.drain()
 
 
+@accepts(**MAILBOX)
 def mailbox_delivery(ctx: OperationContext) -> Operation:
     """One background command's 4000-character result delivered to a mailbox. Params: ``path`` =
     "sync" (the synchronous writer, Session.append_mail) or "async" (Session.deliver_background),
@@ -67,6 +89,7 @@ def mailbox_delivery(ctx: OperationContext) -> Operation:
     return _MailboxDelivery(ctx)
 
 
+@accepts(**DRAIN_AFTER_SUBMIT)
 def drain_after_submit(ctx: OperationContext) -> Operation:
     """Asynchronous delivery followed at once by a synchronous drain (E5): drain wait, ack, max gap."""
     params = {**ctx.params, "path": "async", "drain_after_submit": True}
@@ -80,9 +103,9 @@ def _with_params(ctx: OperationContext, params: Mapping[str, Any]) -> OperationC
 class _StalledAdmission(SessionOperation):
     def __init__(self, ctx: OperationContext) -> None:
         super().__init__(ctx)
-        self.limit_s = float(_param(ctx, "drain_limit_s", 0.25, (int, float)))
-        self.release_after_s = float(_param(ctx, "release_after_ms", 100, (int, float))) / 1e3
-        self.body = _text(self.rng, _param(ctx, "result_chars", 4000, int), "stalled result:")
+        self.limit_s = float(value(ctx, STALLED, "drain_limit_s"))
+        self.release_after_s = float(value(ctx, STALLED, "release_after_ms")) / 1e3
+        self.body = _text(self.rng, value(ctx, STALLED, "result_chars"), "stalled result:")
         self.acks = 0
 
     def submit(self, ack: AckCallback) -> None:
@@ -111,6 +134,7 @@ class _StalledAdmission(SessionOperation):
         return out
 
 
+@accepts(**STALLED)
 def stalled_admission(ctx: OperationContext) -> Operation:
     """E5: an asynchronous delivery whose admission is held; a synchronous drain with a 0.25 s limit
     signals and leaves the job accepted; the admission is released ``release_after_ms`` later."""
@@ -122,12 +146,12 @@ def stalled_admission(ctx: OperationContext) -> Operation:
 class _Checkpoint(SessionOperation):
     def __init__(self, ctx: OperationContext) -> None:
         super().__init__(ctx)
-        self.asynchronous = _param(ctx, "path", "async", str) == "async"
-        target = _param(ctx, "conversation", "root", str)
+        self.asynchronous = value(ctx, CHECKPOINT, "path") == "async"
+        target = value(ctx, CHECKPOINT, "conversation")
         self.conversation = self._largest_agent() if target == "agent" else target
         self.extra["conversation_bytes"] = self.session.conversation(self.conversation).size
-        self.count = _param(ctx, "checkpoints", 1, int)
-        self.chars = _param(ctx, "message_chars", 2000, int)
+        self.count = value(ctx, CHECKPOINT, "checkpoints")
+        self.chars = value(ctx, CHECKPOINT, "message_chars")
         self._match_layout()
         self._edit(0)
 
@@ -195,6 +219,7 @@ class _Checkpoint(SessionOperation):
         return out
 
 
+@accepts(**CHECKPOINT)
 def checkpoint(ctx: OperationContext) -> Operation:
     """A transcript checkpoint after one streamed turn. Params: ``path`` "sync" (Session.checkpoint) or
     "async" (Session.request_checkpoint), ``conversation`` "root" or "agent" (the largest agent),
@@ -208,9 +233,7 @@ def checkpoint(ctx: OperationContext) -> Operation:
 class _RegistrySave(SessionOperation):
     def __init__(self, ctx: OperationContext) -> None:
         super().__init__(ctx)
-        self.kind = _param(ctx, "save", "sidecar-only", str)
-        if self.kind not in ("sidecar-only", "full"):
-            raise PerfsuiteError(f"mode {ctx.mode}: save: expected sidecar-only or full, got {self.kind!r}")
+        self.kind = value(ctx, REGISTRY, "save")
         agents = sorted(a for a in self.session.sidecar.agents)
         if not agents:
             raise PerfsuiteError(f"mode {ctx.mode}: the fixture has no agents to observe")
@@ -226,6 +249,7 @@ class _RegistrySave(SessionOperation):
         ack(None)
 
 
+@accepts(**REGISTRY)
 def registry_save(ctx: OperationContext) -> Operation:
     """One observational activity change saved. Params: ``save`` = "sidecar-only" (E7) or "full" (the
     seed's rejected full save: every conversation and attachment restaged and rehashed)."""

@@ -35,16 +35,17 @@ import re
 import shutil
 import tempfile
 import time
-import tomllib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfsuite._limits import check_limit
 from perfsuite._paths import builtin_dir
 from perfsuite.engine import FORMAT as ENGINE_FORMAT
 from perfsuite.engine import SessionSettings
 from perfsuite.errors import PerfsuiteError
+from perfsuite.harness import parse_toml, read_text
 from perfsuite.workloads._fixture_digest import content_digest, describe_session
 from perfsuite.workloads._fixture_gen import GENERATORS, Generator, tree_stats
 
@@ -143,6 +144,8 @@ def fixtures_dir() -> Path:
     """The spec directory: ``$PERFSUITE_FIXTURES``, else the built-in specs (checkout or wheel copy)."""
     env = os.environ.get("PERFSUITE_FIXTURES")
     if env:
+        if not Path(env).is_dir():  # never an empty catalogue without saying why
+            raise PerfsuiteError(f"$PERFSUITE_FIXTURES: no such directory: {env}")
         return Path(env)
     return builtin_dir("fixtures")
 
@@ -175,13 +178,10 @@ def load_spec(ref: str | os.PathLike[str]) -> FixtureSpec:
             raise PerfsuiteError(f"unknown fixture {text!r} (looked in {_label(fixtures_dir())}; available: {known})")
     label = _label(path)
     try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise PerfsuiteError(f"{label}: invalid TOML: {exc}") from None
-    except OSError as exc:
-        raise PerfsuiteError(f"{label}: cannot read: {exc.strerror or exc}") from None
-    return parse_spec(data, label, default_name=path.stem)
+        text = read_text(path, "fixture spec")  # not UTF-8 is one line too (issue 27)
+    except PerfsuiteError as exc:
+        raise PerfsuiteError(str(exc).replace(str(path), label, 1)) from None
+    return parse_spec(parse_toml(text, label), label, default_name=path.stem)
 
 
 def _show(value: object) -> str:
@@ -203,6 +203,16 @@ def _type_name(default: object) -> str:
         return f"a list of {len(default)} {_type_name(default[0]) if default else 'values'}" if \
             all(not isinstance(v, str) for v in default) else "a list of strings"
     return type(default).__name__
+
+
+def _out_of_bounds(value: object) -> str | None:
+    """Issue 27: a generator's numbers are finite and bounded (``fixture_count`` for integers,
+    ``fixture_number`` otherwise), so a typo cannot build a fixture that never ends or fills the disk."""
+    if isinstance(value, list):
+        return next((p for p in map(_out_of_bounds, value) if p), None)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return check_limit("fixture_count" if isinstance(value, int) else "fixture_number", value)
 
 
 def _conform(default: object, value: object) -> tuple[bool, object]:
@@ -268,6 +278,9 @@ def parse_spec(data: Mapping[str, Any], label: str, *, default_name: str) -> Fix
         if not ok:
             raise PerfsuiteError(f"{label}: params.{key}: expected {_type_name(generator.params[key])}, "
                                  f"got {_show(value)}")
+        problem = _out_of_bounds(kept)
+        if problem:
+            raise PerfsuiteError(f"{label}: params.{key}: {problem}")
         params[key] = kept
     settings: dict[str, Any] = {}
     raw_settings = _table(data, "settings", label)
@@ -291,7 +304,7 @@ def parse_spec(data: Mapping[str, Any], label: str, *, default_name: str) -> Fix
         if key not in generator.expect:
             raise PerfsuiteError(f"{label}: expect.{key}: generator {generator.name} cannot check it "
                                  f"(expected one of {', '.join(sorted(generator.expect))})")
-        if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+        if not isinstance(value, int | float) or isinstance(value, bool) or value < 0 or _out_of_bounds(value):
             raise PerfsuiteError(f"{label}: expect.{key}: expected a non-negative number, got {_show(value)}")
         expect[key] = value
     missing = sorted(generator.requires - set(expect))

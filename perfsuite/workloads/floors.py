@@ -33,7 +33,15 @@ from typing import Any
 
 from perfsuite.engine import DelayModel
 from perfsuite.errors import PerfsuiteError
-from perfsuite.harness import AckCallback, Operation, OperationContext
+from perfsuite.harness import (
+    AckCallback,
+    Operation,
+    OperationContext,
+    Param,
+    accepts,
+    check_params,
+    declared_parameters,
+)
 from perfsuite.workloads import engine
 from perfsuite.workloads.storage import storage_metrics, storage_model
 
@@ -41,6 +49,13 @@ __all__ = ["MODELLED", "FloorStep", "publication_floor", "record_publication"]
 
 #: operations of :mod:`perfsuite.workloads.engine` whose publication a floor can model
 MODELLED = ("mailbox_delivery", "checkpoint", "registry_save")
+#: issue 28 item 6: ``publication`` and what any modelled publication accepts (checked again against the one
+#: named, when the floor records it)
+FLOOR: dict[str, Param] = {
+    "publication": Param(str, None, "the engine operation whose publication is replayed", choices=MODELLED),
+    **{k: p for name in MODELLED for k, p in (declared_parameters(getattr(engine, name)) or {}).items()
+       if k != "storage"},
+}
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _DIR_FSYNC_REJECTED = {errno.EINVAL, getattr(errno, "ENOTSUP", -1), getattr(errno, "EOPNOTSUPP", -1),
@@ -87,6 +102,10 @@ async def record_publication(ctx: OperationContext, name: str, params: Mapping[s
         raise PerfsuiteError(f"mode {ctx.mode}: publication: expected one of {', '.join(MODELLED)}, got {name!r}")
     if ctx.workdir is None:
         raise PerfsuiteError(f"mode {ctx.mode}: the publication floor needs a session fixture")
+    try:  # the union FLOOR declares was checked before the run; now the parameters of this publication
+        check_params(getattr(engine, name), params, f"perfsuite.workloads.engine:{name}")
+    except PerfsuiteError as exc:
+        raise PerfsuiteError(f"mode {ctx.mode}: {exc}") from None
     roots = (os.path.abspath(ctx.workdir), os.path.realpath(ctx.workdir))
     root = roots[1]
     inner = OperationContext(ctx.workdir, dict(params), ctx.mode, ctx.sample, ctx.scratch, ctx.kind)
@@ -248,6 +267,7 @@ class _PublicationFloor(Operation):
         self.fds.clear()
 
 
+@accepts(**FLOOR)
 async def publication_floor(ctx: OperationContext) -> Operation:
     """The publication floor of ``params["publication"]`` (see the module docstring); works in the sample's
     scratch directory after recording one real publication on its private fixture copy."""

@@ -2,7 +2,8 @@
 the library; the CLI parses and prints).
 
 :func:`plan_run` loads the named recipes (or the quick set, or the catalogue), applies the run conditions
-(SPEC M10), resolves every mode's operation (a typo fails before any fixture is built) and sets aside
+(SPEC M10), resolves every mode's operation and checks its declared parameters (a typo fails before any
+fixture is built: check all, then run) and sets aside
 recipes whose operation says it cannot run here (a peer whose package is not installed: skipped with the
 reason, never a failure). :func:`plan_resume` checks an interrupted results file for ``--resume`` (M8).
 """
@@ -68,16 +69,16 @@ class RunPlan:
 
 
 def unavailable(recipe: Recipe, ref: str | os.PathLike[str] | None = None) -> str | None:
-    """Resolve every mode's operation (one-line error naming the recipe) and return the first mode's reason
-    it cannot run here (its factory's ``unavailable()`` hook), or ``None``."""
-    from perfsuite.harness import resolve_operation
+    """Resolve every mode's operation and check its parameters against the operation's declaration (issue
+    28 item 6; one-line error naming the recipe), then return the first mode's reason it cannot run here
+    (its factory's ``unavailable()`` hook), or ``None``."""
+    from perfsuite.harness import check_parameters, resolve_factories
 
+    factories = resolve_factories(recipe)
+    check_parameters(recipe, factories)
     reason = None
     for mode in recipe.modes:
-        try:
-            factory = resolve_operation(mode.operation)
-        except PerfsuiteError as exc:
-            raise PerfsuiteError(f"{recipe.path or ref}: modes.{mode.name}.operation: {exc}") from None
+        factory = factories[mode.name]
         hook = getattr(factory, "unavailable", None)  # e.g. a peer whose package is not installed
         why = hook() if callable(hook) else None
         if why and reason is None:

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import os
 import time
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from perfsuite._limits import LIMITS, check_limit
 from perfsuite.engine import (
     LATENCY_OPS,
     DelayModel,
@@ -39,6 +39,7 @@ from perfsuite.engine import (
     UniformDelay,
 )
 from perfsuite.errors import PerfsuiteError
+from perfsuite.harness import parse_toml, read_text
 
 __all__ = [
     "StorageProfile",
@@ -90,6 +91,10 @@ def _number(label: str, key: str, table: Mapping[str, Any], name: str) -> float:
     value = table.get(name)
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
         raise _fail(label, f"{key}.{name}", "a non-negative number (ms)", value)
+    limit = "sigma" if name == "sigma" else "delay_ms"
+    problem = check_limit(limit, value)  # issue 27: `ms = inf` would sleep forever
+    if problem:
+        raise PerfsuiteError(f"{label}: {key}.{name}: {problem}")
     return float(value)
 
 
@@ -110,6 +115,10 @@ def _distribution(label: str, key: str, table: Mapping[str, Any]) -> Distributio
                                                             for x in p) for p in points)
             if not ok:
                 raise _fail(label, f"{key}.points", "a list of [percentile, ms] pairs", points)
+            for percentile, ms in points:
+                if check_limit("percentile", percentile) or check_limit("delay_ms", ms):
+                    raise _fail(label, f"{key}.points", "[percentile, ms] pairs with percentiles from 0 to 100 and "
+                                f"delays from 0 to {LIMITS['delay_ms'].high:g} ms", [percentile, ms])
             return QuantileDelay(tuple((float(p), float(v)) for p, v in points))
         if kind == "lognormal":
             if "mean_ms" in table or "p99_ms" in table:
@@ -185,10 +194,7 @@ def list_profiles() -> list[str]:
 
 
 def _load_toml(text: str, label: str) -> dict[str, Any]:
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise PerfsuiteError(f"{label}: invalid TOML: {exc}") from None
+    return parse_toml(text, label)
 
 
 def load_profile(name: str) -> StorageProfile:
@@ -204,10 +210,7 @@ def load_profile(name: str) -> StorageProfile:
 def load_profile_file(path: str | os.PathLike[str]) -> StorageProfile:
     """A user's own profile file (same format as the built-in ones; every distribution needs a source)."""
     path = Path(path)
-    try:
-        text = path.read_text("utf-8")
-    except OSError as exc:
-        raise PerfsuiteError(f"{path}: cannot read storage profile: {exc.strerror or exc}") from None
+    text = read_text(path, "storage profile")  # not UTF-8 is one line too (issue 27)
     return parse_profile(_load_toml(text, str(path)), str(path), default_name=path.stem, origin=str(path))
 
 

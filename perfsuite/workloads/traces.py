@@ -5,6 +5,8 @@ Each event line is an object with ``time`` (seconds from the trace start), ``ses
 first line ``{"format": "perfsuite-trace", "version": 1, "duration_s": ..., "meta": {...}}`` is a header.
 A kind is one of :data:`KINDS` (what the engine's sessions replay) or a user's own, ``x-NAME`` (issue 28:
 a team's own events, replayed only by its own replay target; the engine's replay leaves them out).
+Times and durations are at most a year, an event's ``size`` at most 64 MiB (the replay builds that many
+bytes in memory; :data:`perfsuite._limits.LIMITS`); ``NaN``/``Infinity`` and deep nesting are refused.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfsuite._limits import check_limit
 from perfsuite.engine import ACTIVITY_FLAVOURS, ROOT, TERMINAL
 from perfsuite.errors import PerfsuiteError
+from perfsuite.harness import parse_json
 
 FORMAT = "perfsuite-trace"
 VERSION = 1
@@ -149,6 +153,9 @@ def parse_event(record: Any, source: str, line: int) -> TraceEvent:
     time, kind = record["time"], record["kind"]
     if not _number(time) or time < 0:
         raise _fail(source, line, f"time: expected seconds >= 0, got {time!r}")
+    problem = check_limit("trace_time_s", float(time))
+    if problem:
+        raise _fail(source, line, f"time: {problem}")
     for key in ("session", "conversation"):
         if not isinstance(record[key], str) or not record[key]:
             raise _fail(source, line, f"{key}: expected a non-empty string, got {record[key]!r}")
@@ -158,6 +165,9 @@ def parse_event(record: Any, source: str, line: int) -> TraceEvent:
     size = record.get("size", 0)
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
         raise _fail(source, line, f"size: expected bytes (an integer >= 0), got {size!r}")
+    problem = check_limit("trace_size", size)  # the replay builds `size` bytes in memory (issue 27: MemoryError)
+    if problem:
+        raise _fail(source, line, f"size: {problem}")
     extra = {k: v for k, v in record.items() if k not in ("time", "session", "conversation", "kind", "size")}
     if kind == "activity":
         flavour = extra.get("flavour")
@@ -186,6 +196,8 @@ def _header(record: Mapping[str, Any], source: str, line: int) -> tuple[float | 
     duration = record.get("duration_s")
     if duration is not None and (not _number(duration) or duration < 0):
         raise _fail(source, line, f"header: duration_s: expected seconds >= 0, got {duration!r}")
+    if duration is not None and check_limit("trace_time_s", float(duration)):
+        raise _fail(source, line, f"header: duration_s: {check_limit('trace_time_s', float(duration))}")
     meta = record.get("meta", {})
     if not isinstance(meta, dict):
         raise _fail(source, line, f"header: meta: expected an object, got {type(meta).__name__}")
@@ -201,10 +213,7 @@ def parse_lines(lines: Iterable[str], source: str = "<trace>") -> Trace:
     for number, text in enumerate(lines, 1):
         if not text.strip():
             continue
-        try:
-            record = json.loads(text)
-        except ValueError as exc:
-            raise _fail(source, number, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+        record = parse_json(text, f"{source}:{number}")  # strict: NaN, Infinity and deep nesting refused
         if isinstance(record, dict) and "format" in record and "kind" not in record:
             if seen_any:
                 raise _fail(source, number, "the header must be the first line")

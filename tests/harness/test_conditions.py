@@ -102,8 +102,9 @@ def test_a_storage_condition_on_an_operation_that_ignores_it_is_refused(tmp_path
 
 
 @pytest.mark.parametrize(("line", "message"), [
-    ("heap = -1", "heap: expected a non-negative integer"),
-    ('heap = "big"', "heap: expected a non-negative integer"),
+    ("heap = -1", "heap: expected an integer from 0 to 100000000, got -1"),
+    ('heap = "big"', 'heap: expected an integer from 0 to 100000000, got "big"'),
+    ("heap = 1000000000000", "heap: expected an integer from 0 to 100000000, got 1000000000000 (at most"),
     ('storage = ""', "storage: expected a non-empty string"),
     ("storage = 3", "storage: expected a non-empty string"),
 ])

@@ -7,6 +7,8 @@ import gc
 import time
 from collections.abc import Callable
 
+import pytest
+
 from perfsuite.harness import GcRecorder, SampleRecord, apply_gc_policy
 
 BASIC = "perfsuite.workloads.basic"
@@ -54,3 +56,38 @@ def test_policies() -> None:
             return rec.count - before
 
     assert asyncio.run(main()) >= 1
+
+
+
+def test_window_reads_the_same_collections_as_the_whole_ring_even_after_it_wrapped(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """M11: the window walks back from the newest collection instead of rebuilding the ring each time; it must
+    select exactly what a scan of every retained event selects, across a wrapped ring (clock injected)."""
+    import perfsuite.harness._gc as gc_module
+
+    now = [0]
+    monkeypatch.setattr(gc_module.time, "perf_counter_ns", lambda: now[0])
+    rec = GcRecorder(capacity=16)
+    for n in range(40):  # collection n runs [10n, 10n + 4], through the gc.callbacks seam itself
+        now[0] = 10 * n
+        rec._callback("start", {"generation": n % 3})
+        now[0] += 4
+        rec._callback("stop", {"generation": n % 3, "collected": n, "uncollectable": 0})
+    for start, end in [(0, 1000), (250, 300), (303, 306), (305, 305), (395, 500), (1000, 2000)]:
+        expected = [e for e in rec.events() if e.end_ns >= start and e.start_ns <= end]
+        assert list(rec.window(start, end).events) == expected, (start, end)
+    assert rec.window(0, 1000).collections == 16
+
+
+def test_a_recorder_rebuilt_from_events_reads_the_same_window() -> None:
+    """M11: a live watch's agent sends its collections to the parent, which reads the window there."""
+    with GcRecorder() as rec:
+        t0 = time.perf_counter_ns()
+        gc.collect()
+        gc.collect(0)
+        t1 = time.perf_counter_ns()
+    events = rec.events_since(t0)
+    assert len(events) >= 2 and events == [e for e in rec.events() if e.end_ns >= t0]
+    again = GcRecorder.from_events(events)
+    assert again.window(t0, t1, (t0, t1)) == rec.window(t0, t1, (t0, t1))
+    assert GcRecorder.from_events([]).window(0, 1).collections == 0

@@ -114,7 +114,7 @@ def test_recipe_keys_and_the_option_are_validated(tmp_path: Path) -> None:
     assert recipe.instructions and recipe.instructions_samples == 5
     with pytest.raises(PerfsuiteError, match='instructions: expected true or false, got "yes"'):
         parse_recipe({**body, "instructions": "yes"}, "r.toml", default_name="r")
-    with pytest.raises(PerfsuiteError, match="instructions_samples: expected a positive integer, got 0"):
+    with pytest.raises(PerfsuiteError, match="instructions_samples: expected an integer from 1 to 1000, got 0"):
         parse_recipe({**body, "instructions_samples": 0}, "r.toml", default_name="r")
     assert parse_recipe(body, "r.toml", default_name="r").with_overrides(instructions=True).instructions
 

@@ -41,15 +41,18 @@ def test_good_recipe_resolves_defaults(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ('samples = "six"\n[modes.a]\noperation = "m:f"\n', 'r.toml: samples: expected a positive integer, got "six"'),
-        ('samples = 0\n[modes.a]\noperation = "m:f"\n', "r.toml: samples: expected a positive integer, got 0"),
-        ('samples = true\n[modes.a]\noperation = "m:f"\n', "samples: expected a positive integer, got true"),
+        ('samples = "six"\n[modes.a]\noperation = "m:f"\n',
+         'r.toml: samples: expected an integer from 1 to 10000, got "six"'),
+        ('samples = 0\n[modes.a]\noperation = "m:f"\n',
+         "r.toml: samples: expected an integer from 1 to 10000, got 0 (at least 1)"),
+        ('samples = true\n[modes.a]\noperation = "m:f"\n', "samples: expected an integer from 1 to 10000, got true"),
         (
             'gc = "sometimes"\n[modes.a]\noperation = "m:f"\n',
             'r.toml: gc: expected one of "collect-before", "natural", got "sometimes"',
         ),
         ('isolation = 3\n[modes.a]\noperation = "m:f"\n', 'isolation: expected one of "process", "inline"'),
-        ('heartbeat_ms = -5\n[modes.a]\noperation = "m:f"\n', "heartbeat_ms: expected a positive number, got -5"),
+        ('heartbeat_ms = -5\n[modes.a]\noperation = "m:f"\n',
+         "heartbeat_ms: expected a finite number from 0.1 to 1000 (ms), got -5 (at least 0.1)"),
         ('allocation = "yes"\n[modes.a]\noperation = "m:f"\n', 'allocation: expected true or false, got "yes"'),
         ('sampels = 6\n[modes.a]\noperation = "m:f"\n', "r.toml: sampels: unknown key"),
         ("samples = 6\n", "r.toml: modes: missing"),
@@ -58,7 +61,7 @@ def test_good_recipe_resolves_defaults(tmp_path: Path) -> None:
         ('[modes.control]\noperation = "m:f"\n', "r.toml: modes.control: invalid mode name"),
         ("samples = = 3\n", "r.toml: invalid TOML:"),
         ('order = "sorted"\n[modes.a]\noperation = "m:f"\n', 'r.toml: order: expected one of "random", "fixed"'),
-        ('seed = -1\n[modes.a]\noperation = "m:f"\n', "r.toml: seed: expected a non-negative integer, got -1"),
+        ('seed = -1\n[modes.a]\noperation = "m:f"\n', "r.toml: seed: expected an integer from 0 to 4294967295, got -1"),
         ('[modes.a]\noperation = "m:f"\nreference = ""\n', "r.toml: modes.a.reference: expected a non-empty string"),
         ('[modes.a]\noperation = "m:f"\nreference = 1\n', "r.toml: modes.a.reference: expected a non-empty string"),
     ],
@@ -87,7 +90,7 @@ def test_lookup_by_name_and_unknown_name() -> None:
 def test_overrides_are_validated(tmp_path: Path) -> None:
     r = load_recipe(_write(tmp_path, GOOD)).with_overrides(samples=2, isolation="inline", gc="natural")
     assert (r.samples, r.control_windows, r.isolation, r.gc) == (2, 2, "inline", "natural")
-    with pytest.raises(PerfsuiteError, match="--samples: expected a positive integer, got 0"):
+    with pytest.raises(PerfsuiteError, match=r"--samples: expected an integer from 1 to 10000, got 0 \(at least 1\)"):
         r.with_overrides(samples=0)
 
 

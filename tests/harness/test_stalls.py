@@ -156,6 +156,26 @@ def test_window_counts_overlapping_callbacks_whole_and_only_while_armed() -> Non
     assert empty.callbacks == 0 and empty.longest_ns == 0 and empty.top == ()
 
 
+def test_trim_keeps_what_ends_inside_the_next_window_and_since_walks_back_from_the_newest() -> None:
+    """M11/M12: a live watch trims what ended before its next window (a callback straddling the boundary stays,
+    counted in both windows like the heartbeat's straddling gap); ``since`` names the callbacks that ended at or
+    after an instant (a key's arrival), longest first."""
+    times = iter([0, 2, 5, 9, 12, 20, 30, 31])
+    monitor = StallMonitor(clock=lambda: next(times) * MS)
+    first, second = monitor.wrap(lambda: None), monitor.wrap(functools.partial(print, end=""))
+    monitor.arm()
+    first(), first(), second(), first()  # [0, 2], [5, 9], [12, 20] (second), [30, 31]
+    assert [e.duration_ns for e in monitor.since(9 * MS)] == [8 * MS, 4 * MS, 1 * MS]
+    assert [e.name for e in monitor.since(10 * MS, top=1)] == ["print"]
+    assert monitor.since(32 * MS) == ()
+    assert [e.duration_ns for e in monitor.since(9 * MS, until_ns=11 * MS)] == [4 * MS]  # [12, 20] started later
+    monitor.trim(10 * MS)  # drops [0, 2] and [5, 9]; [12, 20] ended after the boundary
+    assert monitor.recorded == 2 and monitor.armed
+    assert monitor.window(15 * MS, 40 * MS).busy_ns == 9 * MS
+    monitor.trim(0)
+    assert monitor.recorded == 2
+
+
 def test_every_scheduling_method_is_timed_once() -> None:
     """call_soon, call_later (through call_at), call_soon_threadsafe, add_reader: each callback once."""
     import os

@@ -111,6 +111,6 @@ def test_the_environment_is_headless_and_restored(tmp_path: Path, run_operation:
 
 
 def test_bad_rewrite_is_one_line(tmp_path: Path, run_operation: Any) -> None:
-    with pytest.raises(PerfsuiteError, match="rewrite: expected edit, undo or fork"):
+    with pytest.raises(PerfsuiteError, match="rewrite: expected one of \"edit\", \"undo\", \"fork\", got \"squash\""):
         run_operation(gptme_log.transcript_barrier, {"operation_kind": "rewrite", "rewrite": "squash"},
                       scratch=tmp_path)

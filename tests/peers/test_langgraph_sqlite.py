@@ -113,7 +113,7 @@ def test_several_checkpoints_chain_in_one_thread(tmp_path: Path, run_operation: 
 
 
 def test_bad_params_are_one_line(tmp_path: Path, run_operation: Any) -> None:
-    with pytest.raises(PerfsuiteError, match="saver: expected sync or async"):
+    with pytest.raises(PerfsuiteError, match="saver: expected one of \"sync\", \"async\", got \"threads\""):
         run_operation(lg.checkpoint, {"saver": "threads"}, scratch=tmp_path)
     with pytest.raises(PerfsuiteError, match="synchronous: expected one of"):
         run_operation(lg.checkpoint, {"synchronous": "SOMETIMES"}, scratch=tmp_path)

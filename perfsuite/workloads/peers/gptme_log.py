@@ -34,8 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite.errors import PerfsuiteError
-from perfsuite.harness import AckCallback, OperationContext
-from perfsuite.workloads._engine_logs import _TranscriptBarrier
+from perfsuite.harness import AckCallback, OperationContext, Param, accepts
+from perfsuite.workloads._engine_logs import TRANSCRIPT, _TranscriptBarrier
+from perfsuite.workloads._params import value
 from perfsuite.workloads.peers._common import missing_reason, peer_version, requires
 
 __all__ = ["DURABILITY", "GPTME", "HeadlessEnv", "load_gptme", "transcript_barrier"]
@@ -52,6 +53,9 @@ DURABILITY = (
 
 _XDG = {"XDG_CONFIG_HOME": "config", "XDG_DATA_HOME": "data", "XDG_STATE_HOME": "state", "XDG_CACHE_HOME": "cache"}
 _REWRITES = ("edit", "undo", "fork")
+#: issue 28 item 6: ours, plus the rewrite gptme is asked for
+GPTME_TRANSCRIPT = {**TRANSCRIPT, "rewrite": Param(str, "edit", "how the rewrite is made with gptme",
+                                                    choices=_REWRITES)}
 
 
 class HeadlessEnv:
@@ -98,10 +102,7 @@ class _GptmeTranscript(_TranscriptBarrier):
 
     def __init__(self, ctx: OperationContext) -> None:
         super().__init__(ctx)  # validates operation_kind, messages and the scratch directory
-        rewrite = ctx.params.get("rewrite", "edit")
-        if rewrite not in _REWRITES:
-            raise PerfsuiteError(f"mode {ctx.mode}: rewrite: expected edit, undo or fork, got {rewrite!r}")
-        self.rewrite: str = str(rewrite)
+        self.rewrite: str = value(ctx, GPTME_TRANSCRIPT, "rewrite")
         assert ctx.scratch is not None  # checked by the base class
         self.env = HeadlessEnv(ctx.scratch / "gptme")
         try:
@@ -186,6 +187,7 @@ class _GptmeTranscript(_TranscriptBarrier):
 
 
 @requires(GPTME)
+@accepts(**GPTME_TRANSCRIPT)
 def transcript_barrier(ctx: OperationContext) -> _GptmeTranscript:
     """gptme's LogManager by transcript length. Params as ours: ``operation_kind`` = "append",
     "append+barrier" or "rewrite"; ``messages`` (6000); plus ``rewrite`` = "edit" (default), "undo", "fork"."""

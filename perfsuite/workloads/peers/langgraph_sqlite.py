@@ -37,8 +37,9 @@ from typing import Any
 
 from perfsuite.engine import Message, Session
 from perfsuite.errors import PerfsuiteError
-from perfsuite.harness import AckCallback, OperationContext
+from perfsuite.harness import AckCallback, OperationContext, Param, accepts
 from perfsuite.workloads._engine_base import _text
+from perfsuite.workloads._params import LABELS, count, value
 from perfsuite.workloads.peers._common import missing_reason, peer_version, requires
 
 __all__ = ["DURABILITY", "LANGGRAPH_SQLITE", "ROOT_TRANSCRIPT_BYTES", "checkpoint", "generated_transcript",
@@ -54,6 +55,13 @@ ROOT_TRANSCRIPT_BYTES = 1_069_346
 THREAD_ID = "root"
 
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+#: issue 28 item 6: what a LangGraph checkpoint mode accepts
+SQLITE = {**LABELS,
+          "saver": Param(str, "async", "sync: SqliteSaver.put; async: AsyncSqliteSaver.aput",
+                         choices=("sync", "async")),
+          "synchronous": Param(str, "FULL", "SQLite's synchronous pragma: OFF, NORMAL, FULL or EXTRA (any case)"),
+          "message_chars": count("chars", 2000, "characters of the streamed turn", minimum=1),
+          "checkpoints": count("checkpoints", 1, "checkpoints back to back, one streamed turn each")}
 
 DURABILITY = (
     "SQLite journal_mode={journal}, synchronous={synchronous} (value read back from the connection): "
@@ -140,17 +148,12 @@ class _SqliteCheckpoint:
     def __init__(self, ctx: OperationContext) -> None:
         if ctx.scratch is None:
             raise PerfsuiteError(f"mode {ctx.mode}: needs a scratch directory")
-        saver = ctx.params.get("saver", "async")
-        if saver not in ("sync", "async"):
-            raise PerfsuiteError(f"mode {ctx.mode}: saver: expected sync or async, got {saver!r}")
-        synchronous = str(ctx.params.get("synchronous", "FULL")).upper()
+        saver = value(ctx, SQLITE, "saver")
+        synchronous = str(value(ctx, SQLITE, "synchronous")).upper()
         if synchronous not in _SYNCHRONOUS:
             raise PerfsuiteError(f"mode {ctx.mode}: synchronous: expected one of {', '.join(_SYNCHRONOUS)}, "
                                  f"got {ctx.params.get('synchronous')!r}")
-        chars, count = (ctx.params.get(key, default) for key, default in (("message_chars", 2000), ("checkpoints", 1)))
-        for key, value in (("message_chars", chars), ("checkpoints", count)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise PerfsuiteError(f"mode {ctx.mode}: {key}: expected a positive integer, got {value!r}")
+        chars, checkpoints = value(ctx, SQLITE, "message_chars"), value(ctx, SQLITE, "checkpoints")
         reason = missing_reason(LANGGRAPH_SQLITE, *([AIOSQLITE] if saver == "async" else []))
         if reason:
             raise PerfsuiteError(reason)
@@ -158,7 +161,7 @@ class _SqliteCheckpoint:
         self.asynchronous = saver == "async"
         self.synchronous = synchronous
         self.chars: int = chars
-        self.count: int = count
+        self.count: int = checkpoints
         self.db_path = ctx.scratch / "checkpoints.sqlite"
         self.saver: Any = None
         self.conn: Any = None
@@ -334,6 +337,7 @@ class _SqliteCheckpoint:
 
 
 @requires(LANGGRAPH_SQLITE, AIOSQLITE)
+@accepts(**SQLITE)
 async def checkpoint(ctx: OperationContext) -> _SqliteCheckpoint:
     """A LangGraph checkpoint of the root transcript after one streamed turn. Params: ``saver`` = "sync"
     (SqliteSaver.put) or "async" (AsyncSqliteSaver.aput), ``synchronous`` ("FULL"), ``message_chars`` (2000),
