@@ -189,7 +189,9 @@ def test_the_pass_counts_the_window_per_thread(tmp_path: Path) -> None:
     assert one["small"]["total"] == one["small"]["loop_thread"] and list(one["small"]["threads"]) == ["1"]
     # 1000 more additions cost more than 100 instructions each; the setup's 20000 are not in the window
     assert one["big"]["total"] - one["small"]["total"] > 100 * 1000
-    assert abs(one["setup"]["total"] - one["small"]["total"]) < 0.01 * one["small"]["total"]
+    # (the setup's 20000 additions would be about ten times the window; what differs is the allocator's state
+    # after them, which moves a window of small ints by up to a few percent: 1.8% seen in one checkout)
+    assert abs(one["setup"]["total"] - one["small"]["total"]) < 0.05 * one["small"]["total"]
     assert one["setup"]["total"] < one["big"]["total"]
     # offloaded work is counted on its own thread; the loop thread's share excludes it
     assert len(one["offloaded"]["threads"]) == 2
