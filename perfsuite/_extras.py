@@ -10,6 +10,8 @@ extra          packages                                      what needs them
 ``profile``    scalene, py-spy                               profile
 ``notebooks``  jupyterlab, nbclient, ipykernel (+ report)    notebooks/
 ``peers``      gptme, langgraph-checkpoint-sqlite            the peer recipes
+``cluster``    dask[distributed]                             --cluster local, --scheduler ADDRESS
+                                                             (crashcheck, sweep, whatif)
 ``ui``         textual                                       the typing recipes (typing-*, M12)
 =============  ============================================  ==========================================
 
@@ -33,6 +35,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "profile": ("scalene",),
     "notebooks": ("jupyterlab", "nbclient", "nbformat", "ipykernel"),
     "peers": ("gptme", "langgraph", "aiosqlite"),
+    "cluster": ("dask", "distributed"),
     "ui": ("textual",),
 }
 

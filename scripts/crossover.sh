@@ -5,6 +5,14 @@
 #
 #     sh scripts/crossover.sh                      # 2 recipes x 5 profiles x 3 heaps x 2 = 60 settings
 #     SAMPLES=3 WARMUP=0 sh scripts/crossover.sh   # a quicker look (about half the time)
+#     CLUSTER="--scheduler tcp://HOST:8786" sh scripts/crossover.sh   # the same grid on a Dask cluster
+#     CLUSTER="--cluster local" RECIPES=mailbox-delivery STORAGE=nvme HEAP=0 FREEZE=off SAMPLES=1 WARMUP=0 \
+#         sh scripts/crossover.sh                  # the smoke run of the cluster path (one setting)
+#
+# On a cluster (issue 32) every setting is one task: all its samples and its idle control run on one
+# worker, at most one setting per host at a time, and the host is recorded in each document
+# ("placement"); with N hosts the grid takes about 1/N of the time. An embedded LocalCluster measures
+# one setting at a time on this machine, like the default.
 #
 # Bounded in time: every setting is one `perfsuite run` of the recipe (6 samples per mode alternated,
 # 1 warm-up, 6 idle-control windows, process isolation, no allocation pass); on 2 cores a setting
@@ -22,12 +30,16 @@ WARMUP=${WARMUP:-1}
 # grid order matters for "the first setting that misses": cheapest durable publication first
 STORAGE=${STORAGE:-nvme,ebs-gp3,sata-ssd,nfs,hdd}
 HEAP=${HEAP:-0,1e5,1e6}
+FREEZE=${FREEZE:-both}
+RECIPES=${RECIPES:-mailbox-delivery root-checkpoint}
+CLUSTER=${CLUSTER:-}
 mkdir -p "$OUT"
 start=$(date +%s)
-for recipe in mailbox-delivery root-checkpoint; do
+for recipe in $RECIPES; do
     before=$(ls "$OUT")
-    "$PY" -m perfsuite sweep "$recipe" --storage "$STORAGE" --heap "$HEAP" --freeze both \
-        --samples "$SAMPLES" --warmup "$WARMUP" --output-dir "$OUT"
+    # shellcheck disable=SC2086 # CLUSTER is two words (--cluster local, --scheduler ADDRESS) or none
+    "$PY" -m perfsuite sweep "$recipe" --storage "$STORAGE" --heap "$HEAP" --freeze "$FREEZE" \
+        --samples "$SAMPLES" --warmup "$WARMUP" --output-dir "$OUT" $CLUSTER
     for dir in $(ls "$OUT"); do
         case " $(echo $before) " in *" $dir "*) ;; *) [ -d "$OUT/$dir" ] && "$PY" -m perfsuite evidence "$OUT/$dir" ;; esac
     done

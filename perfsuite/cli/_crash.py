@@ -6,8 +6,34 @@ import argparse
 import os
 from typing import Any
 
-from perfsuite.cli._common import bounded_int, non_empty, non_negative_int, output_dir
+from perfsuite.cli._cluster import add_cluster_options, progress_bar
+from perfsuite.cli._common import bounded_int, non_empty, non_negative_int, output_dir, output_file
 from perfsuite.errors import PerfsuiteError
+
+
+def _execution(args: argparse.Namespace) -> Any:
+    """Where the campaign runs and what it resumes from (issue 32)."""
+    from perfsuite.crash import Execution
+
+    if args.resume and not args.checkpoint:
+        raise PerfsuiteError("--resume continues the campaign of a --checkpoint FILE: give it")
+    return Execution(cluster=args.cluster, scheduler=args.scheduler, checkpoint=args.checkpoint, resume=args.resume)
+
+
+def _write_document(args: argparse.Namespace, kind: str, report: Any, config: Any, console: Any) -> None:
+    """``--json OUT``: the result document, written atomically (its ``answer`` is the same on every back end)."""
+    if not args.json:
+        return
+    from pathlib import Path
+
+    from perfsuite.crash import campaign_document
+    from perfsuite.harness import write_json_atomic
+
+    jobs = getattr(config, "jobs", len(getattr(config, "profiles", ())))
+    backend = f"dask {args.scheduler}" if args.scheduler else (
+        f"dask LocalCluster of {jobs}" if args.cluster else f"pool of {jobs}")
+    write_json_atomic(Path(args.json), campaign_document(kind, report, config, backend))
+    console.print(f"json: {args.json}", markup=False)
 
 
 def _cmd_crashcheck(args: argparse.Namespace) -> int:
@@ -35,7 +61,9 @@ def _cmd_crashcheck(args: argparse.Namespace) -> int:
                       f"recovery-crash states, {len(result.violations)} violations, {result.seconds:.1f} s",
                       markup=False)
 
-    report = run_campaign(config, on_result=progress)
+    with progress_bar(console, "states") as on_progress:
+        report = run_campaign(config, on_result=progress, execution=_execution(args), on_progress=on_progress)
+    _write_document(args, "crash", report, config, console)
     table = Table(title=f"crashcheck{f' --seeded-bug {report.seeded_bug}' if report.seeded_bug else ''}")
     for column in ("workload", "model", "ops", "syncs", "acks", "states", "recovery states",
                    "bad states", "violations", "seconds"):
@@ -94,7 +122,11 @@ def _crashcheck_kill(args: argparse.Namespace, console: Any) -> int:
             console.print(f"kill {kill + 1}/{args.kill} ({profile}): {acks} acknowledgements read, "
                           f"{violations} violations so far", markup=False)
 
-    report = run_kill_campaign(config, on_kill=progress)
+    if args.checkpoint:
+        raise PerfsuiteError("--checkpoint and --resume are for the crash and corruption campaigns: a kill chain "
+                             "continues one session on one machine and is run again whole if its worker dies")
+    report = run_kill_campaign(config, on_kill=progress, execution=_execution(args))
+    _write_document(args, "kill", report, config, console)
     for v in report.violations[: args.show]:
         console.print(f"[{v.invariant}] kill {v.kill} ({v.profile}): {v.message}"
                       + (f"\n  state before recovery kept: {v.kept}" if v.kept else ""), markup=False)
@@ -128,7 +160,9 @@ def _crashcheck_corrupt(args: argparse.Namespace, console: Any) -> int:
         console.print(f"{result.workload} ({result.profile}): {result.cases} cases, {len(result.violations)} "
                       f"violations, {result.seconds:.1f} s", markup=False)
 
-    report = run_corrupt_campaign(config, on_result=progress)
+    with progress_bar(console, "cases") as on_progress:
+        report = run_corrupt_campaign(config, on_result=progress, execution=_execution(args), on_progress=on_progress)
+    _write_document(args, "corrupt", report, config, console)
     title = f"crashcheck --corrupt{f' --seeded-bug {report.seeded_bug}' if report.seeded_bug else ''}"
     table = Table(title=title)
     for column in ("workload", "profile", "cases", "opened", "refused", "undetectable", "bad cases", "violations",
@@ -188,4 +222,14 @@ def register(sub: Any) -> None:
     crash.add_argument("--target", action="append", metavar="GLOB", type=non_empty,
                        help="with --corrupt: only damage paths matching GLOB, relative to the workload root "
                        "(e.g. 'sess/HEAD'), repeatable")
+    crash.add_argument("--json", metavar="OUT", type=output_file,
+                       help="also write the result document: its 'answer' (states, violations, in batch order) is "
+                       "the same byte for byte on --jobs N, --cluster local and --scheduler; 'run' holds timings")
+    add_cluster_options(crash, "the campaign")
+    crash.add_argument("--checkpoint", metavar="FILE", type=output_file,
+                       help="record finished batches in FILE (replaced atomically about once a second), so a "
+                       "campaign whose client died can go on with --resume (crash and corruption campaigns)")
+    crash.add_argument("--resume", action="store_true",
+                       help="continue the campaign recorded in --checkpoint FILE from its last finished batch "
+                       "(same options; a missing FILE starts afresh)")
     crash.set_defaults(func=_cmd_crashcheck)

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from perfsuite.cli._cluster import add_cluster_options
 from perfsuite.cli._common import (
     bounded_int,
     fixture_hook,
@@ -58,6 +59,31 @@ def _print_sweeps(paths: list[Path], plot: str | None) -> int:
     return 0
 
 
+def _sweep_on_cluster(args: argparse.Namespace, plan: Any, fixture: Any, info: Any, progress: Any) -> list[Any]:
+    """Issue 32: every setting is one task on one worker, at most one setting per host at a time (timing
+    work never shares or mixes machines); a LocalCluster gets one worker (this machine measures one setting
+    at a time, as without a cluster)."""
+    from perfsuite.cluster import make_runner
+    from perfsuite.workloads.conditions import run_sweep_on
+
+    if args.work_dir:
+        raise PerfsuiteError("--work-dir is this machine's: on a cluster each worker copies fixtures into its own "
+                             "temp dir")
+    rows: dict[int, Any] = {}
+
+    def started(setting: Any, host: str) -> None:
+        rows[setting.index] = progress.add_task(f"[{setting.index + 1}/{len(plan.settings)}] {setting.label} on {host}",
+                                                total=1, gap="")
+
+    def done(setting: Any, result: Any) -> None:
+        progress.update(rows[setting.index], completed=1)
+
+    with make_runner(1, cluster=args.cluster, scheduler=args.scheduler) as runner:
+        print(f"sweep {plan.id}: on {runner.describe()}", file=sys.stderr)
+        return run_sweep_on(runner, plan, output_dir=args.output_dir, fixture=fixture, fixture_info=info,
+                            on_start=started, on_done=done)
+
+
 def _cmd_sweep(args: argparse.Namespace) -> int:
     if args.report:
         return _print_sweeps([Path(p) for p in args.report], args.plot)
@@ -100,8 +126,11 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             return on_sample
 
         try:
-            results = run_sweep(plan, output_dir=args.output_dir, fixture=fixture, fixture_info=info,
-                                work_root=Path(args.work_dir) if args.work_dir else None, on_setting=on_setting)
+            if args.cluster or args.scheduler:
+                results = _sweep_on_cluster(args, plan, fixture, info, progress)
+            else:
+                results = run_sweep(plan, output_dir=args.output_dir, fixture=fixture, fixture_info=info,
+                                    work_root=Path(args.work_dir) if args.work_dir else None, on_setting=on_setting)
         except KeyboardInterrupt:
             progress.stop()
             print(f"perfsuite: interrupted; settings measured so far are in {Path(args.output_dir) / plan.id}",
@@ -144,4 +173,7 @@ def register(sub: Any) -> None:
                        help="where the plot goes (default: <sweep dir>/<id>.png)")
     sweep.add_argument("--report", nargs="+", metavar="DIR", type=non_empty,
                        help="print the tables and plot of sweeps already measured (directories or files)")
+    add_cluster_options(sweep, "the settings (one setting per task, all its samples on one worker, at most one "
+                        "setting per host at a time)", default="one setting after another in this process",
+                        jobs=False)
     sweep.set_defaults(func=_cmd_sweep)

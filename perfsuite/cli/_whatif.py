@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite._extras import require
+from perfsuite.cli._cluster import add_cluster_options
 from perfsuite.cli._common import (
     bounded_float,
     bounded_int,
@@ -36,6 +37,9 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
 
     if args.plot:
         require("report", "matplotlib")  # the trade-off plot: say so before simulating
+    if args.target and (args.cluster or args.scheduler or args.jobs):
+        raise PerfsuiteError("--target replays your own code in this process: it takes no --jobs, --cluster or "
+                             "--scheduler")
     sources = [bool(args.trace), args.storm, args.unattended]
     if sum(sources) != 1:
         raise PerfsuiteError("give exactly one of --trace FILE, --storm or --unattended")
@@ -106,6 +110,12 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
         costs = whatif.load_costs(refresh=args.remeasure)
     if target is not None:
         report = whatif.sweep_target(trace, grid, target, costs)
+    elif args.cluster or args.scheduler or args.jobs:
+        from perfsuite.cluster import make_runner
+
+        with make_runner(args.jobs or os.cpu_count() or 1, cluster=args.cluster, scheduler=args.scheduler) as runner:
+            note(f"replaying {len(grid)} settings on {runner.describe()}")
+            report = whatif.sweep(trace, grid, costs, runner=runner)
     else:
         report = whatif.sweep(trace, grid, costs)
     writers = (("csv", whatif.write_csv), ("json", whatif.write_json), ("plot", whatif.write_plot))
@@ -180,5 +190,9 @@ def register(sub: Any) -> None:
     w.add_argument("--speed", type=bounded_float("speed"), default=10.0, metavar="FACTOR",
                    help="--validate compresses time: trace times and scheduler intervals divided by FACTOR "
                    "(default: 10)")
+    w.add_argument("--jobs", type=bounded_int("jobs"),
+                   help="replay the grid's settings in N worker processes (default: in this process; the "
+                   "results are the same: the simulation is deterministic)")
+    add_cluster_options(w, "the grid's replays (deterministic: the same table anywhere)", default="in this process")
     w.set_defaults(func=_cmd_whatif)
 

@@ -28,6 +28,8 @@ from perfsuite.crash._corrupt import (
     session_workloads,
 )
 from perfsuite.crash._damage import KINDS as DAMAGE_KINDS
+from perfsuite.crash._document import campaign_document
+from perfsuite.crash._execution import Execution, Progress
 from perfsuite.crash._invariants import CheckContext, Invariant, Outcome, transcript_invariants
 from perfsuite.crash._kill import PROFILES, KillConfig, KillReport, KillViolation, run_kill_campaign
 from perfsuite.crash._model import MODELS, CrashCheckError, FsState, MicroOp, Timeline
@@ -55,6 +57,7 @@ __all__ = [
     "CrashSpec",
     "CrashState",
     "Enumeration",
+    "Execution",
     "FsState",
     "Invariant",
     "KillConfig",
@@ -65,6 +68,7 @@ __all__ = [
     "Note",
     "Oracle",
     "Outcome",
+    "Progress",
     "RunResult",
     "SeededBug",
     "SessionDriver",
@@ -75,6 +79,7 @@ __all__ = [
     "Workload",
     "WorkloadEnv",
     "build_timeline",
+    "campaign_document",
     "enumerate_states",
     "make_executor",
     "materialize",

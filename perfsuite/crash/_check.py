@@ -9,7 +9,6 @@ checks every outcome against the workload's invariants and keeps violating state
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import shutil
 import tempfile
@@ -17,17 +16,31 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
+from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 
+from perfsuite.cluster import Checkpoint, Runner, Task, make_pool, stream
 from perfsuite.crash._bugs import seeded_bug
+from perfsuite.crash._execution import (
+    Execution,
+    OnProgress,
+    Progress,
+    campaign_key,
+    decode,
+    encode,
+    forget_recorded,
+    open_checkpoint,
+    recorded,
+    runner_for,
+    with_local_scratch,
+)
 from perfsuite.crash._invariants import CheckContext, Outcome
 from perfsuite.crash._model import MODELS, CrashCheckError, FsState, Timeline, materialize, snapshot
 from perfsuite.crash._replay import build_timeline
 from perfsuite.crash._session_invariants import SESSION
 from perfsuite.crash._states import CrashSpec, CrashState, Enumeration, describe_spec, enumerate_states
 from perfsuite.crash._trace import CRASHED, Trace, TraceRecorder
-from perfsuite.crash._workloads import Workload, get_workload, record_workload, standard_workloads
+from perfsuite.crash._workloads import Workload, get_workload, standard_workloads
 from perfsuite.engine import FileSystem, OsFileSystem, SessionError
 
 BATCH = 8  # crash states per worker task
@@ -228,6 +241,12 @@ class _Keeper:
         self.limit = limit
         self.kept: dict[tuple[str, str], int] = {}
 
+    def restore(self, workload: str, model: str, kept: int, keep_dir: str | None) -> None:
+        """A resumed unit: what it had kept, and where (when this run was given no keep directory)."""
+        self.kept[(workload, model)] = kept
+        if self.keep_dir is None and keep_dir is not None and os.path.isdir(keep_dir):
+            self.keep_dir = keep_dir
+
     def keep(self, trace: Trace, model: str, name: str, outcome: Outcome | None, text: str) -> str | None:
         """Keep one violating state (or, with no ``outcome``, the whole trace) as ``<workload>-<model>-<name>``."""
         key = (trace.workload, model)
@@ -254,63 +273,96 @@ def _violations(trace: Trace, tl: Timeline, workload: Workload, spec: CrashSpec 
             for message in inv.check(ctx)]
 
 
-def _explore(trace: Trace, workload: Workload, model: str, config: CrashConfig, executor: Executor,
-             keeper: _Keeper) -> RunResult:
+def _batches(trace: Trace, tl: Timeline, model: str, limits: Enumeration, nested: Enumeration,
+             config: CrashConfig, first: int) -> Iterator[Task]:
+    """Batch ``k`` holds crash states ``k * BATCH`` to ``(k + 1) * BATCH - 1`` of the enumeration, pulled one
+    batch at a time (issue 32: never the whole list); batches before ``first`` (resumed) are skipped."""
+    chunk: list[tuple[int, CrashState]] = []
+    for state_id, crash in enumerate(enumerate_states(tl, limits)):
+        if state_id // BATCH < first:
+            continue
+        chunk.append((state_id, crash))
+        if len(chunk) == BATCH:
+            yield _batch_task(trace, model, nested, config, chunk)
+            chunk = []
+    if chunk:
+        yield _batch_task(trace, model, nested, config, chunk)
+
+
+def _batch_task(trace: Trace, model: str, nested: Enumeration, config: CrashConfig,
+                chunk: list[tuple[int, CrashState]]) -> Task:
+    states = [(state_id, crash.state) for state_id, crash in chunk]
+    args = (trace.workload, model, trace.seeded_bug, nested, states, config.scratch_dir, (trace.pid,))
+    return Task(chunk[0][0] // BATCH, with_local_scratch, (recover_batch, 5, *args), context=dict(chunk))
+
+
+def _explore(trace: Trace, workload: Workload, model: str, config: CrashConfig, runner: Runner,
+             keeper: _Keeper, checkpoint: Checkpoint | None = None, on_progress: OnProgress | None = None,
+             prior: int = 0) -> RunResult:
+    """Explore one workload under one model: stream its crash states to ``runner`` in batches and fold the
+    outcomes in batch order (the same answer on every back end), checkpointing the fold as it goes.
+    ``prior``: violations of the units before this one (for progress)."""
     started = time.perf_counter()
+    unit = f"{trace.workload} / {model}"
     tl = build_timeline(trace.ops, trace.root, model, initial=trace.initial,
                         capture={a.at for a in trace.oracle.acks})
-    violations: list[Violation] = []
-    found = _violations(trace, tl, workload, None, None, "trace")
-    if found:
-        text = "\n".join([f"workload {trace.workload}, model {model}, seeded bug {trace.seeded_bug or '-'}",
-                          "violations:", *(f"[{i}] {n}: {m}" for i, n, m in found),
-                          "trace:", *trace.summary(len(trace.ops), before=len(trace.ops), after=0), ""])
-        kept = keeper.keep(trace, model, "trace", None, text)
-        violations.extend(Violation(trace.workload, model, inv_id, name, message, "whole trace", (), (), "-", (),
-                                    kept) for inv_id, name, message in found)
     cap = config.max_states or workload.max_states or DEFAULT_MAX_STATES
+    saved = checkpoint.get(unit) if checkpoint is not None else None
+    violations: list[Violation] = []
+    counts = {"states": 0, "recovery": 0, "violating": 0, "trace": 0, "batches": 0, "seconds": 0.0}
+    if saved is not None:
+        violations = [decode(Violation, v) for v in saved["violations"]]
+        counts.update(saved["counts"])
+        keeper.restore(trace.workload, model, saved["kept"], saved.get("keep_dir"))
+    else:
+        found = _violations(trace, tl, workload, None, None, "trace")
+        if found:
+            text = "\n".join([f"workload {trace.workload}, model {model}, seeded bug {trace.seeded_bug or '-'}",
+                              "violations:", *(f"[{i}] {n}: {m}" for i, n, m in found),
+                              "trace:", *trace.summary(len(trace.ops), before=len(trace.ops), after=0), ""])
+            kept = keeper.keep(trace, model, "trace", None, text)
+            violations.extend(Violation(trace.workload, model, inv_id, name, message, "whole trace", (), (), "-", (),
+                                        kept) for inv_id, name, message in found)
+            counts["trace"] = 1  # a stop_after budget counts it like a violating state
+
+    def save(force: bool) -> None:
+        if checkpoint is not None:
+            checkpoint.put(unit, lambda: {
+                "counts": {**counts, "seconds": counts["seconds"] + time.perf_counter() - started},
+                "violations": [encode(v) for v in violations], "kept": keeper.kept.get((trace.workload, model), 0),
+                "keep_dir": keeper.keep_dir, "done": force}, force=force)
+
     limits = Enumeration(cap, config.subset_limit, config.samples, config.seed)
     # Recovery is crashed after every one of its operations (persistence points first), synced-only and
     # with everything it issued; its torn writes and subsets are not explored (they only re-tear the tail).
     nested = Enumeration(config.recovery_states, 0, 0, config.seed, passes=(1, 2))
-    states: dict[int, CrashState] = {}
-    counts = {"states": 0, "recovery": 0, "violating": 0}
+    stop = bool(config.stop_after and counts["violating"] + counts["trace"] >= config.stop_after)
 
-    def finish(done: Future[list[tuple[int, list[Outcome]]]]) -> None:
-        for state_id, outcomes in done.result():
-            crash = states.pop(state_id)
+    def fold(task: Task, outcomes_by_state: list[tuple[int, list[Outcome]]]) -> bool:
+        for state_id, outcomes in outcomes_by_state:
+            crash = task.context[state_id]
+            counts["states"] += 1
             counts["recovery"] += len(outcomes) - 1
             found = False
             for outcome in outcomes:
                 found |= _check_outcome(trace, tl, workload, model, state_id, crash, outcome, keeper, violations)
             counts["violating"] += found
+        counts["batches"] += 1
+        save(False)
+        if on_progress is not None:
+            on_progress(Progress(unit, counts["states"], cap, prior + len(violations)))
+        # enough violating states for this workload and model (seeded-bug checks): the budget is counted in
+        # batch order, so it stops at the same batch on every back end
+        return bool(config.stop_after and counts["violating"] + counts["trace"] >= config.stop_after)
 
-    in_flight: set[Future[list[tuple[int, list[Outcome]]]]] = set()
-    batch: list[tuple[int, FsState]] = []
-    window = max(2, config.jobs * 3)
-    for crash in enumerate_states(tl, limits):
-        if config.stop_after and counts["violating"] + bool(found) >= config.stop_after:
-            break  # enough violating states for this workload and model (seeded-bug checks)
-        state_id = counts["states"]
-        counts["states"] += 1
-        states[state_id] = crash
-        batch.append((state_id, crash.state))
-        if len(batch) >= BATCH:
-            in_flight.add(executor.submit(recover_batch, trace.workload, model, trace.seeded_bug, nested, batch,
-                                          config.scratch_dir, (trace.pid,)))
-            batch = []
-        while len(in_flight) >= window:
-            done, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
-            for future in done:
-                finish(future)
-    if batch:
-        in_flight.add(executor.submit(recover_batch, trace.workload, model, trace.seeded_bug, nested, batch,
-                                          config.scratch_dir, (trace.pid,)))
-    for future in in_flight:
-        finish(future)
+    if not stop and not (saved and saved.get("done")):
+        stream(runner, _batches(trace, tl, model, limits, nested, config, counts["batches"]), fold)
+    save(True)
+    if on_progress is not None:
+        on_progress(Progress(unit, counts["states"], counts["states"], prior + len(violations)))
     return RunResult(trace.workload, model, len(trace.ops), len(tl.micro), len(tl.persistence_points),
                      len(trace.oracle.acks), counts["states"], counts["recovery"], counts["violating"],
-                     tuple(violations), time.perf_counter() - started)
+                     tuple(violations), counts["seconds"] + time.perf_counter() - started)
 
 
 def _check_outcome(trace: Trace, tl: Timeline, workload: Workload, model: str, state_id: int, crash: CrashState,
@@ -334,15 +386,18 @@ def _check_outcome(trace: Trace, tl: Timeline, workload: Workload, model: str, s
 
 def make_executor(jobs: int) -> ProcessPoolExecutor:
     """The worker pool: spawned processes, so recovery shares no memory with the recorded workload."""
-    return ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=multiprocessing.get_context("spawn"))
+    return make_pool(jobs)
 
 
 def run_campaign(config: CrashConfig, *, executor: Executor | None = None,
-                 on_result: Callable[[RunResult], None] | None = None) -> CampaignReport:
+                 on_result: Callable[[RunResult], None] | None = None, runner: Runner | None = None,
+                 execution: Execution | None = None, on_progress: OnProgress | None = None) -> CampaignReport:
     """Record each workload once, explore it under each model, and report (SPEC section 7).
 
-    Bad names raise :class:`CrashCheckError`. ``executor`` may be shared across campaigns (tests do);
-    by default a spawned pool of ``config.jobs`` workers is created and shut down."""
+    Bad names raise :class:`CrashCheckError`. Where the batches run (issue 32): ``runner``, else a pool
+    around ``executor`` (which may be shared across campaigns; tests do), else what ``execution`` names (a
+    local pool of ``config.jobs`` by default, a Dask cluster), created and closed here. ``execution`` also
+    names a checkpoint file to record and resume from; ``on_progress`` hears of every finished batch."""
     started = time.perf_counter()
     names = config.workloads or standard_workloads()
     workloads = [get_workload(name) for name in names]
@@ -353,21 +408,20 @@ def run_campaign(config: CrashConfig, *, executor: Executor | None = None,
         seeded_bug(config.seeded_bug)
     if (config.max_states is not None and config.max_states < 1) or config.jobs < 1:
         raise CrashCheckError("--max-states and --jobs must be at least 1")
+    checkpoint = open_checkpoint(execution, campaign_key("crash", config, ("jobs", "keep_dir", "scratch_dir")))
     keeper = _Keeper(config.keep_dir, config.keep_limit)
-    pool = executor or make_executor(config.jobs)
     results: list[RunResult] = []
-    try:
-        with tempfile.TemporaryDirectory(prefix="perfsuite-crash-record-") as work:
-            for workload in workloads:
-                root = os.path.join(work, workload.name)
-                os.makedirs(root)
-                trace = record_workload(workload, root, config.seeded_bug)
-                for model in config.models:
-                    result = _explore(trace, workload, model, config, pool, keeper)
-                    results.append(result)
-                    if on_result is not None:
-                        on_result(result)
-    finally:
-        if executor is None:
-            pool.shutdown()
+    with runner_for(config.jobs, executor, runner, execution) as pool, \
+            tempfile.TemporaryDirectory(prefix="perfsuite-crash-record-") as work:
+        for workload in workloads:
+            root = os.path.join(work, workload.name)
+            os.makedirs(root)
+            trace = recorded(workload, root, config.seeded_bug, checkpoint)
+            for model in config.models:
+                result = _explore(trace, workload, model, config, pool, keeper, checkpoint, on_progress,
+                                  sum(len(r.violations) for r in results))
+                results.append(result)
+                if on_result is not None:
+                    on_result(result)
+            forget_recorded(trace, root)
     return CampaignReport(tuple(results), time.perf_counter() - started, config.seeded_bug, keeper.keep_dir)

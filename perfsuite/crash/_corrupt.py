@@ -28,22 +28,35 @@ import os
 import random
 import tempfile
 import time
-from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
-from concurrent.futures.process import BrokenProcessPool
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
+from perfsuite.cluster import Checkpoint, Runner, Task, stream
 from perfsuite.crash._bugs import seeded_bug
-from perfsuite.crash._check import default_scratch, make_executor
+from perfsuite.crash._check import default_scratch
 from perfsuite.crash._corrupt_check import OWNERSHIP, Case, CaseOutcome, Expect, run_cases
 from perfsuite.crash._damage import KINDS, NONE, applicable, apply
+from perfsuite.crash._execution import (
+    Execution,
+    OnProgress,
+    Progress,
+    campaign_key,
+    decode,
+    encode,
+    forget_recorded,
+    open_checkpoint,
+    recorded,
+    runner_for,
+    with_local_scratch,
+)
 from perfsuite.crash._logcheck import records
 from perfsuite.crash._model import CrashCheckError, FsState, materialize, snapshot
 from perfsuite.crash._replay import build_timeline
 from perfsuite.crash._session_invariants import SESSION
 from perfsuite.crash._sessions import recover_file, recover_portable
 from perfsuite.crash._trace import Trace
-from perfsuite.crash._workloads import Workload, get_workload, record_workload, standard_workloads
+from perfsuite.crash._workloads import Workload, get_workload, standard_workloads
 from perfsuite.engine import FileSession
 
 BATCH = 6  # cases per worker task
@@ -234,6 +247,12 @@ class _Keeper:
         self.keep_dir, self.limit = keep_dir, limit
         self.kept: dict[str, int] = {}
 
+    def restore(self, workload: str, kept: int, keep_dir: str | None) -> None:
+        """A resumed workload: what it had kept, and where (when this run was given no keep directory)."""
+        self.kept[workload] = kept
+        if self.keep_dir is None and keep_dir is not None and os.path.isdir(keep_dir):
+            self.keep_dir = keep_dir
+
     def keep(self, workload: str, state: FsState, outcome: CaseOutcome, seed: int) -> str | None:
         """The damaged tree as the engine found it, and what went wrong."""
         if self.kept.get(workload, 0) >= self.limit:
@@ -253,9 +272,11 @@ class _Keeper:
 
 
 def run_corrupt_campaign(config: CorruptConfig, *, executor: Executor | None = None,
-                         on_result: Callable[[CorruptResult], None] | None = None) -> CorruptReport:
+                         on_result: Callable[[CorruptResult], None] | None = None, runner: Runner | None = None,
+                         execution: Execution | None = None, on_progress: OnProgress | None = None) -> CorruptReport:
     """Record each session workload once, damage it case by case in worker processes, and report.
-    Bad names raise :class:`CrashCheckError`; ``executor`` may be shared (the tests do)."""
+    Bad names raise :class:`CrashCheckError`; ``executor`` may be shared (the tests do); ``runner``,
+    ``execution`` and ``on_progress`` as for :func:`~perfsuite.crash.run_campaign` (issue 32)."""
     started = time.perf_counter()
     names = config.workloads or session_workloads()
     workloads = [get_workload(n) for n in names]
@@ -267,89 +288,86 @@ def run_corrupt_campaign(config: CorruptConfig, *, executor: Executor | None = N
         seeded_bug(config.seeded_bug)
     if config.jobs < 1 or (config.max_cases is not None and config.max_cases < 1) or config.timeout_s <= 0:
         raise CrashCheckError("--jobs and --max-cases must be at least 1, the timeout positive")
+    checkpoint = open_checkpoint(execution, campaign_key("corrupt", config, ("jobs", "keep_dir", "scratch_dir")))
     keeper = _Keeper(config.keep_dir, config.keep_limit)
-    own = executor is None
-    pool = executor or make_executor(config.jobs)
     results: list[CorruptResult] = []
-    try:
-        with tempfile.TemporaryDirectory(prefix="perfsuite-corrupt-record-") as work:
-            recorded = []
-            for workload in workloads:  # every workload recorded first: --target is checked before any case
-                root = os.path.join(work, workload.name)
-                os.makedirs(root)
-                trace = record_workload(workload, root, config.seeded_bug)
-                recorded.append((workload, trace, bases(trace, profile_of(workload) or "portable")))
-            check_targets(config, [(w.name, states, profile_of(w) or "portable") for w, _t, states in recorded])
-            for workload, trace, states in recorded:
-                result, pool = _run_workload(trace, workload, config, pool, own, keeper, states)
-                results.append(result)
-                if on_result is not None:
-                    on_result(result)
-    finally:
-        if own:
-            pool.shutdown()
+    with runner_for(config.jobs, executor, runner, execution) as pool, \
+            tempfile.TemporaryDirectory(prefix="perfsuite-corrupt-record-") as work:
+        traces = []
+        for workload in workloads:  # every workload recorded first: --target is checked before any case
+            root = os.path.join(work, workload.name)
+            os.makedirs(root)
+            trace = recorded(workload, root, config.seeded_bug, checkpoint)
+            traces.append((workload, trace, root, bases(trace, profile_of(workload) or "portable")))
+        check_targets(config, [(w.name, states, profile_of(w) or "portable") for w, _t, _r, states in traces])
+        for workload, trace, root, states in traces:
+            result = _run_workload(trace, workload, config, pool, keeper, states, checkpoint, on_progress,
+                                   sum(len(r.violations) for r in results))
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
+            forget_recorded(trace, root)
     return CorruptReport(tuple(results), time.perf_counter() - started, config.seeded_bug, keeper.keep_dir)
 
 
-def _run_workload(trace: Trace, workload: Workload, config: CorruptConfig, pool: Executor, own: bool,
-                  keeper: _Keeper, states: dict[str, tuple[FsState, Expect]]) -> tuple[CorruptResult, Executor]:
+def _run_workload(trace: Trace, workload: Workload, config: CorruptConfig, runner: Runner, keeper: _Keeper,
+                  states: dict[str, tuple[FsState, Expect]], checkpoint: Checkpoint | None = None,
+                  on_progress: OnProgress | None = None, prior: int = 0) -> CorruptResult:
+    """One workload's cases, streamed to ``runner`` in batches and folded in batch order (issue 32: the
+    same answer on every back end); the fold is checkpointed as it goes."""
     started = time.perf_counter()
     profile = profile_of(workload) or "portable"
     trees = {base: state for base, (state, _expect) in states.items()}
     expects = {base: expect for base, (_state, expect) in states.items()}
     cases = cases_for(states, profile, config)
-    batches = [cases[i : i + BATCH] for i in range(0, len(cases), BATCH)]
-    outcomes: list[CaseOutcome] = []
-    in_flight: dict[Future[list[CaseOutcome]], list[Case]] = {}
-
-    def submit(batch: list[Case]) -> None:
-        future = pool.submit(run_cases, workload.name, config.seeded_bug, trees, batch, expects, config.seed,
-                             config.scratch_dir, (trace.pid,), config.timeout_s)
-        in_flight[future] = batch
-
-    def collect(done: set[Future[list[CaseOutcome]]]) -> bool:
-        broken = False
-        for future in done:
-            batch = in_flight.pop(future)
-            try:
-                outcomes.extend(future.result())
-            except BrokenProcessPool:
-                broken = True
-                outcomes.extend(CaseOutcome(c, "failed", "the worker process died", (("T", "worker died"),))
-                                for c in batch)
-        return broken
-
-    window = max(2, config.jobs * 2)
-    for batch in batches:
-        submit(batch)
-        while len(in_flight) >= window:
-            done, _ = wait(set(in_flight), return_when=FIRST_COMPLETED)
-            if collect(done):
-                pool = _replace_pool(pool, own, config, collect, in_flight)
-    while in_flight:
-        done, _ = wait(set(in_flight), return_when=FIRST_COMPLETED)
-        if collect(done):
-            pool = _replace_pool(pool, own, config, collect, in_flight)
+    saved = checkpoint.get(workload.name) if checkpoint is not None else None
+    counts = {"opened": 0, "refused": 0, "undetectable": 0, "cases": 0, "violating": 0, "batches": 0, "seconds": 0.0}
     violations: list[CorruptViolation] = []
-    violating = 0
-    for outcome in outcomes:
-        if not outcome.violations:
-            continue
-        violating += 1
-        kept = keeper.keep(workload.name, trees[outcome.case.base], outcome, config.seed)
-        violations.extend(CorruptViolation(workload.name, profile, outcome.case.base, outcome.case.target,
-                                           outcome.case.kind, inv, msg, kept) for inv, msg in outcome.violations)
-    count = {s: sum(o.status == s for o in outcomes) for s in ("opened", "refused", "undetectable")}
-    return CorruptResult(workload.name, profile, len(outcomes), count["opened"], count["refused"],
-                         count["undetectable"], violating, tuple(violations), time.perf_counter() - started), pool
+    if saved is not None:
+        counts.update(saved["counts"])
+        violations = [decode(CorruptViolation, v) for v in saved["violations"]]
+        keeper.restore(workload.name, saved["kept"], saved.get("keep_dir"))
 
+    def save(force: bool) -> None:
+        if checkpoint is not None:
+            checkpoint.put(workload.name, lambda: {
+                "counts": {**counts, "seconds": counts["seconds"] + time.perf_counter() - started},
+                "violations": [encode(v) for v in violations], "kept": keeper.kept.get(workload.name, 0),
+                "keep_dir": keeper.keep_dir, "done": force}, force=force)
 
-def _replace_pool(pool: Executor, own: bool, config: CorruptConfig, collect: Callable[..., bool],
-                  in_flight: dict[Future[list[CaseOutcome]], list[Case]]) -> Executor:
-    """A worker died (a crash the deadline could not turn into an exception): every batch that was in the
-    dead pool is reported failed, and the campaign continues in a new pool."""
-    if not own:
-        raise CrashCheckError("a corruption-campaign worker process died")
-    collect(set(in_flight))
-    pool.shutdown(wait=False, cancel_futures=True)
-    return make_executor(config.jobs)
+    def tasks() -> Iterator[Task]:
+        for key in range(counts["batches"], (len(cases) + BATCH - 1) // BATCH):
+            batch = cases[key * BATCH : (key + 1) * BATCH]
+            args = (workload.name, config.seeded_bug, trees, batch, expects, config.seed, config.scratch_dir,
+                    (trace.pid,), config.timeout_s)
+            yield Task(key, with_local_scratch, (run_cases, 6, *args), context=batch)
+
+    def lost(task: Task, error: Exception) -> list[CaseOutcome]:
+        """A batch whose process died on every attempt (a crash the deadline could not turn into an
+        exception): each of its cases is a failure."""
+        return [CaseOutcome(c, "failed", "the worker process died", (("T", "worker died"),)) for c in task.context]
+
+    def fold(task: Task, outcomes: list[CaseOutcome]) -> None:
+        for outcome in outcomes:
+            counts["cases"] += 1
+            if outcome.status in ("opened", "refused", "undetectable"):
+                counts[outcome.status] += 1
+            if not outcome.violations:
+                continue
+            counts["violating"] += 1
+            kept = keeper.keep(workload.name, trees[outcome.case.base], outcome, config.seed)
+            violations.extend(CorruptViolation(workload.name, profile, outcome.case.base, outcome.case.target,
+                                               outcome.case.kind, inv, msg, kept) for inv, msg in outcome.violations)
+        counts["batches"] += 1
+        save(False)
+        if on_progress is not None:
+            on_progress(Progress(workload.name, counts["cases"], len(cases), prior + len(violations)))
+
+    if not (saved and saved.get("done")):
+        stream(runner, tasks(), fold, window=max(2, runner.slots * 2), lost=lost)
+    save(True)
+    if on_progress is not None:
+        on_progress(Progress(workload.name, counts["cases"], counts["cases"], prior + len(violations)))
+    return CorruptResult(workload.name, profile, counts["cases"], counts["opened"], counts["refused"],
+                         counts["undetectable"], counts["violating"], tuple(violations),
+                         counts["seconds"] + time.perf_counter() - started)

@@ -30,12 +30,15 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from perfsuite.cluster import ATTEMPTS, Runner, Task, WorkerLost
+from perfsuite.crash._execution import Execution, runner_for
 from perfsuite.crash._invariants import clean_prefix
-from perfsuite.crash._model import snapshot
+from perfsuite.crash._model import CrashCheckError, snapshot
 from perfsuite.crash._session_invariants import (
     acknowledged_problems,
     clean_transcript_problems,
@@ -390,95 +393,238 @@ def check_recovered(directory: str, profile: str, oracle: _Oracle, bug: str | No
         yield "pending", "recovery found a pending publication and retried it"
 
 
-def run_kill_campaign(config: KillConfig, *, on_kill: Callable[[int, str, int, int], None] | None = None
-                      ) -> KillReport:
-    """Run ``config.kills`` kills (profiles alternate) and check recovery after each (see module doc).
-    ``on_kill(index, profile, acks read, violations so far)`` reports progress."""
-    started = time.perf_counter()
+@dataclass(frozen=True, slots=True)
+class _Kill:
+    """One planned kill: drawn by the parent's seeded generator in kill order (the same plan on every back
+    end), run by whichever worker holds its profile's chain."""
+
+    index: int
+    profile: str
+    wanted: int
+    delay: float
+    seed: int
+    tear: int = 0  # a torn kill (issue 27): the child tears its tear-th transcript write (> 0: all but the
+    #                newline, < 0: half the line) and dies there
+
+
+@dataclass(frozen=True, slots=True)
+class _KillOutcome:
+    index: int
+    profile: str
+    acks: int
+    pending: int
+    violations: tuple[KillViolation, ...]
+    child_s: float
+    recovery_s: float
+    torn: bool = False
+
+
+class KillChainDiverged(Exception):
+    """A slice found its chain's session further on than its first kill (the scheduler re-ran a slice whose
+    worker died after it had started): the chain is started again from its first kill."""
+
+
+SLICE = 10  # kills per task: a chain's slices run one after another, on one host, in one session directory
+MARKER = ".perfsuite-kills-done"
+
+
+def plan_kills(config: KillConfig) -> list[_Kill]:
+    """Every kill of the campaign: profile (alternating), acknowledgements to read, delay, child seed."""
     rng = random.Random(config.seed)
-    base = config.directory or tempfile.mkdtemp(prefix="perfsuite-kill-")
-    os.makedirs(base, exist_ok=True)
-    oracles: dict[str, _Oracle] = {}
+    plan = []
+    torn = 0
+    for kill in range(config.kills):
+        profile = config.profiles[kill % len(config.profiles)]
+        wanted = rng.randint(1, config.max_acks)
+        delay = rng.random() * config.max_delay_s
+        # A torn kill (issue 27): the child tears one of its next transcript writes and dies there; the
+        # parent waits for that instead of killing it after ``wanted`` acknowledgements.
+        tear = rng.randint(1, 6) if profile == "file" and config.torn_every and \
+            (kill // len(config.profiles)) % config.torn_every == config.torn_every - 1 else 0
+        if tear:
+            tear = tear if torn % 2 == 0 else -tear  # alternately all but the newline, and half the line
+            wanted = 4 * config.max_acks  # (a child that never reaches that write is killed as usual)
+            torn += 1
+        plan.append(_Kill(kill, profile, wanted, delay, rng.randrange(1 << 30), tear))
+    return plan
+
+
+def _kill_once(directory: str, oracle: _Oracle, kill: _Kill, config: KillConfig, env: dict[str, str]
+               ) -> _KillOutcome:
+    """Start a child on the chain's session, SIGKILL it after ``kill.wanted`` acknowledgements and the
+    delay, recover and check (the module docstring)."""
+    profile = kill.profile
+    child_started = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "perfsuite.crash._kill", directory, profile, str(kill.seed), f"k{kill.index}",
+         config.seeded_bug or "-", str(kill.tear)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout is not None
+    acks = 0
+    watchdog = threading.Timer(config.timeout_s, proc.kill)  # a hung child cannot hang the campaign
+    watchdog.start()
+    try:
+        while acks < kill.wanted:
+            line = proc.stdout.readline()
+            if not line:
+                break  # the child died by itself (its stderr says why) or the watchdog fired
+            acks += oracle.read(line, kill.index)
+        time.sleep(kill.delay)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        # Read the rest through the same text buffer readline() used: communicate() reads the raw
+        # pipes and would drop lines readline() had already buffered (a lost NOTE or ACK line).
+        rest = proc.stdout.read()
+        err = proc.stderr.read() if proc.stderr is not None else ""
+        proc.wait(timeout=config.timeout_s)
+        watchdog.cancel()
+    for line in rest.splitlines():
+        acks += oracle.read(line, kill.index)
+    child_s = time.perf_counter() - child_started
     violations: list[KillViolation] = []
-    per_profile: dict[str, int] = dict.fromkeys(config.profiles, 0)
-    pending = torn = 0
-    child_s = recovery_s = 0.0
+    if proc.returncode != -signal.SIGKILL:
+        violations.append(KillViolation(kill.index, profile, "0", f"the child exited with {proc.returncode} "
+                                        f"before it was killed: {err.strip().splitlines()[-1:]}"))
+    recovery_started = time.perf_counter()
+    crashed = tempfile.mkdtemp(prefix="perfsuite-kill-state-")
+    shutil.copytree(directory, os.path.join(crashed, profile))  # what the kill left, for a violation
+    try:
+        found = list(check_recovered(directory, profile, oracle, config.seeded_bug))
+    except Exception as exc:  # recovery itself failed: invariant 0
+        found = [("0", f"recovery failed: {type(exc).__name__}: {exc}")]
+    recovery_s = time.perf_counter() - recovery_started
+    kept = crashed if any(i not in ("pending",) for i, _ in found) else None
+    if kept is None:
+        shutil.rmtree(crashed, ignore_errors=True)
+    pending = 0
+    for invariant, message in found:
+        if invariant == "pending":
+            pending += 1
+        else:
+            violations.append(KillViolation(kill.index, profile, invariant, message, kept))
+    return _KillOutcome(kill.index, profile, acks, pending, tuple(violations), child_s, recovery_s, bool(kill.tear))
+
+
+def run_kill_slice(directory: str, kills: Sequence[_Kill], oracle: tuple[list[Ack], list[Note], int],
+                   config: KillConfig, first: bool, last: bool
+                   ) -> tuple[tuple[list[Ack], list[Note], int], list[_KillOutcome]]:
+    """Worker task: the next kills of one chain, on its session ``directory`` (created by the first slice,
+    removed by the last unless the campaign keeps it); the chain's oracle comes in and goes out."""
+    if first:
+        shutil.rmtree(directory, ignore_errors=True)
+        os.makedirs(os.path.dirname(directory), exist_ok=True)
+        create_session(directory, kills[0].profile)
+    elif _done(directory) != kills[0].index:
+        raise KillChainDiverged(f"{directory}: {_done(directory)} kills done, this slice starts at "
+                                f"{kills[0].index}")
+    state = _Oracle()
+    state.acks, state.notes, state.counter = oracle[0], oracle[1], itertools.count(oracle[2])
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    outcomes = []
+    for kill in kills:
+        outcomes.append(_kill_once(directory, state, kill, config, env))
+        with open(os.path.join(os.path.dirname(directory), f"{MARKER}-{os.path.basename(directory)}"), "w") as f:
+            f.write(str(kill.index + 1))  # (read by the next slice: see KillChainDiverged)
+    after = next(state.counter)
+    if last and config.directory is None:
+        shutil.rmtree(os.path.dirname(directory), ignore_errors=True)
+    return (state.acks, state.notes, after), outcomes
+
+
+def _done(directory: str) -> int | None:
+    try:
+        with open(os.path.join(os.path.dirname(directory), f"{MARKER}-{os.path.basename(directory)}")) as handle:
+            return int(handle.read())
+    except (OSError, ValueError):
+        return None
+
+
+def run_kill_campaign(config: KillConfig, *, on_kill: Callable[[int, str, int, int], None] | None = None,
+                      runner: Runner | None = None, execution: Execution | None = None) -> KillReport:
+    """Run ``config.kills`` kills (profiles alternate) and check recovery after each (see module doc).
+    ``on_kill(index, profile, acks read, violations so far)`` reports progress.
+
+    Issue 32: each profile's kills form a chain (one session, continued by every child), cut into slices of
+    :data:`SLICE` kills that run one after another on one host of ``runner`` (default: a local pool of one
+    process per profile); chains run in parallel. The plan is drawn up front in kill order, the outcomes
+    folded in kill order, so the kills, their profiles and the violations do not depend on the back end.
+    A chain whose worker died is run again from its first kill in a new session."""
+    started = time.perf_counter()
     if config.seeded_bug is not None:
         layer(config.seeded_bug)  # an unknown name fails here, before any child runs
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    plan = plan_kills(config)
+    chains = {p: [k for k in plan if k.profile == p] for p in config.profiles}
+    chains = {p: kills for p, kills in chains.items() if kills}
+    with runner_for(len(chains) or 1, None, runner, execution) as pool:
+        hosts = sorted(pool.hosts())
+        base = {p: config.directory or None for p in chains}
+        outcomes = _run_chains(pool, chains, hosts, base, config, on_kill)
+    ordered = sorted((o for chain in outcomes.values() for o in chain), key=lambda o: o.index)
+    per_profile: dict[str, int] = dict.fromkeys(config.profiles, 0)
+    for outcome in ordered:
+        per_profile[outcome.profile] += 1
+    return KillReport(config.kills, per_profile, sum(o.acks for o in ordered), sum(o.pending for o in ordered),
+                      tuple(v for o in ordered for v in o.violations), time.perf_counter() - started,
+                      config.directory, sum(o.child_s for o in ordered), sum(o.recovery_s for o in ordered),
+                      sum(o.torn for o in ordered), config.seeded_bug)
+
+
+def _run_chains(runner: Runner, chains: dict[str, list[_Kill]], hosts: list[str], base: dict[str, str | None],
+                config: KillConfig, on_kill: Callable[[int, str, int, int], None] | None
+                ) -> dict[str, list[_KillOutcome]]:
+    """Drive every chain slice by slice (a slice needs its predecessor's oracle); restart a lost chain."""
+    outcomes: dict[str, list[_KillOutcome]] = {p: [] for p in chains}
+    attempts = dict.fromkeys(chains, 0)
+    dirs: dict[str, str] = {}
+    in_flight: dict[Any, tuple[str, int]] = {}
+    violations = heard = 0
+    ready: dict[int, _KillOutcome] = {}
+
+    def submit(profile: str, start: int, oracle: tuple[list[Ack], list[Note], int]) -> None:
+        kills = chains[profile][start : start + SLICE]
+        host = hosts[list(chains).index(profile) % len(hosts)] if len(hosts) > 1 else None
+        task = Task(start, run_kill_slice, (dirs[profile], kills, oracle, config, start == 0,
+                                            start + SLICE >= len(chains[profile])), host=host)
+        in_flight[runner.submit(task)] = (profile, start)
+
+    def begin(profile: str) -> None:
+        attempts[profile] += 1
+        outcomes[profile] = []
+        # made by the first slice, on the worker's machine
+        root = base[profile] or os.path.join(tempfile.gettempdir(), f"perfsuite-kill-{uuid.uuid4().hex[:12]}")
+        dirs[profile] = os.path.join(root, profile)
+        submit(profile, 0, ([], [], 1))
+
+    for profile in chains:
+        begin(profile)
     try:
-        for profile in config.profiles:
-            create_session(os.path.join(base, profile), profile)
-            oracles[profile] = _Oracle()
-        for kill in range(config.kills):
-            profile = config.profiles[kill % len(config.profiles)]
-            directory = os.path.join(base, profile)
-            oracle = oracles[profile]
-            wanted = rng.randint(1, config.max_acks)
-            delay = rng.random() * config.max_delay_s
-            # A torn kill (issue 27): the child tears one of its next transcript writes and dies there; the
-            # parent waits for that instead of killing it after ``wanted`` acknowledgements.
-            tear = rng.randint(1, 6) if profile == "file" and config.torn_every and \
-                (kill // len(config.profiles)) % config.torn_every == config.torn_every - 1 else 0
-            if tear:
-                tear = tear if torn % 2 == 0 else -tear  # alternately all but the newline, and half the line
-                wanted = 4 * config.max_acks  # (a child that never reaches that write is killed as usual)
-            child_started = time.perf_counter()
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "perfsuite.crash._kill", directory, profile, str(rng.randrange(1 << 30)),
-                 f"k{kill}", config.seeded_bug or "-", str(tear)],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-            assert proc.stdout is not None
-            acks = 0
-            watchdog = threading.Timer(config.timeout_s, proc.kill)  # a hung child cannot hang the campaign
-            watchdog.start()
-            try:
-                while acks < wanted:
-                    line = proc.stdout.readline()
-                    if not line:
-                        break  # the child died by itself (its stderr says why) or the watchdog fired
-                    acks += oracle.read(line, kill)
-                time.sleep(delay)
-            finally:
-                proc.send_signal(signal.SIGKILL)
-                # Read the rest through the same text buffer readline() used: communicate() reads the raw
-                # pipes and would drop lines readline() had already buffered (a lost NOTE or ACK line).
-                rest = proc.stdout.read()
-                err = proc.stderr.read() if proc.stderr is not None else ""
-                proc.wait(timeout=config.timeout_s)
-                watchdog.cancel()
-            for line in rest.splitlines():
-                acks += oracle.read(line, kill)
-            child_s += time.perf_counter() - child_started
-            torn += bool(tear)
-            if proc.returncode != -signal.SIGKILL:
-                violations.append(KillViolation(kill, profile, "0", f"the child exited with {proc.returncode} "
-                                                f"before it was killed: {err.strip().splitlines()[-1:]}"))
-            recovery_started = time.perf_counter()
-            crashed = tempfile.mkdtemp(prefix="perfsuite-kill-state-")
-            shutil.copytree(directory, os.path.join(crashed, profile))  # what the kill left, for a violation
-            try:
-                found = list(check_recovered(directory, profile, oracle, config.seeded_bug))
-            except Exception as exc:  # recovery itself failed: invariant 0
-                found = [("0", f"recovery failed: {type(exc).__name__}: {exc}")]
-            recovery_s += time.perf_counter() - recovery_started
-            kept = crashed if any(i not in ("pending",) for i, _ in found) else None
-            if kept is None:
-                shutil.rmtree(crashed, ignore_errors=True)
-            for invariant, message in found:
-                if invariant == "pending":
-                    pending += 1
-                else:
-                    violations.append(KillViolation(kill, profile, invariant, message, kept))
-            per_profile[profile] += 1
-            if on_kill is not None:
-                on_kill(kill, profile, acks, len(violations))
+        while in_flight:
+            for handle in runner.wait(list(in_flight)):
+                profile, start = in_flight.pop(handle)
+                try:
+                    oracle, done = runner.result(handle)
+                except (WorkerLost, KillChainDiverged) as exc:
+                    if attempts[profile] >= ATTEMPTS:
+                        raise CrashCheckError(f"the kill chain of {profile} lost its worker {ATTEMPTS} times: "
+                                              f"{exc}") from None
+                    for outcome in outcomes[profile]:
+                        ready.pop(outcome.index, None)  # (not yet reported: run again with the chain)
+                    begin(profile)
+                    continue
+                outcomes[profile].extend(done)
+                ready.update((o.index, o) for o in done)
+                while heard in ready:  # progress in kill order, as the sequential campaign reported it
+                    outcome = ready.pop(heard)
+                    heard += 1
+                    violations += len(outcome.violations)
+                    if on_kill is not None:
+                        on_kill(outcome.index, outcome.profile, outcome.acks, violations)
+                if start + SLICE < len(chains[profile]):
+                    submit(profile, start + SLICE, oracle)
     finally:
-        if config.directory is None:
-            shutil.rmtree(base, ignore_errors=True)
-    return KillReport(config.kills, per_profile, sum(len(o.acks) for o in oracles.values()), pending,
-                      tuple(violations), time.perf_counter() - started, config.directory, child_s, recovery_s,
-                      torn, config.seeded_bug)
+        if in_flight:
+            runner.cancel(in_flight)
+    return outcomes
 
 
 if __name__ == "__main__":

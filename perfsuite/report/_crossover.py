@@ -22,6 +22,7 @@ from perfsuite.errors import PerfsuiteError
 from perfsuite.report._conditions import conditions_of, stall_ms
 from perfsuite.report._format import fmt_ms, fmt_number, plural
 from perfsuite.report._load import Result, mode_reference
+from perfsuite.report._machine import machine_of
 
 __all__ = [
     "ModeCell",
@@ -86,6 +87,7 @@ class SweepRow:
     freeze: bool
     result: Result
     cells: Mapping[str, ModeCell]
+    machine: str = ""  # the machine that measured every sample of this setting (issue 32: a cluster sweep)
 
     @property
     def label(self) -> str:
@@ -109,6 +111,12 @@ class Sweep:
         """Every planned setting has a complete document."""
         return len(self.rows) == self.planned and all(r.result.data.get("status") == "complete" for r in self.rows)
 
+    @property
+    def machines(self) -> tuple[str, ...]:
+        """The machines that measured the settings, in grid order of first use (one unless the sweep ran on
+        a cluster of several hosts; each setting's samples all come from one of them)."""
+        return tuple(dict.fromkeys(r.machine for r in self.rows))
+
     def first_miss(self, mode: str) -> SweepRow | None:
         """The first setting, in grid order, whose verdict for ``mode`` is "missed"."""
         return next((r for r in self.rows if mode in r.cells and r.cells[mode].met is False), None)
@@ -126,6 +134,7 @@ def _row(result: Result) -> SweepRow:
         freeze=c.freeze,
         result=result,
         cells={m: ModeCell.of(result, m) for m in result.modes},
+        machine=machine_of(result).label,
     )
 
 
@@ -182,6 +191,11 @@ def sweep_table(sweep: Sweep) -> Any:
     caption = [f"simulated storage latency: {name} ({source or 'source not recorded'})"
                for name, source in profiles.items()]
     caption.append("stall: longest loop callback (M9); 'not measured' where the documents lack it")
+    several = len(sweep.machines) > 1
+    if several:
+        caption.append(f"measured on {len(sweep.machines)} machines (column m): every setting's samples on one of "
+                       "them; settings are compared by verdict against the target, never sample against sample")
+        caption.extend(f"m{i + 1}: {label}" for i, label in enumerate(sweep.machines))
     if not sweep.complete:
         caption.append(f"incomplete: {len(sweep.rows)} of {sweep.planned} settings have documents")
     table = Table(
@@ -190,6 +204,8 @@ def sweep_table(sweep: Sweep) -> Any:
     table.add_column("#", justify="right")
     for column in ("storage", "heap", "freeze"):
         table.add_column(column, justify="left" if column == "storage" else "right")
+    if several:
+        table.add_column("m", justify="left")
     for mode in sweep.modes:  # two-line headers (mode, then what) keep three modes within a terminal
         table.add_column(f"{mode}\ngap med/max", justify="right", overflow="fold")
         table.add_column(f"{mode}\nstall", justify="right", overflow="fold")
@@ -197,6 +213,8 @@ def sweep_table(sweep: Sweep) -> Any:
         table.add_column(f"{mode}\nverdict", justify="left", overflow="fold")
     for row in sweep.rows:
         cells = [str(row.index), row.storage or "-", f"{row.heap:,}", "on" if row.freeze else "off"]
+        if several:
+            cells.append(f"m{sweep.machines.index(row.machine) + 1}")
         for mode in sweep.modes:
             cell = row.cells.get(mode)
             stall = "" if cell is None else (f"{cell.stall_max:.1f}" if cell.stall_max is not None else "not measured")
@@ -313,13 +331,16 @@ def _storage_crossover(sweep: Sweep) -> str:
 
 def _probes(sweep: Sweep) -> str:
     parts = []
+    several = len(sweep.machines) > 1
     for heap in sorted({r.heap for r in sweep.rows if r.heap}):
         for freeze in (False, True):
-            values = [v for r in sweep.rows if r.heap == heap and r.freeze == freeze
-                      for c in r.cells.values() for v in c.full_gc_ms]
-            if values:
-                parts.append(f"{fmt_ms(min(values))}-{fmt_ms(max(values))} ms with heap `{heap}` and freeze "
-                             f"{'on' if freeze else 'off'}")
+            for machine in sweep.machines:  # a range never spans two machines (issue 32)
+                values = [v for r in sweep.rows if r.heap == heap and r.freeze == freeze and r.machine == machine
+                          for c in r.cells.values() for v in c.full_gc_ms]
+                if values:
+                    on = f" on `{machine}`" if several else ""
+                    parts.append(f"{fmt_ms(min(values))}-{fmt_ms(max(values))} ms with heap `{heap}` and freeze "
+                                 f"{'on' if freeze else 'off'}{on}")
     if not parts:
         return ""
     return "A full collection timed after each window, with the heap still held, took " + "; ".join(parts) + "."
@@ -342,6 +363,11 @@ def sweep_evidence(sweep: Sweep) -> str:
     sentences.append(
         f"Sweep `{sweep.id}` ran `{sweep.recipe}` at {plural(len(sweep.rows), 'setting')} in grid order (storage, "
         f"then heap, then freeze), {per_mode}, garbage collection left to run naturally.")
+    if len(sweep.machines) > 1:
+        sentences.append(f"The settings were measured on {len(sweep.machines)} machines of a cluster ("
+                         + "; ".join(f"`{m}`" for m in sweep.machines) + "), every setting's samples and idle "
+                         "control on one of them, so each verdict is one machine's; settings on different "
+                         "machines are compared by verdict only.")
     sentences.append(f"Against the {fmt_number(sweep.target_ms)} ms target on the maximum heartbeat gap, "
                      + "; ".join(_miss(sweep, m) for m in sweep.modes) + ".")
     along = _storage_crossover(sweep)
@@ -351,7 +377,8 @@ def sweep_evidence(sweep: Sweep) -> str:
     if probes:
         sentences.append(probes)
     stalls_measured = any(c.stall_max is not None for r in sweep.rows for c in r.cells.values())
-    limits = ["in-process measurements of an asyncio heartbeat with small samples on one machine",
+    where = "one machine" if len(sweep.machines) <= 1 else "one machine per setting"
+    limits = [f"in-process measurements of an asyncio heartbeat with small samples on {where}",
               "storage latency is simulated from published figures, not measured on those devices"]
     if not stalls_measured:
         limits.append("loop stalls (M9) were not measured in these documents")

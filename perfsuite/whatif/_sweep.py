@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfsuite._limits import LIMITS, check_limit
+from perfsuite.cluster import Runner, Task, stream
 from perfsuite.errors import PerfsuiteError
 from perfsuite.whatif._costs import PublicationCosts
 from perfsuite.whatif._simulate import (
@@ -244,17 +245,36 @@ def check_settings(trace: Trace, settings: Sequence[Setting]) -> None:
 
 
 def sweep(trace: Trace, settings: Sequence[Setting], costs: PublicationCosts | None = None,
-          durations: Mapping[str, float] | None = None) -> WhatIf:
-    """Replay ``trace`` once per setting in virtual time; mark the Pareto-optimal settings."""
+          durations: Mapping[str, float] | None = None, *, runner: Runner | None = None) -> WhatIf:
+    """Replay ``trace`` once per setting in virtual time; mark the Pareto-optimal settings. With a
+    ``runner`` (issue 32: a local pool or a Dask cluster) the settings are replayed there, a few per task,
+    and come back in grid order: the simulation is deterministic, so the results are the same."""
     if not settings:
         raise PerfsuiteError("the settings grid is empty")
     check_settings(trace, settings)
     if durations is None and costs is not None:
         durations = costs.durations_s()
     started = time.perf_counter()
-    results = [result_of(replay(trace, s, durations), costs) for s in settings]
+    if runner is None:
+        results = [result_of(replay(trace, s, durations), costs) for s in settings]
+    else:
+        results = []
+        per = max(1, min(GRID_TASK, math.ceil(len(settings) / max(1, runner.slots))))
+        chunks = (Task(k, replay_settings, (trace, tuple(settings[i : i + per]), costs, durations))
+                  for k, i in enumerate(range(0, len(settings), per)))
+        stream(runner, chunks, lambda task, chunk: results.extend(chunk))
     elapsed = time.perf_counter() - started
     return WhatIf(summarize_trace(trace), mark_pareto(results), costs, elapsed, dict(durations or DEFAULT_DURATIONS_S))
+
+
+#: settings per task at most when a grid runs on a runner (a replay of the storm takes tens of milliseconds)
+GRID_TASK = 8
+
+
+def replay_settings(trace: Trace, settings: Sequence[Setting], costs: PublicationCosts | None,
+                    durations: Mapping[str, float] | None) -> list[SettingResult]:
+    """Worker task: one slice of a grid, in order."""
+    return [result_of(replay(trace, s, durations), costs) for s in settings]
 
 
 def mark_pareto(results: Sequence[SettingResult]) -> tuple[SettingResult, ...]:

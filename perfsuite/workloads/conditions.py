@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite._limits import LIMITS, check_limit
+from perfsuite.cluster import ATTEMPTS, Runner, Task, WorkerLost
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness import (
     Recipe,
@@ -36,9 +37,11 @@ __all__ = [
     "SweepPlan",
     "SweepSetting",
     "apply_conditions",
+    "measure_setting",
     "parse_heaps",
     "plan_sweep",
     "run_sweep",
+    "run_sweep_on",
 ]
 
 #: ``--freeze``: run each setting without the engine's gc.freeze(), with it, or both
@@ -227,3 +230,105 @@ def run_sweep(
             setting.recipe, output=path, fixture=fixture, fixture_info=fixture_info, work_root=work_root,
             on_sample=on_sample, run_id=plan.id, annotations={"sweep": plan.annotation(setting)}))
     return results
+
+
+# -- the sweep on a cluster (issue 32 item 3) --------------------------------------------------------------
+def measure_setting(recipe: Recipe, name: str, run_id: str, annotations: Mapping[str, Any], fixture: str | None,
+                    fixture_info: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """Worker task: one setting's whole run (every sample, warm-up and idle control) on this worker, into a
+    scratch directory; returns the document and the bytes of every file written (document and exports).
+    ``fixture`` is the client's fixture directory; a worker that cannot see it (another machine) builds the
+    named fixture from its spec (fixtures are deterministic, cached by digest)."""
+    import tempfile
+
+    where = Path(fixture) if fixture else None
+    info = dict(fixture_info)
+    if where is not None and not where.is_dir():
+        if info.get("source") == "session":
+            raise PerfsuiteError(f"{fixture}: the --session directory is not visible on worker host "
+                                 f"{annotations.get('placement', {}).get('host')}; put it on a shared path")
+        from perfsuite.workloads.fixtures import resolve_fixture
+
+        where, info = resolve_fixture(recipe.fixture)
+    with tempfile.TemporaryDirectory(prefix="perfsuite-sweep-cell-") as scratch:
+        result = run_recipe(recipe, output=Path(scratch) / name, fixture=where, fixture_info=info,
+                            run_id=run_id, annotations=annotations)
+        files = {p.name: p.read_bytes() for p in (result.path, *result.exports)}
+        return dict(result.document), files
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    """Atomically (temp file, fsync, replace): a cell's files arrive whole from its worker."""
+    temp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(temp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temp, path)
+
+
+OnCell = Callable[[SweepSetting, str], None]
+
+
+def run_sweep_on(
+    runner: Runner,
+    plan: SweepPlan,
+    *,
+    output_dir: Path | str,
+    fixture: Path | None = None,
+    fixture_info: Mapping[str, Any] | None = None,
+    on_start: OnCell | None = None,
+    on_done: Callable[[SweepSetting, RunResult], None] | None = None,
+    only: Iterable[int] | None = None,
+) -> list[RunResult]:
+    """:func:`run_sweep` on ``runner`` (issue 32): each setting is one task, so all its samples (and its
+    idle control) run on one worker, and at most one setting runs on a host at a time, so a measurement
+    never shares its machine with another one of the sweep. The host is recorded in the document
+    (``placement``) beside the worker's own environment; no figure pairs samples of two settings.
+    ``on_start(setting, host)`` when a setting is handed to a host, ``on_done`` when its files are written."""
+    directory = Path(output_dir) / plan.id
+    directory.mkdir(parents=True, exist_ok=True)
+    chosen = set(only) if only is not None else None
+    queue = [s for s in plan.settings if chosen is None or s.index in chosen]
+    hosts = sorted(runner.hosts())
+    pinned = len(hosts) > 1  # (one host: the runner's own placement is that host)
+    busy: dict[Any, tuple[SweepSetting, str, int]] = {}
+    results: list[RunResult] = []
+
+    def submit(setting: SweepSetting, host: str, attempt: int) -> None:
+        name = f"{plan.recipe}-{setting.index:02d}.json"
+        annotations = {"sweep": plan.annotation(setting), "placement": {"host": host, "backend": runner.kind}}
+        task = Task(setting.index, measure_setting, (setting.recipe, name, plan.id, annotations,
+                                                     str(fixture) if fixture else None, dict(fixture_info or {})),
+                    host=host if pinned else None)
+        busy[runner.submit(task)] = (setting, host, attempt)
+        if on_start is not None:
+            on_start(setting, host)
+
+    try:
+        for host in hosts:
+            if queue:
+                submit(queue.pop(0), host, 1)
+        while busy:
+            for handle in runner.wait(list(busy)):
+                setting, host, attempt = busy.pop(handle)
+                try:
+                    document, files = runner.result(handle)
+                except WorkerLost:
+                    if attempt >= ATTEMPTS:
+                        raise
+                    submit(setting, host, attempt + 1)  # the whole setting again: never half on another worker
+                    continue
+                for file_name, data in files.items():
+                    _write_file(directory / file_name, data)
+                result = RunResult(directory / f"{plan.recipe}-{setting.index:02d}.json", document,
+                                   tuple(directory / n for n in files if not n.endswith(f"{setting.index:02d}.json")))
+                results.append(result)
+                if on_done is not None:
+                    on_done(setting, result)
+                if queue:
+                    submit(queue.pop(0), host, 1)
+    finally:
+        if busy:
+            runner.cancel(busy)
+    return sorted(results, key=lambda r: int(r.document["sweep"]["setting"]["index"]))

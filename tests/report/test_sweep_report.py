@@ -208,3 +208,30 @@ def test_a_reference_mode_gets_no_verdict_in_the_sweep(tmp_path: Path, docs: Any
 
     console.print(sweep_table(sweep))
     assert "reference" in console.export_text()
+
+
+def test_a_sweep_measured_on_two_machines_says_which_setting_ran_where(tmp_path: Path, docs: Any) -> None:
+    """Issue 32: on a cluster each setting's samples come from one machine; the table names it per row, the
+    paragraph says so, and a range of heap probes never spans two machines."""
+    for i, host in enumerate(("node-a", "node-b", "node-a")):
+        doc = sweep_doc(docs, i, "nvme", 100000, i == 2, {"sync": [5.5, 6.5]}, of=3, probe=10.0 * (i + 1))
+        doc["environment"]["hostname"] = host
+        doc["placement"] = {"host": host, "backend": "dask"}
+        docs.write(tmp_path / "s" / f"r-{i:02d}.json", doc)
+    (sweep,) = read_sweeps(read_results(tmp_path / "s"))
+    assert [r.machine.split(":")[0] for r in sweep.rows] == ["node-a", "node-b", "node-a"]
+    assert len(sweep.machines) == 2
+    from rich.console import Console
+
+    from perfsuite.report import sweep_table
+
+    console = Console(width=200, record=True)
+    console.print(sweep_table(sweep))
+    text = console.export_text()
+    assert "measured on 2 machines (column m)" in text and "m2: node-b:" in text
+    rows = [line.split() for line in text.splitlines() if line.strip()[:1].isdigit()]
+    assert [row[4] for row in rows] == ["m1", "m2", "m1"]
+    paragraph = sweep_evidence(sweep)
+    assert "measured on 2 machines of a cluster" in paragraph and "one machine per setting" in paragraph
+    assert "10.000-11.000 ms with heap `100000` and freeze off on `node-a:" in paragraph
+    assert "20.000-21.000 ms with heap `100000` and freeze off on `node-b:" in paragraph
