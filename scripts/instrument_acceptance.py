@@ -35,7 +35,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANT = (
-    "def select_changes(batch: Batch, staged: Staged, hashed: Hashed, known: set[str]) -> Selection:\n"
+    "def select_changes(batch: Batch, jobs: Sequence[StageJob], staged: Staged, hashed: Hashed, "
+    "view: BaseView) -> Selection:\n"
     '    """E4 phase 4: compare digests with the committed manifest; publish only what changed."""\n'
 )
 PLANTED = PLANT + (

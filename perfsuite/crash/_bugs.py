@@ -38,14 +38,30 @@ class SkipHeadDirFsync(DelegatingFileSystem):
 
 
 class FsyncRetryAck(DelegatingFileSystem):
-    """A failed fsync is retried on the same descriptor and, when the retry succeeds, acknowledged
-    (the fsyncgate mistake E1 forbids)."""
+    """A failed fsync (or fdatasync) is retried on the same descriptor and, when the retry succeeds,
+    acknowledged (the fsyncgate mistake E1 forbids)."""
 
     def fsync_file(self, fd: int, path: str = "?") -> None:
         try:
             super().fsync_file(fd, path)
         except FsyncFailed:
             super().fsync_file(fd, path)
+
+    def fdatasync_file(self, fd: int, path: str = "?") -> None:
+        try:
+            super().fdatasync_file(fd, path)
+        except FsyncFailed:
+            super().fdatasync_file(fd, path)
+
+
+class LogNamedBeforeDirFsync(DelegatingFileSystem):
+    """Format 2 (issue 29): a new session log is renamed to its name and HEAD switched to it without
+    fsyncing ``log/``: a crash can keep HEAD's new name and lose the log's (a deleted log, to open)."""
+
+    def sync_dir(self, path: str) -> bool:
+        if os.path.basename(path.rstrip(os.sep)) == "log":
+            return True
+        return super().sync_dir(path)
 
 
 class NoTempFsync(DelegatingFileSystem):
@@ -100,10 +116,17 @@ class RecoveryFileUnsynced(DelegatingFileSystem):
         return True if os.path.basename(path.rstrip(os.sep)) == "recovery" else super().sync_dir(path)
 
 
-#: acknowledgement callbacks run as soon as the generation is committed (chunks and manifest durable),
-#: *before* HEAD is adopted, in both drivers (the synchronous writer and the job)
-ACK_BEFORE_ADOPTION = FaultHooks(acknowledge_after="commit")
+#: acknowledgement callbacks run as soon as the generation is committed, *before* its commit point: in
+#: format 2 (issue 29) right after the pwrite of its record, before the fdatasync; in both drivers
+ACK_BEFORE_FDATASYNC = FaultHooks(acknowledge_after="commit")
+ACK_BEFORE_ADOPTION = ACK_BEFORE_FDATASYNC  # format 1's name: its commit point was HEAD's adoption
 SIDECAR_BEFORE_TRANSCRIPT = FaultHooks(reorder_steps=_sidecar_before_transcript)
+#: format 2's commit path (issue 29), as the engine's documented hooks on the I/O layer
+HEAD_BEFORE_BASE_SYNC = FaultHooks(head_before_base_sync=True)
+APPEND_AFTER_FAILED_FDATASYNC = FaultHooks(fsyncgate_ignored=True)
+MID_LOG_DAMAGE_AS_TORN = FaultHooks(damage_as_torn=True)
+TORN_RECORD_ACCEPTED = FaultHooks(skip_record_checksum=True)
+STALE_SALT_LOG_ACCEPTED = FaultHooks(skip_log_identity=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +162,13 @@ def _mid_transcript_cut(fs: FileSystem) -> FileSystem:
     return with_fault_hooks(fs, MID_TRANSCRIPT_CUT)
 
 
+def _hooked(hooks: FaultHooks) -> Callable[[FileSystem], FileSystem]:
+    def wrap(fs: FileSystem) -> FileSystem:
+        return with_fault_hooks(fs, hooks)
+
+    return wrap
+
+
 def _lease_unchecked(fs: FileSystem) -> FileSystem:
     return with_fault_hooks(fs, FaultHooks(skip_lease_check=True))
 
@@ -160,8 +190,21 @@ SEEDED_BUGS: Mapping[str, SeededBug] = {
                   ("session", "session-fault")),
         SeededBug("sidecar-before-transcript", "file-backed session replaces the sidecar before its transcripts' "
                   "barrier", _same, ("session-file",), faults=SIDECAR_BEFORE_TRANSCRIPT),
-        SeededBug("ack-before-adoption", "acknowledgement callbacks run before HEAD adoption", _same,
-                  ("session",), faults=ACK_BEFORE_ADOPTION),
+        # Issue 29: bugs of format 2's commit path (the session log).
+        SeededBug("ack-before-fdatasync", "acknowledgement callbacks run after the record's pwrite, before the "
+                  "log's fdatasync (the commit point)", _same, ("session",), faults=ACK_BEFORE_FDATASYNC),
+        SeededBug("head-before-base-sync", "a roll-over replaces HEAD before the new log's BASE is fdatasynced",
+                  _hooked(HEAD_BEFORE_BASE_SYNC), ("session", "session-fault")),
+        SeededBug("append-after-failed-fdatasync", "after a failed fdatasync the log is appended to and synced "
+                  "again, and the retry acknowledged", _hooked(APPEND_AFTER_FAILED_FDATASYNC), ("session-fault",)),
+        SeededBug("mid-log-damage-as-torn", "an invalid record anywhere in a log is taken for a torn tail and "
+                  "dropped with everything after it", _hooked(MID_LOG_DAMAGE_AS_TORN), (), corrupt=True),
+        SeededBug("torn-record-accepted", "a record whose header verifies is accepted without its sha256 (a torn "
+                  "record's zeros are read as data)", _hooked(TORN_RECORD_ACCEPTED), ("session",)),
+        SeededBug("log-named-before-dir-fsync", "a new log is renamed to its name and HEAD switched to it before "
+                  "log/ is fsynced", LogNamedBeforeDirFsync, ("session",)),
+        SeededBug("stale-salt-log-accepted", "a log is accepted whatever session, number or salt its header names "
+                  "(a stale or foreign log)", _hooked(STALE_SALT_LOG_ACCEPTED), (), corrupt=True),
         SeededBug("fsync-retry-ack", "a failed fsync retried, then acknowledged", FsyncRetryAck,
                   ("transcript-fsync-eio", "session-fault", "session-file-fault")),
         SeededBug("no-temp-fsync", "rewrite without fsyncing the temp file before replace", NoTempFsync,
@@ -198,9 +241,10 @@ SEEDED_BUGS: Mapping[str, SeededBug] = {
         SeededBug("pending-checkpoint-acked", "request_checkpoint(ack=...) acknowledges None at once while a "
                   "pending publication holds it back (defect 1 planted back)", _same,
                   ("session-fault", "session-file-fault"), faults=FaultHooks(ack_blocked_checkpoint=True)),
-        SeededBug("adopt-failure-wedges", "a failed adoption is retried as a new generation (StaleHead) and the "
-                  "manifest HEAD names is deleted (defect 2 planted back)", _same, ("session-adopt-eio",),
-                  faults=FaultHooks(readopt_as_new=True)),
+        SeededBug("adopt-failure-wedges", "a roll-over whose HEAD replace landed but failed is taken as not "
+                  "landed: the session goes on in the log HEAD may no longer name (defect 2's shape planted back; "
+                  "format 1: a failed adoption retried as a new generation)", _hooked(FaultHooks(readopt_as_new=True)),
+                  ("session-adopt-eio",)),
         SeededBug("abandon-keeps-files", "abandon rolls back in memory only: HEAD or the file-backed sidecar and "
                   "transcripts keep the abandoned publication (defect 3 planted back)", _same,
                   ("session-file-abandon", "session-adopt-eio"), faults=FaultHooks(abandon_in_memory=True)),

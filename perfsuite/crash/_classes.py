@@ -136,8 +136,11 @@ def run_second_owner(env: WorkloadEnv) -> None:
     da = SessionDriver(env, a, writer="A")
     da.turn("A turn 1", ROOT, "owner A asks", "owner A is answered")
     da.mail("A mail", ROOT, "a note from A", sender=ROOT)
-    b = Session.open(env.path(SESSION), fs=env.fs, clock=VirtualClock(), settings=settings(), faults=env.faults,
-                     id_source=_ids("b"), owner_alive=_nobody)
+    # Another host: its liveness probe cannot see A's pid, and its layer has no flock A's log lock could
+    # refuse it with (format 2 holds the log under flock; the lease and its epoch are what fence A then,
+    # and B's open rolls over into a log of its own, so nothing A still appends can reach B's log).
+    b = Session.open(env.path(SESSION), fs=NoFlock(env.fs), clock=VirtualClock(), settings=settings(),
+                     faults=env.faults, id_source=_ids("b"), owner_alive=_nobody)
     env.note("B broke A's lease: A is fenced", kind="fenced", writer="A")
     db = SessionDriver(env, b, writer="B", serial=da.serial)
     attempt(env, "A turn before B published", lambda: da.turn("A turn before B published", ROOT, "A again"))
@@ -224,11 +227,16 @@ def run_file_einval(env: WorkloadEnv) -> None:
         d.shutdown("shutdown")
 
 
-# -- classes 5 and 7: an adoption whose directory fsync fails, retried, then abandoned ----------------------
+# -- classes 5 and 7: a failed commit retried through a roll-over whose HEAD fails, then an abandon -------
 def run_adopt_eio(env: WorkloadEnv) -> None:
-    """HEAD's directory fsync fails (faults on the workload): the first time the pending publication is
-    retried (re-adopted through a new HEAD file), the second time abandoned (HEAD names the committed
-    generation again); the session goes on publishing either way."""
+    """Format 2 (faults on the workload): a publication's fdatasync fails, so its log is poisoned (never
+    synced again, fsyncgate) and the retry rolls over into a new log; that roll-over's HEAD replace fails
+    at its directory fsync (HEAD may name the new log already: an adoption-phase failure), so it is retried
+    again, through another new log, and acknowledged. A compaction's HEAD replace fails the same way, from
+    a healthy log: the next turn must not be appended to the log HEAD may no longer name. A later
+    publication's fdatasync fails and it is abandoned: a roll-over from the committed state, so HEAD names
+    a log without the abandoned record. The session goes on publishing either way (format 1's version
+    retried and abandoned a failed HEAD adoption; format 2 has no HEAD on the steady path)."""
     session = open_portable(env)
     d = SessionDriver(env, session)
     d.turn("turn 1", ROOT, "question", "answer")
@@ -237,18 +245,31 @@ def run_adopt_eio(env: WorkloadEnv) -> None:
     d.publishing(ROOT)
     try:
         session.publish(session.freeze("checkpoint", [ROOT]), [ack])
-        env.note("publish returned although HEAD's directory fsync failed", kind="unexpected")
+        env.note("publish returned although its log's fdatasync failed", kind="unexpected")
     except SaveFailed as exc:
         env.note(f"root checkpoint failed in {exc.phase} (pending)")
     if calls:
-        env.note("acknowledged a publication whose adoption failed", kind="unexpected")
+        env.note("acknowledged a publication whose commit failed", kind="unexpected")
+    try:
+        session.retry_pending()
+        env.note("a retry returned although its roll-over's HEAD directory fsync failed", kind="unexpected")
+    except SaveFailed as exc:
+        env.note(f"the retry failed in {exc.phase} (still pending)")
+    if calls:
+        env.note("acknowledged a publication whose roll-over's HEAD failed", kind="unexpected")
     if attempt(env, "retry", session.retry_pending):
         at = d._acked_at(calls, "retried adoption")
         if at is not None:
             d.ack_transcript("retried adoption", ROOT, at)
     else:
-        env.note("the retry of a failed adoption was refused", kind="unexpected")
+        env.note("the second retry of a failed commit was refused", kind="unexpected")
     d.turn("turn after the retry", ROOT, "and on")
+    try:
+        session.compact()  # a roll-over off the acknowledgement path, from a healthy log
+        env.note("a compaction returned although its HEAD directory fsync failed", kind="unexpected")
+    except OSError as exc:
+        env.note(f"the compaction failed at HEAD's directory fsync ({type(exc).__name__})")
+    d.turn("turn after the failed compaction", ROOT, "HEAD may name the compaction's log")
     lines = _fail_publication(env, d, ROOT, "a turn whose adoption fails again")
     if attempt(env, "abandon", session.abandon_pending):
         d.abandoned(ROOT, lines)
@@ -325,9 +346,9 @@ register_workload(Workload(
     run_file_lost_lock, recover_file, session_invariants("file"), setup=setup_file, max_states=1500,
 ))
 register_workload(Workload(
-    "session-einval", "portable session on a layer that rejects directory fsync (EINVAL) for objects/",
+    "session-einval", "portable session on a layer that rejects directory fsync (EINVAL) for the session directory",
     run_einval, recover_portable, session_invariants("portable"), setup=setup_portable, max_states=1500,
-    faults=(Fault("fsync_dir", path=f"*/{SESSION}/objects", error=errno.EINVAL, repeat=True),),
+    faults=(Fault("fsync_dir", path=f"*/{SESSION}", error=errno.EINVAL, repeat=True),),
 ))
 register_workload(Workload(
     "session-file-einval", "file-backed session on a layer that rejects directory fsync (EINVAL) for its "
@@ -336,11 +357,14 @@ register_workload(Workload(
     faults=(Fault("fsync_dir", path=f"*/{SESSION}/conversations/*", error=errno.EINVAL, repeat=True),),
 ))
 register_workload(Workload(
-    "session-adopt-eio", "portable session: HEAD's directory fsync fails twice (retried by re-adoption, then "
-    "abandoned); crash states also recovered with HEAD lost",
+    "session-adopt-eio", "portable session: a failed fdatasync retried through a roll-over whose HEAD directory "
+    "fsync fails (retried again), a compaction whose HEAD fails too, then one abandoned; crash states also "
+    "recovered with HEAD lost",
     run_adopt_eio, recover_portable, session_invariants("portable"), setup=setup_portable, max_states=1500,
-    faults=(Fault("fsync_dir", nth=3, path=f"*/{SESSION}", error=errno.EIO),
-            Fault("fsync_dir", nth=5, path=f"*/{SESSION}", error=errno.EIO)),  # (a fired fault hides its match)
+    faults=(Fault("fdatasync", nth=2, path=f"*/{SESSION}/log/*", error=errno.EIO),
+            Fault("fsync_dir", nth=2, path=f"*/{SESSION}", error=errno.EIO),
+            Fault("fsync_dir", nth=3, path=f"*/{SESSION}", error=errno.EIO),
+            Fault("fdatasync", nth=7, path=f"*/{SESSION}/log/*", error=errno.EIO)),  # (a fired fault hides its match)
     head_loss=True,
 ))
 register_workload(Workload(

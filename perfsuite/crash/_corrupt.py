@@ -9,8 +9,8 @@ gives up to three base trees:
   damaged in each applicable way of :mod:`perfsuite.crash._damage`;
 - ``owned``: the same with the LEASE or PID lock its owner wrote, as if it crashed right after its last
   flush; only that ownership file is damaged;
-- ``pending`` (portable): the live tree just before the last HEAD replace, a publication committed but
-  not adopted, so ``staging/`` holds a batch: its entries and the unadopted manifest are damaged;
+- ``pending`` (portable): the live tree just before the last fdatasync of the session log, a publication
+  written but not yet at its commit point (format 2, issue 29): the log holding it is damaged;
 - ``recovered`` (file-backed): the closed tree after an open recovered a torn tail into a transcript's
   ``recovery/``: the recovery files and the event logs are damaged.
 
@@ -50,6 +50,7 @@ from perfsuite.crash._execution import (
     runner_for,
     with_local_scratch,
 )
+from perfsuite.crash._logcheck import records
 from perfsuite.crash._model import CrashCheckError, FsState, materialize, snapshot
 from perfsuite.crash._replay import build_timeline
 from perfsuite.crash._session_invariants import SESSION
@@ -142,7 +143,8 @@ def bases(trace: Trace, profile: str) -> dict[str, tuple[FsState, Expect]]:
     written = [op.data for op in trace.ops if op.kind == "write" and trace.rel(op.path) == target]
     if written:
         out["owned"] = (_with(closed, {target: written[-1]}), out["closed"][1])
-    adoptions = [op.seq for op in trace.ops if op.kind == "replace" and trace.rel(op.dst) == f"{SESSION}/HEAD"]
+    adoptions = [op.seq for op in trace.ops
+                 if op.kind == "fdatasync" and trace.rel(op.path).startswith(f"{SESSION}/log/")]
     if profile == "portable" and adoptions:
         at = adoptions[-1]
         live = build_timeline(trace.ops, trace.root, "atomic-rename", initial=trace.initial, capture={at}).live[at]
@@ -175,12 +177,7 @@ def expectations(trace: Trace, profile: str, state: FsState, at: int) -> Expect:
     files = state.as_dict()
     generation = None
     if profile == "portable" and files.get(f"{SESSION}/HEAD"):
-        head = json.loads(files[f"{SESSION}/HEAD"] or b"{}")
-        manifest = f"{SESSION}/{head['manifest']}"
-        record = json.loads(files[manifest] or b"{}")
-        chunks = sorted({f"{SESSION}/objects/{d}" for entry in record["artifacts"].values()
-                         for d, _n in entry["chunks"]})
-        generation = (int(head["seq"]), manifest, tuple(chunks))
+        generation = _generation(files)
     prefix = f"{SESSION}/conversations/"
     transcripts = {p[len(prefix) :].split("/")[0]: d for p, d in state.files
                    if d is not None and p.startswith(prefix) and p.endswith("/conversation.jsonl")}
@@ -189,14 +186,23 @@ def expectations(trace: Trace, profile: str, state: FsState, at: int) -> Expect:
                   transcripts)
 
 
+def _generation(files: dict[str, bytes | None]) -> tuple[int, str, tuple[str, ...]]:
+    """The newest generation of a format-2 tree (issue 29): its number, HEAD's log and the other logs its
+    BASE references (the files it rests on), read with the checker's own log reader."""
+    head = json.loads(files[f"{SESSION}/HEAD"] or b"{}")
+    log = f"{SESSION}/{head['log']}"
+    found, _end = records(files.get(log) or b"", int(str(head["salt"])[:8], 16))
+    generation = int(found[-1].meta.get("generation", 0)) if found else 0
+    refs = sorted({f"{SESSION}/log/{int(n):08d}.log" for n in (found[0].meta.get("logs", {}) if found else {})})
+    return generation, log, tuple(r for r in refs if r != log)
+
+
 def _targets(base: str, state: FsState, profile: str) -> list[tuple[str, bytes | None]]:
     entries = [(p, d) for p, d in state.files if p == SESSION or p.startswith(f"{SESSION}/")]
     if base == "owned":
         return [(p, d) for p, d in entries if p == OWNERSHIP[profile]]
-    if base == "pending":
-        staged = {p.split("/")[2] for p, _d in entries if p.startswith(f"{SESSION}/staging/") and p.count("/") >= 2}
-        return [(p, d) for p, d in entries if p.startswith(f"{SESSION}/staging/") or ".HEAD.tmp-" in p
-                or any(p.endswith(f"-{tag}.json") for tag in staged)]
+    if base == "pending":  # the log holding the publication that is written but not synced yet
+        return [(p, d) for p, d in entries if p.startswith(f"{SESSION}/log/") and d is not None]
     if base == "recovered":
         return [(p, d) for p, d in entries if "/recovery" in p or p.endswith("/events.jsonl")]
     return entries
@@ -227,7 +233,7 @@ def cases_for(states: dict[str, tuple[FsState, Expect]], profile: str, config: C
     for base, (state, _expect) in states.items():
         out.append(Case(base, SESSION, NONE))
         for path, data in _targets(base, state, profile):
-            out.extend(Case(base, path, k) for k in KINDS if applicable(k, data is None, len(data or b"")))
+            out.extend(Case(base, path, k) for k in KINDS if applicable(k, data is None, len(data or b""), path))
     if config.targets:
         out = [c for c in out if any(fnmatch.fnmatch(c.target, t) for t in config.targets)]
     if config.max_cases is not None and len(out) > config.max_cases:

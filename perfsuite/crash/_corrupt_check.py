@@ -12,7 +12,7 @@ Invariants (ids as the report prints them):
 - ``G`` never an empty or older state while the newest adopted generation is intact (portable).
 - ``R`` retirement never deletes the newest intact generation (portable).
 - ``O`` open does not refuse damage that costs nothing: a missing, torn or dangling LEASE/PID lock (a crash
-  leaves those), or a missing ``staging/``, ``logs/`` or ``recovery/``.
+  leaves those), or a missing ``logs/`` or ``recovery/``.
 - ``P`` a session that opened takes a new turn (or fails it with an engine error), closes, and reopens
   with everything acknowledged plus that turn.
 """
@@ -152,18 +152,17 @@ def _open(profile: str, path: str, fs: FileSystem) -> Session:
 
 def must_open(case: Case, profile: str) -> bool:
     """Damage a crash can leave, or that costs nothing: refusing it would make a session unopenable.
-    Undamaged bases, a missing, torn or dangling ownership file, anything inside ``staging/`` (only
-    unacknowledged bytes live there) or a ``recovery/`` (kept bytes nobody reads back), and a missing
-    ``staging/``, ``logs/`` or ``recovery/``."""
+    Undamaged bases, a missing, torn or dangling ownership file, anything inside a ``recovery/`` (kept
+    bytes nobody reads back), and a missing ``logs/`` or ``recovery/``. (Format 2 stages nothing: its
+    session log holds acknowledged generations, so its damage may be refused.)"""
     if case.kind == NONE:
         return True
     if case.target == OWNERSHIP[profile] and case.base == "owned":
         return case.kind in HARMLESS
     parts = case.target.split("/")
-    if f"{SESSION}/staging/" in case.target or (case.base == "recovered" and "recovery" in parts):
+    if case.base == "recovered" and "recovery" in parts:
         return True
-    kept = (f"{SESSION}/staging", f"{SESSION}/logs")
-    return case.kind == "delete" and (case.target in kept or parts[-1] == "recovery")
+    return case.kind == "delete" and (case.target == f"{SESSION}/logs" or parts[-1] == "recovery")
 
 
 def exercise(root: str, case: Case, expect: Expect, fs: FileSystem, seed: int, *, silent: bool = False
@@ -258,9 +257,9 @@ def _data_problems(view: Mapping[str, Any], problems: list[str], case: Case, exp
 
 
 def _intact(case: Case, generation: tuple[int, str, tuple[str, ...]]) -> bool:
-    """The newest generation survives the damage (its manifest, chunks and directories are untouched)."""
-    _seq, manifest, chunks = generation
-    return case.target not in (SESSION, f"{SESSION}/objects", manifest, *chunks)
+    """The newest generation survives the damage (its logs and their directory are untouched)."""
+    _seq, log, referenced = generation
+    return case.target not in (SESSION, f"{SESSION}/log", log, *referenced)
 
 
 def _retire_problems(root: str, case: Case, expect: Expect) -> list[tuple[str, str]]:

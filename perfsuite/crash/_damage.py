@@ -1,9 +1,12 @@
-"""The seven kinds of damage of the corruption campaign (issue 14), applied to a real tree.
+"""The kinds of damage of the corruption campaign (issues 14 and 29), applied to a real tree.
 
 Each kind is deterministic (``seed`` and the target's path choose the garbage and the flipped byte), so
 a case can be rebuilt exactly for ``--keep``. A directory can be deleted, replaced by a regular file of
 garbage, or replaced by a symbolic link to nowhere; a file can also be truncated (to 0 or to half),
-have one byte flipped (XOR 0xFF) or be replaced by an empty directory.
+have one byte flipped (XOR 0xFF) or be replaced by an empty directory. A format-2 session log
+(``log/<n>.log``, issue 29) can also have a byte flipped in its last record (never a tear: a crash leaves
+old zeros), be damaged in the middle (an earlier record flipped, valid records after it), or be replaced
+by a log of another session.
 """
 
 from __future__ import annotations
@@ -13,16 +16,26 @@ import os
 import random
 import shutil
 
-KINDS = ("delete", "truncate-0", "truncate-half", "garbage", "flip", "directory", "symlink")
+KINDS = ("delete", "truncate-0", "truncate-half", "garbage", "flip", "directory", "symlink", "flip-last-record",
+         "damage-mid-log", "foreign-log")
 DIRECTORY_KINDS = ("delete", "garbage", "symlink")
+LOG_KINDS = ("flip-last-record", "damage-mid-log", "foreign-log")  # session logs only (format 2)
 NONE = "none"  # no damage: the baseline case of an owner that crashed with everything flushed
 NOWHERE = ".nowhere"  # symbolic links point under this name, which never exists
 
 
-def applicable(kind: str, is_dir: bool, size: int) -> bool:
-    """Whether ``kind`` means something for this entry (a flip needs a byte, a half needs two)."""
+def is_session_log(target: str) -> bool:
+    parts = target.split("/")
+    return len(parts) >= 2 and parts[-2] == "log" and parts[-1].endswith(".log")
+
+
+def applicable(kind: str, is_dir: bool, size: int, target: str = "") -> bool:
+    """Whether ``kind`` means something for this entry (a flip needs a byte, a half needs two; the log
+    kinds need a session log)."""
     if is_dir:
         return kind in DIRECTORY_KINDS
+    if kind in LOG_KINDS:
+        return is_session_log(target) and size > 512
     return not (kind == "flip" and size < 1) and not (kind == "truncate-half" and size < 2)
 
 
@@ -72,6 +85,9 @@ def apply(root: str, target: str, kind: str, seed: int) -> None:
         elif kind == "symlink":
             os.symlink(os.path.join(root, NOWHERE, os.path.basename(path)), path)
         return
+    if kind in LOG_KINDS:
+        _damage_log(path, target, kind, seed)
+        return
     with open(path, "r+b") as handle:
         size = os.fstat(handle.fileno()).st_size
         if kind == "truncate-0":
@@ -86,3 +102,54 @@ def apply(root: str, target: str, kind: str, seed: int) -> None:
             handle.write(bytes([byte[0] ^ 0xFF]))
         else:
             raise ValueError(f"unknown damage {kind!r}")
+
+
+def _damage_log(path: str, target: str, kind: str, seed: int) -> None:
+    """The session-log kinds (format 2): a byte of the last record flipped, a byte of an earlier record
+    flipped (mid-log damage), or the file replaced by another session's log."""
+    from perfsuite.crash._logcheck import log_header, records
+
+    with open(path, "rb") as handle:
+        data = bytearray(handle.read())
+    if kind == "foreign-log":
+        data = bytearray(foreign_log(seed, int(os.path.basename(path).split(".")[0])))
+    else:
+        header = log_header(bytes(data)) or {}
+        found, _end = records(bytes(data), int(str(header.get("salt", "0" * 8))[:8], 16))
+        rng = _rng(seed, f"{kind}:{target}")
+        if kind == "flip-last-record" or len(found) < 2:
+            chosen = found[-1] if found else None
+        else:
+            chosen = found[rng.randrange(len(found) - 1)]
+        if chosen is None:  # no record: flip the first byte of where one would be
+            offset = 512
+        else:
+            offset = chosen.offset + rng.randrange(chosen.end - chosen.offset)
+        data[offset] ^= 0xFF
+    with open(path, "wb") as handle:
+        handle.write(bytes(data))
+
+
+def foreign_log(seed: int, number: int = 1) -> bytes:
+    """The log ``number`` of another session (deterministic: its ids, salts and clock are seeded), complete
+    in itself (compacted: it references no other log): what a user copies over a session's log by mistake.
+    Built with the engine itself, in a scratch directory."""
+    import itertools
+    import tempfile
+
+    from perfsuite.engine import Message, Session, SessionSettings, VirtualClock
+
+    rng = random.Random(f"foreign:{seed}")
+    ids = itertools.count(1)
+    with tempfile.TemporaryDirectory(prefix="perfsuite-foreign-") as work:
+        session = Session.open(os.path.join(work, "s"), create=True, clock=VirtualClock(),
+                               settings=SessionSettings(log_capacity=12 * 1024, asynchronous=False),
+                               id_source=lambda: f"{next(ids):06x}", entropy=lambda: f"{rng.getrandbits(128):032x}")
+        session.add_message("root", Message("user", "a message of another session", 1.0))
+        session.checkpoint()
+        for _ in range(max(0, number - 1)):  # each compaction starts the next log
+            session.compact()
+        name = session.durable_files()[-1]
+        session.close()
+        with open(name, "rb") as handle:
+            return handle.read()

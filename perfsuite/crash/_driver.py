@@ -20,10 +20,16 @@ MAIN_FILE = "conversation.jsonl"
 # against another head, so the workloads no longer fsync the staging directory themselves.
 
 
+#: format 2 (issue 29): logs this small roll over every few publications, so every workload crosses
+#: HEAD's replace (the only rename) under both rename models, and retirement deletes whole logs
+LOG_CAPACITY = 4 * 1024
+
+
 def settings(offload: str = "inline") -> SessionSettings:
-    """Small chunks (transcripts span several), two kept generations and small retirement slices, so a
-    short workload exercises chunk reuse, retirement and its slicing."""
-    return SessionSettings(chunk_size=512, keep_generations=2, retire_slice=6, offload=offload)
+    """Small chunks (transcripts span several), two kept generations, small retirement slices and small
+    logs, so a short workload exercises chunk reuse, roll-over, retirement and its slicing."""
+    return SessionSettings(chunk_size=512, keep_generations=2, retire_slice=6, offload=offload,
+                           log_capacity=LOG_CAPACITY)
 
 
 def _ids(prefix: str) -> Callable[[], str]:
@@ -54,14 +60,11 @@ class SessionDriver:
         return os.path.relpath(path, self.env.root).replace(os.sep, "/")
 
     def depends(self) -> list[str]:
-        """Files the committed state rests on now: HEAD, its manifest and chunks (portable); the sidecar and
-        every transcript file (file-backed). Invariant 7 checks none of them had a failed fsync."""
+        """Files the committed state rests on now: HEAD and the logs holding its bytes (portable, format 2);
+        the sidecar and every transcript file (file-backed). Invariant 7 checks none had a failed sync."""
         s = self.session
         if self.portable:
-            if s.head is None or s.manifest is None:
-                return []
-            return [self.rel(s.store.path("HEAD")), self.rel(s.store.path(s.head.manifest)),
-                    *sorted(self.rel(s.store.object_path(d)) for d in s.manifest.digests())]
+            return [self.rel(path) for path in s.durable_files()]
         files = [self.rel(os.path.join(s.root, "sidecar.json"))]
         for log in getattr(s, "logs", {}).values():
             files.append(self.rel(os.path.join(log.logdir, MAIN_FILE)))

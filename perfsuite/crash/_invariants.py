@@ -284,13 +284,15 @@ def failed_fsyncs(ctx: CheckContext, problems: list[str]) -> Iterator[tuple[int,
     appended to ``problems``. Shared by the transcript and session versions of invariant 7."""
     tl, trace = ctx.timeline, ctx.trace
     for i, op in enumerate(trace.ops):
-        if op.kind != "fsync_failed":
+        if op.kind not in ("fsync_failed", "fdatasync_failed"):
             continue
         inode = tl.op_inode[i]
         path = trace.rel(op.path)
+        what = op.kind.removesuffix("_failed")
         for j in range(i + 1, len(trace.ops)):
-            if trace.ops[j].kind == "fsync" and tl.op_inode[j] == inode:
-                problems.append(f"{path}: fsync failed at op #{i} and was retried on the same file at op #{j}")
+            if trace.ops[j].kind in ("fsync", "fdatasync") and tl.op_inode[j] == inode:
+                problems.append(f"{path}: {what} failed at op #{i} and was retried on the same file at op "
+                                f"#{j} ({trace.ops[j].kind})")
                 break
         yield i, inode, path
 

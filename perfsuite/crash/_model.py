@@ -4,7 +4,8 @@ A recorded trace (E1 ``FsOp`` list) is replayed into *micro-ops*, the units that
 independently: a directory-entry change (create, link, unlink, rename) or a data change of one inode
 (write, truncate). The replay also computes, for each micro-op, the persistence point that forced it:
 
-- data of an inode is durable once an ``fsync`` of that inode returned; a failed fsync *poisons* the
+- data of an inode is durable once an ``fsync`` (or ``fdatasync``) of that inode returned; a write at an
+  offset (``pwrite``) is a data change like an append, at its offset; a failed fsync *poisons* the
   inode's pending data (fsyncgate: the kernel may drop the dirty pages and mark them clean, so a later
   fsync that succeeds does not force them; they stay "may be lost or torn" forever);
 - a directory entry (a newly created file's entry included: fsync of the file does not make its name

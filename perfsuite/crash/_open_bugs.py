@@ -73,8 +73,42 @@ def old_recover_head(store: Any, hint: HeadRef | None, problems: list[str]
     return None, None, {}, problems
 
 
-#: ... and retire deletes every manifest off HEAD's chain, newer generations included.
-HEAD_LOST_FALLBACK = FaultHooks(recover_head=old_recover_head, retire_newer=True)
+def old_recover_head_v2(store: Any, problems: list[str]) -> tuple[int | None, list[str]]:
+    """Format 2's version of the same mistake (issue 29): only a log another log names as its predecessor
+    counts as adopted (records appended to a log prove nothing to it), so with HEAD lost a session whose
+    newest log has no successor falls back to the one before it, and a one-log session opens empty, silently.
+    (``FaultHooks.recover_head`` for format 2: returns the log number to adopt, or None, and problem lines.)"""
+    from perfsuite.crash._logcheck import log_header, records
+
+    digests: dict[str, int] = {}
+    previous: set[str] = set()
+    for number in store.log_numbers():
+        try:
+            data = store.fs.read(store.log_path(number))
+        except OSError:
+            continue
+        header = log_header(data)
+        if header is None:
+            continue
+        found, _end = records(data, int(str(header.get("salt", "0" * 8))[:8], 16))
+        if found:
+            digests[found[-1].digest] = number
+        if header.get("previous"):
+            previous.add(str(header["previous"]))
+    adopted = sorted(digests[d] for d in previous if d in digests)
+    return (adopted[-1] if adopted else None), []
+
+
+def _recover_head_either(store: Any, *args: Any) -> Any:
+    """The buggy recovery of either format: format 1 calls it with (store, hint, problems)."""
+    if len(args) == 2:
+        return old_recover_head(store, *args)
+    return old_recover_head_v2(store, *args)
+
+
+#: ... and retire deletes every manifest off HEAD's chain, newer generations included (format 2: open
+#: deletes every log newer than HEAD's, adopted or not).
+HEAD_LOST_FALLBACK = FaultHooks(recover_head=_recover_head_either, retire_newer=True)
 
 
 # -- mid-transcript-cut -----------------------------------------------------------------------------------
@@ -103,4 +137,38 @@ def previous_recover_head(store: Any, hint: HeadRef | None, problems: list[str]
     return None, None, {}, list(problems)
 
 
-HEAD_LOST_PREVIOUS = FaultHooks(recover_head=previous_recover_head)
+def previous_recover_head_v2(store: Any, problems: list[str]) -> tuple[int | None, list[str]]:
+    """Format 2's off-by-one (issue 29): a lost or torn HEAD is recovered to the log *before* the newest
+    one proven adopted (records appended to it, or named as a predecessor), silently; a session with one
+    proven log opens empty (``FaultHooks.recover_head`` for format 2)."""
+    from perfsuite.crash._logcheck import log_header, records
+
+    logs: list[tuple[int, str | None, bool]] = []  # (number, last record's digest, records appended to it)
+    previous: set[str] = set()
+    for number in store.log_numbers():
+        try:
+            data = store.fs.read(store.log_path(number))
+        except OSError:
+            continue
+        header = log_header(data)
+        if header is None:
+            continue
+        found, _end = records(data, int(str(header.get("salt", "0" * 8))[:8], 16))
+        if not found:
+            continue
+        carried = int(found[0].meta.get("carried", 0) or 0)
+        logs.append((number, found[-1].digest, len(found) > 1 + carried))
+        if header.get("previous"):
+            previous.add(str(header["previous"]))
+    proven = [number for number, last, appended in logs if appended or last in previous]
+    return (proven[-2] if len(proven) > 1 else None), []
+
+
+def _previous_either(store: Any, *args: Any) -> Any:
+    """The off-by-one recovery of either format: format 1 calls it with (store, hint, problems)."""
+    if len(args) == 2:
+        return previous_recover_head(store, *args)
+    return previous_recover_head_v2(store, *args)
+
+
+HEAD_LOST_PREVIOUS = FaultHooks(recover_head=_previous_either)

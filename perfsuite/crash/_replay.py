@@ -166,15 +166,25 @@ class _Replayer:
             self.set_content(inode, write_at(self.content.get(inode, b""), offset, op.data))
             h[2] = offset + len(op.data)
             return inode
+        if kind == "pwrite":  # at an offset: the handle's position does not move (issue 29's session log)
+            h = self.handle(op)
+            if op.length and len(op.data) != op.length:
+                raise CrashCheckError("the trace was recorded without data (keep_data=False)")
+            inode = h[0]
+            self.emit(i, "write", inode, offset=op.offset, data=op.data, path=self.rel(op.path))
+            self.set_content(inode, write_at(self.content.get(inode, b""), op.offset, op.data))
+            return inode
         if kind == "truncate":
             inode = self.handle(op)[0]
             self.emit(i, "truncate", inode, length=op.length, path=self.rel(op.path))
             old = self.content.get(inode, b"")
             self.set_content(inode, old[: op.length] + b"\0" * max(0, op.length - len(old)))
             return inode
-        if kind in ("fsync", "fsync_failed"):
+        if kind in ("fsync", "fsync_failed", "fdatasync", "fdatasync_failed"):
+            # fdatasync forces an inode's data like fsync: the size too when it changed (it is needed to read
+            # the data back); only timestamps are left, which the model does not track
             inode = self.handle(op)[0]
-            self.sync(i, self.unforced_data.pop(inode, []), failed=kind == "fsync_failed")
+            self.sync(i, self.unforced_data.pop(inode, []), failed=kind.endswith("_failed"))
             return inode
         if kind in ("fsync_dir", "fsync_dir_failed", "fsync_dir_rejected"):
             # A rejected directory fsync (EINVAL, ENOTSUP: issue 27 class 2) is modelled as a file system

@@ -3,8 +3,8 @@
 The checks read the recovery view :mod:`perfsuite.crash._sessions` returns (``open``: what
 ``Session.open`` loaded; ``retried``: after ``retry_pending`` of a recovered pending publication;
 ``final``: the later of the two; ``redelivered``: what ``deliver_mail`` inserted on the recovered
-session), the tree recovery left (invariant 3 parses HEAD, manifest and chunks itself, without the
-engine), and the oracle: acknowledgements with what they covered, and notes (values a mutation was about
+session), the tree recovery left (invariant 3 parses HEAD and the session log itself, without the
+engine: ``_logcheck``), and the oracle: acknowledgements with what they covered, and notes (values a mutation was about
 to publish, deliveries, discards). The pure ``*_problems`` functions are shared with the kill campaign.
 """
 
@@ -25,6 +25,7 @@ from perfsuite.crash._invariants import (
     clean_prefix,
     failed_fsyncs,
 )
+from perfsuite.crash._logcheck import head_problems as log_head_problems
 from perfsuite.crash._model import FsState
 from perfsuite.crash._trace import Ack, Note
 
@@ -144,48 +145,11 @@ def clean_transcript_problems(view: Mapping[str, Any]) -> Iterator[str]:
 
 
 def head_problems(state: FsState, acked_seq: int, view_head: Any = None, prefix: str = SESSION) -> Iterator[str]:
-    """Invariant 3, read off the tree: HEAD names a manifest that exists, whose digest matches, and whose
-    every chunk exists with its size and digest; the generation is not older than the newest acknowledged
-    one (a fallback may not lose acknowledged state) and it is the one the engine loaded."""
-    files = state.as_dict()
-    prefix = f"{prefix}/" if prefix else ""
-    head_bytes = files.get(f"{prefix}HEAD")
-    if head_bytes is None:
-        if acked_seq:
-            yield f"HEAD is missing although generation {acked_seq} was acknowledged"
-        if view_head is not None:
-            yield (f"HEAD is missing but the engine loaded generation {view_head[0]} ({view_head[1]}) as its "
-                   "head: every later adoption expects that HEAD and is refused")
-        return
-    try:
-        head = json.loads(head_bytes)
-        seq, name, digest = int(head["seq"]), str(head["manifest"]), str(head["digest"])
-    except (ValueError, KeyError, TypeError) as exc:
-        yield f"HEAD is not a valid head record ({type(exc).__name__})"
-        return
-    data = files.get(f"{prefix}{name}")
-    if data is None:
-        yield f"HEAD names {name}, which does not exist"
-        return
-    if hashlib.sha256(data).hexdigest() != digest:
-        yield f"HEAD names {name}, whose digest does not match"
-        return
-    try:
-        artifacts = json.loads(data)["artifacts"]
-        chunks = [(artifact, str(d), int(n)) for artifact, entry in artifacts.items() for d, n in entry["chunks"]]
-    except (ValueError, KeyError, TypeError) as exc:
-        yield f"manifest {name} does not decode ({type(exc).__name__})"
-        return
-    for artifact, chunk_digest, size in chunks:
-        chunk = files.get(f"{prefix}objects/{chunk_digest}")
-        if chunk is None:
-            yield f"manifest {name}: chunk {chunk_digest[:12]} of {artifact} is missing"
-        elif len(chunk) != size or hashlib.sha256(chunk).hexdigest() != chunk_digest:
-            yield f"manifest {name}: chunk {chunk_digest[:12]} of {artifact} does not match its digest"
-    if seq < acked_seq:
-        yield f"recovered generation {seq} is older than the acknowledged generation {acked_seq}"
-    if view_head is not None and list(view_head) != [seq, name]:
-        yield f"the engine loaded generation {view_head[0]} ({view_head[1]}), HEAD names {seq} ({name})"
+    """Invariant 3, read off the tree (format 2, issue 29): HEAD names a log that exists with a valid header
+    whose record chain verifies (``_logcheck``, an independent reader of the framing); the generation is not
+    older than the newest acknowledged one (a fallback may not lose acknowledged state) and it is the one
+    the engine loaded."""
+    yield from log_head_problems(state.as_dict(), f"{prefix}/" if prefix else "", acked_seq, view_head)
 
 
 def mail_problems(view: Mapping[str, Any], acks: Sequence[Ack], notes: Sequence[Note]) -> Iterator[str]:

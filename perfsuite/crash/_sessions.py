@@ -112,17 +112,18 @@ def run_session_file(env: WorkloadEnv) -> None:
 
 
 def run_session_fault(env: WorkloadEnv) -> None:
-    """Faults declared on the workload: the manifest fsync of the mail publication fails with EIO (a
-    pending publication; ``retry_pending`` acknowledges it once, in a new manifest); a staged chunk's
-    fsync of a root checkpoint fails (pending; abandoned, then checkpointed again)."""
+    """Faults declared on the workload (format 2, issue 29): the log's fdatasync of the mail publication
+    fails with EIO (a pending publication; the log is poisoned and ``retry_pending`` acknowledges it once,
+    rolled over into a new log); the fdatasync of a root checkpoint fails (pending; abandoned, which rolls
+    over again so the abandoned record is never adopted, then checkpointed again)."""
     session = open_portable(env)
     d = SessionDriver(env, session)
     d.turn("turn 1", ROOT, "first question", "first answer")
     d.spawn("spawn a1", "a1", "look something up")
     ack, calls = d.callback()
     try:
-        session.append_mail(ROOT, "mail whose manifest fsync fails", sender="a1", ack=ack)
-        env.note("append_mail returned although its manifest fsync failed", kind="unexpected")
+        session.append_mail(ROOT, "mail whose log fdatasync fails", sender="a1", ack=ack)
+        env.note("append_mail returned although its log fdatasync failed", kind="unexpected")
     except SaveFailed:
         env.note("mail publication failed (pending)")
     if calls and session.pending is not None:
@@ -134,12 +135,12 @@ def run_session_fault(env: WorkloadEnv) -> None:
         session.retry_pending()
     at = d._acked_at(calls, "retried mail")
     if at is not None:
-        d.ack_mail("retried mail", d.find_mail(ROOT, "mail whose manifest fsync fails"), at)
+        d.ack_mail("retried mail", d.find_mail(ROOT, "mail whose log fdatasync fails"), at)
     d.idle()
-    d.add(ROOT, "a turn whose staged chunk fsync fails " + "y" * 300)
+    d.add(ROOT, "a turn whose log fdatasync fails " + "y" * 300)
     try:
         session.checkpoint(ROOT)
-        env.note("checkpoint returned although its staged fsync failed", kind="unexpected")
+        env.note("checkpoint returned although its log fdatasync failed", kind="unexpected")
     except SaveFailed:
         env.note("root checkpoint failed (pending)")
     if session.pending is not None:
@@ -231,12 +232,57 @@ def run_session_async(env: WorkloadEnv) -> None:
     asyncio.run(main())
 
 
+def run_session_group(env: WorkloadEnv) -> None:
+    """Group commit (issue 29) on a real loop: a background delivery accepted with a held admission, three
+    more queued behind the gate meanwhile; released, the job publishes the first, then absorbs the three
+    into one round: one pwrite of three records, one fdatasync, three acknowledgements in order. A crash
+    inside that write leaves a valid prefix of the group, none of it acknowledged. Deterministic: nothing
+    depends on timing (the admission, not a race, keeps the three queued)."""
+    from perfsuite.engine import Admission
+
+    async def main() -> None:
+        session = open_portable(env, offload="thread")
+        d = SessionDriver(env, session)
+        loop = asyncio.get_running_loop()
+
+        async def settled() -> None:
+            while session.activity().job is not None or session.activity().queued:
+                await asyncio.sleep(0.001)
+            await asyncio.sleep(0)
+
+        d.turn("turn 1", ROOT, "question", "answer")
+        for r in range(2):
+            admission = Admission(released=False)
+            bodies = [f"round {r} completion {i}" for i in range(4)]
+            done: list[asyncio.Future[tuple[int, BaseException | None]]] = [loop.create_future() for _ in bodies]
+            for i, body in enumerate(bodies):
+                session.deliver_background(ROOT, body, sender="bg", admission=admission if i == 0 else None,
+                                           ack=lambda e, f=done[i]: f.done() or f.set_result((env.mark(), e)))
+            admission.release()
+            for body, future in zip(bodies, done):
+                at, error = await future
+                if error is None:
+                    d.ack_mail(f"{body} (group)", d.find_mail(ROOT, body), at)
+            await settled()
+            d.deliver(ROOT)
+            d.add(ROOT, f"reply to round {r}")
+            checkpointed: asyncio.Future[tuple[int, BaseException | None]] = loop.create_future()
+            session.request_checkpoint(ROOT, ack=lambda e, f=checkpointed: f.done() or f.set_result((env.mark(), e)))
+            at, error = await checkpointed
+            await settled()
+            if error is None:
+                d.ack_transcript(f"root checkpoint {r} (job)", ROOT, at)
+        d.shutdown("shutdown")
+
+    asyncio.run(main())
+
+
 # -- recovery ----------------------------------------------------------------------------------------------
 def snapshot_session(session: Session) -> dict[str, Any]:
     """What an opened session holds, comparable across recoveries (no epochs, tokens or problem text)."""
     pending = session.pending
     return {
-        "head": [session.head.seq, session.head.manifest] if session.head is not None else None,
+        "head": [session.head.seq, session.head.log] if session.head is not None else None,
         "conversations": {c: b.data() for c, b in sorted(session.buffers.items())},
         "agents": {a: {k: r.get(k) for k in ("status", "activity", "parent")}
                    for a, r in sorted(session.sidecar.agents.items())},
@@ -306,11 +352,13 @@ register_workload(Workload(
     run_session_file, recover_file, session_invariants("file"), setup=setup_file,
 ))
 register_workload(Workload(
-    "session-fault", "portable session: EIO on a manifest fsync (pending, retried) and on a staged chunk fsync "
-    "(pending, abandoned)",
+    "session-fault", "portable session: EIO on the log's fdatasync of a mail publication (pending, retried into "
+    "a new log) and of a root checkpoint (pending, abandoned)",
     run_session_fault, recover_portable, session_invariants("portable"), setup=setup_portable, max_states=1500,
-    faults=(Fault("fsync", nth=3, path="manifest-*.json", error=errno.EIO),
-            Fault("fsync", nth=3, path="conversations__root.jsonl.*", error=errno.EIO)),
+    # the mail's commit point (the third fdatasync), then the root checkpoint's: the fourth one the first
+    # fault did not claim, after the retry's roll-over (its BASE's sync)
+    faults=(Fault("fdatasync", nth=3, path="*.log", error=errno.EIO),
+            Fault("fdatasync", nth=4, path="*.log", error=errno.EIO)),
     head_loss=True,
 ))
 register_workload(Workload(
@@ -321,6 +369,11 @@ register_workload(Workload(
 register_workload(Workload(
     "session-async", "portable session on a running asyncio loop, job steps on the offload thread",
     run_session_async, recover_portable, session_invariants("portable"), setup=setup_portable, max_states=1500,
+))
+register_workload(Workload(
+    "session-group", "portable session on a running loop: deliveries queued behind a held job, absorbed into one "
+    "group commit (one pwrite, one fdatasync for three generations)",
+    run_session_group, recover_portable, session_invariants("portable"), setup=setup_portable, max_states=1500,
 ))
 register_workload(Workload(
     "session-create", "portable session created from nothing: the window before the first HEAD adoption",

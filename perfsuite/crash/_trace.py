@@ -107,10 +107,15 @@ DIR_FSYNC_REJECTED = frozenset(c for c in (errno.EINVAL, getattr(errno, "ENOTSUP
 
 
 class TraceRecorder(RecordingFileSystem):
-    """Records like the engine's recording layer, and also logs failed fsyncs (``fsync_failed`` and
-    ``fsync_dir_failed``) so the model can poison the file's pending data (E1 fsyncgate, invariant 7),
-    and directory fsyncs the file system rejects (``fsync_dir_rejected``: EINVAL, ENOTSUP, ...), which the
-    model treats as a file system that makes its directory entries durable by itself (issue 27 class 2)."""
+    """Records like the engine's recording layer, and also logs failed syncs (``fsync_failed``,
+    ``fdatasync_failed`` and ``fsync_dir_failed``) so the model can poison the file's pending data (E1
+    fsyncgate, invariant 7), and directory fsyncs the file system rejects (``fsync_dir_rejected``: EINVAL,
+    ENOTSUP, ...), which the model treats as a file system that makes its directory entries durable by
+    itself (issue 27 class 2)."""
+
+    def _failed(self, kind: str, path: str) -> None:
+        with self._record_lock:
+            self.ops.append(FsOp(len(self.ops), kind, path, thread=threading.current_thread().name))
 
     def fsync(self, fd: int) -> None:
         path, is_dir = self.path_of(fd)
@@ -120,7 +125,15 @@ class TraceRecorder(RecordingFileSystem):
             kind = "fsync_dir_failed" if is_dir else "fsync_failed"
             if is_dir and exc.errno in DIR_FSYNC_REJECTED:
                 kind = "fsync_dir_rejected"
-            self.ops.append(FsOp(len(self.ops), kind, path, thread=threading.current_thread().name))
+            self._failed(kind, path)
+            raise
+
+    def fdatasync(self, fd: int) -> None:
+        path = self.path_of(fd)[0]
+        try:
+            super().fdatasync(fd)
+        except OSError:
+            self._failed("fdatasync_failed", path)
             raise
 
 

@@ -56,6 +56,7 @@ from perfsuite.engine._latency import (
     QuantileDelay,
     UniformDelay,
 )
+from perfsuite.engine._logstore import GenerationRef, StorageStats
 from perfsuite.engine._memfs import MemoryFileSystem
 from perfsuite.engine._pipeline import PHASES, PublicationReport, SaveFailed, Step
 from perfsuite.engine._profiles import repair_session
@@ -109,6 +110,7 @@ __all__ = [
     "FullRewriteLog",
     "GateAdmitted",
     "GateDrained",
+    "GenerationRef",
     "HeadRef",
     "JobRunner",
     "LatencyFileSystem",
@@ -147,6 +149,7 @@ __all__ = [
     "SimulatedCrash",
     "StaleHead",
     "Step",
+    "StorageStats",
     "SystemClock",
     "TranscriptError",
     "TranscriptLog",

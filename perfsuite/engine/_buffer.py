@@ -8,10 +8,11 @@ grows with what changed, not with the transcript (E4, E7 prefix reuse).
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from perfsuite.engine._jsonl import Message
 
@@ -42,6 +43,47 @@ class FrozenText:
         return data[offset - line_start :]
 
 
+class OffsetsView(Sequence[int]):
+    """The first ``count`` entries of an append-only list (the prompt index as a freeze saw it): O(1) to
+    take, never a copy (issue 29: copying a 100 MB session's index at every checkpoint cost O(session));
+    a rewrite replaces the buffer's list instead of changing it, so a view never changes."""
+
+    __slots__ = ("_count", "_items")
+
+    def __init__(self, items: list[int], count: int) -> None:
+        self._items, self._count = items, count
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        if isinstance(index, slice):
+            return self._items[slice(*index.indices(self._count))]
+        if not -self._count <= index < self._count:
+            raise IndexError(index)
+        return self._items[index % self._count]
+
+    def __iter__(self) -> Iterator[int]:
+        return itertools.islice(self._items, self._count)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, tuple, OffsetsView)):
+            return len(other) == self._count and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def tolist(self) -> list[int]:
+        return self._items[: self._count]
+
+    def __repr__(self) -> str:
+        return f"OffsetsView({self._count} offsets)"
+
+
 class ConversationBuffer:
     """One conversation's live transcript. Not thread-safe for writers: the loop thread owns it.
 
@@ -63,6 +105,7 @@ class ConversationBuffer:
         self.first_user_preview = ""
         self.latest_user_preview = ""
         self._edit_floor = 1 << 62  # earliest offset rewritten since the last freeze
+        self.resets = 0  # how many times the line list (and the prompt index) was replaced: a rewrite
         self._reset(list(lines))
         self.dirty_from = self.size  # what was loaded is what is committed
 
@@ -74,6 +117,11 @@ class ConversationBuffer:
     @property
     def ends(self) -> list[int]:
         return self._ends
+
+    @property
+    def line_list(self) -> list[bytes]:
+        """The append-only line list itself (what a freeze views; a rewrite replaces it)."""
+        return self._lines
 
     def __len__(self) -> int:
         return len(self._lines)
@@ -118,6 +166,7 @@ class ConversationBuffer:
         self.tick += 1
 
     def _reset(self, lines: list[bytes]) -> None:
+        self.resets += 1
         self._lines = []
         self._ends = []
         self.receipts = {}
@@ -166,7 +215,7 @@ class ConversationBuffer:
             "turn_count": len(self.user_lines),
             "messages": len(self._lines),
             "bytes": self.size,
-            "prompt_index": list(self.user_offsets),
+            "prompt_index": OffsetsView(self.user_offsets, len(self.user_offsets)),
             "first_user_preview": self.first_user_preview,
             "latest_user_preview": self.latest_user_preview,
         }

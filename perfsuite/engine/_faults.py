@@ -16,7 +16,8 @@ from typing import Literal
 from perfsuite.engine._fs import DelegatingFileSystem, FileSystem
 
 OpKind = Literal[
-    "open", "write", "fsync", "fsync_dir", "close", "replace", "mkdir", "remove", "rmdir", "truncate", "any"
+    "open", "write", "pwrite", "fsync", "fdatasync", "fsync_dir", "close", "replace", "mkdir", "remove", "rmdir",
+    "truncate", "any"
 ]
 
 
@@ -30,7 +31,8 @@ class Fault:
     absolute path or the basename).
 
     - ``error``: raise ``OSError(error)`` instead of performing it;
-    - ``partial``: for a write, write this many bytes first, then raise ``error`` (ENOSPC mid-write);
+    - ``partial``: for a write or pwrite, write this many bytes first, then raise ``error`` (ENOSPC
+      mid-write);
     - ``crash``: "before" or "after" the operation, raise :class:`SimulatedCrash` (or SIGKILL the
       process when the layer's ``on_crash`` is "kill").
     ``repeat`` keeps failing every later match too (a disk that stays full).
@@ -140,10 +142,27 @@ class FaultyFileSystem(DelegatingFileSystem):
         self._after(fault)
         return n
 
+    def pwrite(self, fd: int, data: bytes, offset: int) -> int:
+        fault = self._guard("pwrite", self.path_of(fd)[0])
+        if fault is not None and fault.partial is not None:
+            if fault.partial > 0:
+                super().pwrite(fd, data[: fault.partial], offset)
+            code = fault.error if fault.error is not None else errno.ENOSPC
+            raise OSError(code, os.strerror(code), self.path_of(fd)[0])
+        n = super().pwrite(fd, data, offset)
+        self._after(fault)
+        return n
+
     def fsync(self, fd: int) -> None:
         path, is_dir = self.path_of(fd)
         fault = self._guard("fsync_dir" if is_dir else "fsync", path)
         super().fsync(fd)
+        self._after(fault)
+
+    def fdatasync(self, fd: int) -> None:
+        path = self.path_of(fd)[0]
+        fault = self._guard("fdatasync", path)
+        super().fdatasync(fd)
         self._after(fault)
 
     def close(self, fd: int) -> None:

@@ -97,9 +97,8 @@ class FilePublication:
             else:
                 log.replace_all([Message.from_json(json.loads(line)) for line in lines])
             self.session.log_written[conversation] = frozen.size
-        for item in self.batch.inputs:
-            if item.document is not None:
-                self.sidecar_bytes = item.payload()
+        if self.batch.document is not None:
+            self.sidecar_bytes = encode_sidecar(self.batch.document)
 
     def _hash(self) -> None:
         self.digest = digest_bytes(self.sidecar_bytes)
@@ -321,9 +320,12 @@ class FileSession(Session):
     def _finish(self, publication: Any) -> None:  # type: ignore[override]
         batch = publication.batch
         self._install(batch, {})
-        for item in batch.inputs:
-            if item.artifact.startswith(ATTACHMENT_PREFIX) and item.data is not None:
-                self.fs.atomic_replace(self.path("attachments", item.artifact[len(ATTACHMENT_PREFIX):]), item.data)
+        for name, data in batch.attachments.items():
+            self.fs.atomic_replace(self.path("attachments", name[len(ATTACHMENT_PREFIX):]), data)
+
+    def _freeze_sidecar(self, owner: str, receipts: Any, projection: Any, marker: Any) -> tuple[None, dict[str, Any]]:
+        """The file-backed profile writes the whole detached sidecar (its commit point), not a delta."""
+        return None, self.sidecar.detach(owner, receipts, projection or self.sidecar.root, marker)
 
     def _freeze_attachments_dir(self) -> None:
         self.fs.makedirs(self.path("attachments"))
@@ -331,12 +333,6 @@ class FileSession(Session):
     def attach(self, name: str, data: bytes) -> None:
         self._freeze_attachments_dir()
         super().attach(name, data)
-
-    def _recover_staging(self) -> None:  # no staging area: transcripts are written in place
-        return None
-
-    def _discard_unadopted(self, batch: Batch) -> None:  # no staging, no manifests
-        return None
 
     def _roll_back(self, pending: Any) -> None:
         """Abandon's rollback (issue 27 defect 3): transcripts are written in place, so the abandoned

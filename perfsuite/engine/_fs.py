@@ -84,8 +84,19 @@ class FileSystem(ABC):
         """One ``write`` call; may be short. Use :meth:`write_all` to write everything."""
 
     @abstractmethod
+    def pwrite(self, fd: int, data: bytes, offset: int) -> int:
+        """One ``pwrite`` call at ``offset`` (the descriptor's position is unchanged); may be short. Use
+        :meth:`pwrite_all` to write everything. An overwrite inside a file's durable size needs no
+        metadata change, so one :meth:`fdatasync` makes it durable (format 2's session log, issue 29)."""
+
+    @abstractmethod
     def fsync(self, fd: int) -> None:
         """fsync a file descriptor (file or directory); errors propagate unchanged."""
+
+    @abstractmethod
+    def fdatasync(self, fd: int) -> None:
+        """fdatasync a file: its data, and the metadata needed to read it back (a size change), not its
+        timestamps; a durability point like fsync (E1). Errors propagate unchanged."""
 
     @abstractmethod
     def close(self, fd: int) -> None: ...
@@ -140,6 +151,26 @@ class FileSystem(ABC):
             if n <= 0:
                 raise OSError(errno.EIO, "write made no progress")
             written += n
+
+    def pwrite_all(self, fd: int, data: bytes | memoryview, offset: int) -> None:
+        """Write every byte at ``offset``, looping over short writes; an error mid-way leaves a partial write."""
+        whole = data if isinstance(data, bytes) else bytes(data)
+        written = self.pwrite(fd, whole, offset) if whole else 0
+        while written < len(whole):
+            n = self.pwrite(fd, whole[written:], offset + written)
+            if n <= 0:
+                raise OSError(errno.EIO, "pwrite made no progress")
+            written += n
+
+    def fdatasync_file(self, fd: int, path: str = "?") -> None:
+        """fdatasync a file. A failure raises :class:`FsyncFailed`: the file's unsynced contents are unknown
+        from now on and it is never synced again (fsyncgate, E1)."""
+        try:
+            self.fdatasync(fd)
+        except FsyncFailed:
+            raise
+        except OSError as exc:
+            raise FsyncFailed(exc.errno, f"fdatasync failed: {exc.strerror}", path) from exc
 
     def fsync_file(self, fd: int, path: str = "?") -> None:
         """fsync a file. A failure raises :class:`FsyncFailed`; callers must not retry it (fsyncgate)."""
@@ -268,8 +299,14 @@ class OsFileSystem(FileSystem):
     def write(self, fd: int, data: bytes) -> int:
         return os.write(fd, data)
 
+    def pwrite(self, fd: int, data: bytes, offset: int) -> int:
+        return os.pwrite(fd, data, offset)
+
     def fsync(self, fd: int) -> None:
         os.fsync(fd)
+
+    def fdatasync(self, fd: int) -> None:
+        _fdatasync(fd)
 
     def close(self, fd: int) -> None:
         os.close(fd)
@@ -320,6 +357,25 @@ class OsFileSystem(FileSystem):
         return os.stat(path).st_size
 
 
+def _full_fsync(fd: int) -> None:
+    """macOS: fsync does not flush the drive's cache; F_FULLFSYNC does (as LevelDB's SyncFd), still one
+    durability point. Falls back to fsync where the file system refuses it."""
+    import fcntl
+
+    try:
+        fcntl.fcntl(fd, fcntl.F_FULLFSYNC)  # type: ignore[attr-defined]
+    except OSError:
+        os.fsync(fd)
+
+
+if hasattr(os, "fdatasync"):
+    _fdatasync = os.fdatasync
+elif sys.platform == "darwin":  # pragma: no cover - exercised on macOS only
+    _fdatasync = _full_fsync
+else:  # pragma: no cover - Windows: no fdatasync, a full fsync is the barrier
+    _fdatasync = os.fsync
+
+
 class DelegatingFileSystem(FileSystem):
     """Base for wrappers: every primitive forwards to ``inner``; the fd-to-path map names operations."""
 
@@ -358,8 +414,14 @@ class DelegatingFileSystem(FileSystem):
     def write(self, fd: int, data: bytes) -> int:
         return self.inner.write(fd, data)
 
+    def pwrite(self, fd: int, data: bytes, offset: int) -> int:
+        return self.inner.pwrite(fd, data, offset)
+
     def fsync(self, fd: int) -> None:
         self.inner.fsync(fd)
+
+    def fdatasync(self, fd: int) -> None:
+        self.inner.fdatasync(fd)
 
     def close(self, fd: int) -> None:
         self.inner.close(fd)

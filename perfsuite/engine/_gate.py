@@ -94,6 +94,12 @@ class MutationGate:
         finally:
             self.preparing = None
 
+    def run_next(self) -> None:
+        """Run the next queued preparation now, although the gate is held: only the holder of the accepted
+        job calls this, to absorb queued work into its next round (group commit, issue 29)."""
+        if self.queue:
+            self._run(self.queue.popleft())
+
     def pump(self) -> int:
         """Run queued preparations while the gate is free (each may accept a job and hold it again)."""
         ran = 0

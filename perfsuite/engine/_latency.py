@@ -261,8 +261,9 @@ def _creates_exclusively(flags: int) -> bool:
 
 
 class LatencyFileSystem(DelegatingFileSystem):
-    """Wraps ``inner`` and tops up fsync (file and directory), replace and exclusive create with the
-    model's drawn delays, on the thread that issued the call. Everything else passes through."""
+    """Wraps ``inner`` and tops up fsync (file and directory), fdatasync (the fsync distribution), replace
+    and exclusive create with the model's drawn delays, on the thread that issued the call. Everything
+    else passes through."""
 
     def __init__(self, inner: FileSystem, model: DelayModel) -> None:
         super().__init__(inner)
@@ -289,6 +290,12 @@ class LatencyFileSystem(DelegatingFileSystem):
         started = self.model.start()
         super().fsync(fd)
         self.model.settle("fsync_dir" if is_dir else "fsync", started)
+
+    def fdatasync(self, fd: int) -> None:
+        """A data sync draws the file fsync distribution: the device cost of a flush is the same (M10)."""
+        started = self.model.start()
+        super().fdatasync(fd)
+        self.model.settle("fsync", started)
 
     def replace(self, src: str, dst: str) -> None:
         started = self.model.start()

@@ -24,11 +24,15 @@ MANIFEST_PREFIX = "manifest-"
 STAGING = "staging"
 LOGS = "logs"
 FORMAT_NAME = "perfsuite-session"
-#: The persisted format this engine writes (issue 21). It is named in HEAD and in every manifest; open reads
-#: every version in READABLE_VERSIONS and refuses a newer one with one line, before it writes anything.
-FORMAT_VERSION = 1
+#: The persisted format this engine writes (issue 21). It is named in HEAD (and in every log header, and in
+#: format 1's manifests); open reads every version in READABLE_VERSIONS and refuses a newer one with one line,
+#: before it writes anything. Format 2 (issue 29) is the session log; format 1 (HEAD naming a manifest of
+#: content-addressed chunks) is read, and migrated on open.
+FORMAT_VERSION = 2
 READABLE_VERSIONS = range(1, FORMAT_VERSION + 1)
 FORMAT = f"{FORMAT_NAME}/{FORMAT_VERSION}"
+FORMAT_1 = f"{FORMAT_NAME}/1"  # what format 1's HEAD and manifests say (repair of a format-1 session writes it)
+LOG_DIR = "log"  # format 2: log/<n>.log
 
 
 class SessionError(Exception):
@@ -102,7 +106,7 @@ class HeadRef:
     parent: str | None = None  # the previously adopted manifest: where a fallback starts
 
     def to_json(self) -> dict[str, Any]:
-        return {"format": FORMAT, "seq": self.seq, "manifest": self.manifest, "digest": self.digest,
+        return {"format": FORMAT_1, "seq": self.seq, "manifest": self.manifest, "digest": self.digest,
                 "epoch": self.epoch, "parent": self.parent}
 
     @classmethod
@@ -123,7 +127,7 @@ class Manifest:
 
     def encode(self) -> bytes:
         record = {
-            "format": FORMAT,
+            "format": FORMAT_1,
             "seq": self.seq,
             "epoch": self.epoch,
             "parent": self.parent,

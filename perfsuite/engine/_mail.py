@@ -28,8 +28,7 @@ class Mail:
         return record
 
     def _new_mail(self, to: str, sender: str, kind: str, body: str) -> MailRecord:
-        number = self.sidecar.next_mail
-        self.sidecar.next_mail += 1
+        number = self.sidecar.take_mail_number()
         return MailRecord(f"m{self.epoch}-{number}", to, sender, kind, body, self.clock.wall())
 
     def publish_result(self, agent: str, body: str, *, token: Token | None = None) -> MailRecord:

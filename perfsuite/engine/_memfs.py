@@ -99,9 +99,22 @@ class MemoryFileSystem(FileSystem):
         state.position = end
         return len(data)
 
+    def pwrite(self, fd: int, data: bytes, offset: int) -> int:
+        state = self._fds[fd]
+        if state.inode is None:
+            raise _error(errno.EISDIR, state.path)
+        buffer = state.inode.data
+        if offset > len(buffer):
+            buffer.extend(b"\0" * (offset - len(buffer)))
+        buffer[offset : offset + len(data)] = data
+        return len(data)
+
     def fsync(self, fd: int) -> None:
         if fd not in self._fds:
             raise _error(errno.EBADF, "?")
+
+    def fdatasync(self, fd: int) -> None:
+        self.fsync(fd)
 
     def close(self, fd: int) -> None:
         del self._fds[fd]

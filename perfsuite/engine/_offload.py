@@ -13,7 +13,7 @@ from typing import Any
 
 from perfsuite.engine._fs import OsFileSystem
 from perfsuite.engine._generations import GenerationStore
-from perfsuite.engine._pipeline import Batch, StageInput, hash_staged, remove_staging, stage_batch, staging_dir_for
+from perfsuite.engine._pipeline import StageJob, hash_staged, stage_batch
 from perfsuite.engine._recording import FsOp, RecordingFileSystem
 
 #: how much the process offload's warm-up stages and hashes (one default chunk)
@@ -27,6 +27,17 @@ class Offload(ABC):
 
     @abstractmethod
     def submit(self, func: Callable[..., Any], *args: Any) -> cf.Future[Any]: ...
+
+    def submit_local(self, func: Callable[..., Any], *args: Any) -> cf.Future[Any]:
+        """A blocking step that needs this process's own state (format 2's commit and adopt use the open,
+        flock-ed log): off the loop thread, never in another process."""
+        return self.submit(func, *args)
+
+    def chains(self, step: Any, following: Any) -> bool:
+        """Whether ``following``, the blocking step after ``step``, may run on the same worker right after
+        it, in one hand-off (issue 29: a hand-off to the worker and back costs more than a small step's
+        work). Only where both run in this process: never across a process boundary."""
+        return False
 
     def shutdown(self) -> None:
         return None
@@ -58,6 +69,9 @@ class ThreadOffload(Offload):
     def submit(self, func: Callable[..., Any], *args: Any) -> cf.Future[Any]:
         return self._pool.submit(func, *args)
 
+    def chains(self, step: Any, following: Any) -> bool:
+        return True  # every step runs on this one thread
+
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True)
 
@@ -65,14 +79,12 @@ class ThreadOffload(Offload):
 def _portable(args: tuple[Any, ...]) -> tuple[Any, ...]:
     """Arguments a worker process can take: the worker's I/O layer (``fs.for_worker()``: the real one, plus
     any simulated device latency; a recording or fault-injecting wrapper's state cannot cross a process
-    boundary, :func:`_recorded_step` puts a recording layer back in the worker) and batches with their
-    bytes materialised."""
+    boundary, :func:`_recorded_step` puts a recording layer back in the worker) and stage jobs with their
+    bytes materialised (the publication prepares them so: ``Publication.process``)."""
     converted: list[Any] = []
     for arg in args:
         if isinstance(arg, GenerationStore):
             arg = GenerationStore(arg.root, arg.fs.for_worker())
-        elif isinstance(arg, Batch):
-            arg = arg.for_offload()
         converted.append(arg)
     return tuple(converted)
 
@@ -97,7 +109,9 @@ def _recorder_of(args: tuple[Any, ...]) -> RecordingFileSystem | None:
 
 
 class ProcessOffload(Offload):
-    """One worker process (forkserver: no inherited threads or locks). Steps run on the real layer; when the
+    """One worker process (forkserver: no inherited threads or locks) for the CPU-heavy steps (stage, hash:
+    pure functions of materialised bytes); the steps that use this process's open log (commit, adopt) run
+    on one thread here (:meth:`submit_local`). A worker step given a store runs on the real layer; when the
     caller's store records (E1), the worker records too and its operations are relayed into the caller's log."""
 
     name = "process"
@@ -106,6 +120,13 @@ class ProcessOffload(Offload):
         methods = multiprocessing.get_all_start_methods()
         context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
         self._pool = cf.ProcessPoolExecutor(max_workers=1, mp_context=context)
+        self._local = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="perfsuite-publish")
+
+    def submit_local(self, func: Callable[..., Any], *args: Any) -> cf.Future[Any]:
+        return self._local.submit(func, *args)
+
+    def chains(self, step: Any, following: Any) -> bool:
+        return bool(getattr(step, "local", False) and getattr(following, "local", False))  # commit, then adopt
 
     def submit(self, func: Callable[..., Any], *args: Any) -> cf.Future[Any]:
         recorder = _recorder_of(args)
@@ -129,29 +150,23 @@ class ProcessOffload(Offload):
         inner.add_done_callback(relay)
         return outer
 
-    def warm_up(self, store: GenerationStore | None = None, nbytes: int = WARM_UP_BYTES) -> None:
+    def warm_up(self, store: Any = None, nbytes: int = WARM_UP_BYTES) -> None:
         """Start the worker and run the real code path once, outside any measured publication: stage and
-        hash ``nbytes`` of representative bytes through :meth:`submit` into a throwaway staging directory
-        of ``store`` (then removed), so the first real publication pays neither the worker's start nor its
-        import of the engine. Without a store, only the start."""
-        if store is None:
+        hash ``nbytes`` of representative bytes through :meth:`submit`, so the first real publication pays
+        neither the worker's start nor its import of the engine (nothing is written: the worker's steps are
+        pure). ``nbytes`` 0: only the start."""
+        if not nbytes:
             self._pool.submit(int, 0).result()
             return
-        ident = f"warm-up-{os.getpid()}-{id(self):x}"
         size = max(1, nbytes)
         data = (b"warm-up publication bytes " * (size // 26 + 1))[:size]
-        batch = Batch(id=ident, kind="warm-up", epoch=0, base=None, base_manifest=None,
-                      inputs=[StageInput("warm-up", 0, 0, size, (), size, data=data)], memos={}, texts={},
-                      receipts={}, projection=None, candidate={}, owner=ident, created=0.0,
-                      staging_dir=staging_dir_for(store, ident))
-        try:
-            staged = self.submit(stage_batch, store, batch).result()
-            self.submit(hash_staged, batch, staged).result()
-        finally:
-            remove_staging(store.fs, batch.staging_dir)
+        jobs = [StageJob(f"warm-up-{os.getpid()}", 0, 0, 0, size, size, None, data=data)]
+        staged = self.submit(stage_batch, jobs).result()
+        self.submit(hash_staged, jobs, staged).result()
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True)
+        self._local.shutdown(wait=True)
 
 
 def make_offload(name: str) -> Offload:

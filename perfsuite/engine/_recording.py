@@ -13,11 +13,16 @@ from dataclasses import dataclass, replace
 
 from perfsuite.engine._fs import DelegatingFileSystem, FileSystem
 
+#: the recorded kinds that write bytes, and the durability points (what a publication pays per commit, E1)
+WRITES = frozenset({"write", "pwrite"})
+DURABILITY_POINTS = frozenset({"fsync", "fdatasync", "fsync_dir", "replace"})
+
 
 @dataclass(frozen=True, slots=True)
 class FsOp:
-    """One recorded operation. ``kind`` is one of: open, write, fsync, fsync_dir, close, replace,
-    mkdir, remove, rmdir, truncate. ``path`` is absolute; ``dst`` is set for replace."""
+    """One recorded operation. ``kind`` is one of: open, write, pwrite, fsync, fdatasync, fsync_dir, close,
+    replace, mkdir, remove, rmdir, truncate. ``path`` is absolute; ``dst`` is set for replace; ``offset`` is
+    where a pwrite wrote (-1 for every other kind). fsync, fdatasync and fsync_dir are durability points."""
 
     seq: int
     kind: str
@@ -27,10 +32,11 @@ class FsOp:
     dst: str = ""
     length: int = 0
     thread: str = ""
+    offset: int = -1
 
     @property
     def nbytes(self) -> int:
-        return len(self.data) if self.kind == "write" else 0
+        return len(self.data) if self.kind in WRITES else 0
 
 
 class RecordingFileSystem(DelegatingFileSystem):
@@ -63,7 +69,7 @@ class RecordingFileSystem(DelegatingFileSystem):
             for op in ops:
                 self.ops.append(replace(op, seq=len(self.ops), thread=f"{origin}:{op.thread}",
                                         data=op.data if self.keep_data else b""))
-                if op.kind == "write":
+                if op.kind in WRITES:
                     self.bytes_written += op.length
 
     def clear(self) -> None:
@@ -90,10 +96,24 @@ class RecordingFileSystem(DelegatingFileSystem):
         self._log("write", path, data=bytes(written) if self.keep_data else b"", length=n)
         return n
 
+    def pwrite(self, fd: int, data: bytes, offset: int) -> int:
+        path = self.path_of(fd)[0]
+        n = super().pwrite(fd, data, offset)
+        written = data[:n] if n < len(data) else data
+        with self._record_lock:
+            self.bytes_written += n
+        self._log("pwrite", path, data=bytes(written) if self.keep_data else b"", length=n, offset=offset)
+        return n
+
     def fsync(self, fd: int) -> None:
         path, is_dir = self.path_of(fd)
         super().fsync(fd)
         self._log("fsync_dir" if is_dir else "fsync", path)
+
+    def fdatasync(self, fd: int) -> None:
+        path = self.path_of(fd)[0]
+        super().fdatasync(fd)
+        self._log("fdatasync", path)
 
     def close(self, fd: int) -> None:
         path, is_dir = self.path_of(fd)

@@ -23,11 +23,13 @@ import os
 import re
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from perfsuite.engine._adoption import choose, survey
 from perfsuite.engine._damage import DAMAGE, describe
 from perfsuite.engine._fs import FileSystem
 from perfsuite.engine._generations import (
+    FORMAT,
     HEAD,
     LEASE,
     LOGS,
@@ -38,9 +40,11 @@ from perfsuite.engine._generations import (
     OwnerProbe,
     SessionError,
     manifest_epoch,
+    read_control,
 )
 from perfsuite.engine._generations import owner_alive as default_probe
-from perfsuite.engine._layout import MANIFEST_PATH_RE
+from perfsuite.engine._layout import LOG_DIR, MANIFEST_PATH_RE
+from perfsuite.engine._logrepair import repair_log_session
 from perfsuite.engine._sidecar import SIDECAR_ARTIFACT, Sidecar, encode_sidecar
 from perfsuite.engine._transcript import MAIN_FILE, TranscriptError, TranscriptLog
 
@@ -49,13 +53,14 @@ RECOVERY = "recovery"
 
 @dataclass(frozen=True, slots=True)
 class RepairReport:
-    """What repair found and did, one line each; ``adopted`` is the generation HEAD now names (portable)."""
+    """What repair found and did, one line each; ``adopted`` is the generation HEAD now names (portable:
+    format 2's ``GenerationRef``, format 1's ``HeadRef``)."""
 
     path: str
     profile: str
     lines: tuple[str, ...]
     changed: bool
-    adopted: HeadRef | None = None
+    adopted: Any = None
 
 
 class Aside:
@@ -90,6 +95,11 @@ def repair_portable(root: str, *, generation: str | int | None, fs: FileSystem,
     aside = Aside(fs, root, lines)
     if not fs.isdir(root):
         raise SessionError(f"{root}: no portable session here")
+    store.check_format()  # never "repair" a session written by a newer perfsuite (issue 21)
+    if _format2(store, fs):
+        adopted2 = repair_log_session(root, generation=generation, fs=fs, owner_alive=owner_alive, aside=aside,
+                                      lines=lines)
+        return RepairReport(root, "portable", tuple(lines), bool(aside.moved or adopted2), adopted2)
     if not fs.isdir(store.path(OBJECTS)):
         raise SessionError(f"{store.path(OBJECTS)}: missing or not a directory: every generation is gone, nothing "
                            "to repair from (restore the session from a backup)")
@@ -115,6 +125,18 @@ def repair_portable(root: str, *, generation: str | int | None, fs: FileSystem,
     finally:
         store.release_lease(lease)
     return RepairReport(root, "portable", tuple(lines), bool(aside.moved or adopted or broke), adopted)
+
+
+def _format2(store: GenerationStore, fs: FileSystem) -> bool:
+    """A format-2 session: a log directory, or a HEAD that says format 2 (format 1: objects/ and HEAD v1)."""
+    if fs.exists(store.path(LOG_DIR)):
+        return True
+    try:
+        data = read_control(fs, store.path(HEAD))
+        record = json.loads(data) if data else None
+    except (SessionError, *DAMAGE):
+        return not fs.exists(store.path(OBJECTS))
+    return isinstance(record, dict) and record.get("format") == FORMAT
 
 
 def _adopt(store: GenerationStore, generation: str | int | None, only: str | None, lines: list[str],

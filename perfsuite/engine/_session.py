@@ -19,6 +19,7 @@ transcripts written in place) is in ``_filesession``.
 from __future__ import annotations
 
 import collections
+import copy
 import gc
 import itertools
 import os
@@ -34,8 +35,6 @@ from perfsuite.engine._fs import FileSystem, OsFileSystem
 from perfsuite.engine._gate import MutationGate, Token
 from perfsuite.engine._generations import (
     LOGS,
-    GenerationStore,
-    HeadRef,
     Lease,
     Manifest,
     OwnerProbe,
@@ -43,7 +42,9 @@ from perfsuite.engine._generations import (
     owner_alive,
 )
 from perfsuite.engine._job import PublicationJob
+from perfsuite.engine._logstore import GenerationRef, LogStore, StorageStats
 from perfsuite.engine._mail import Mail
+from perfsuite.engine._migrate import cleanup_slice, is_migrated_leftover
 from perfsuite.engine._objects import HashMemo
 from perfsuite.engine._observing import Observing
 from perfsuite.engine._offload import Offload
@@ -89,11 +90,11 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
         self.fs = fs
         self.clock = clock
         self.settings = settings
-        self.store = GenerationStore(self.root, fs)
+        self.store = LogStore(self.root, fs, capacity=settings.log_capacity)
         self.lease: Lease | None = None
         self.owner_alive: OwnerProbe = owner_alive
-        self.head: HeadRef | None = None
-        self.manifest: Manifest | None = None
+        self.head: GenerationRef | None = None
+        self.migrated: str | None = None  # what a format-1 session's migration did (issue 29), when it did
         self.memos: dict[str, HashMemo | None] = {}
         self.buffers: dict[str, ConversationBuffer] = {}
         self.sidecar = Sidecar()
@@ -151,6 +152,7 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
         owner_alive: OwnerProbe | None = None,
         runner: JobRunner | None = None,
         faults: FaultHooks | None = None,
+        entropy: Callable[[], str] | None = None,
     ) -> Session:
         """Open (or create) a portable session: take the lease with a new epoch, adopt HEAD after
         verifying every digest, recover pending publications from staging. A lost HEAD is recovered
@@ -162,11 +164,14 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
         real one; a crash checker passes a model in which the processes its crash killed are dead).
         ``runner`` runs accepted jobs (default: the asyncio loop; ``VirtualRunner``: modelled durations in
         virtual time, for the what-if simulator). ``faults`` builds a deliberately broken engine for a
-        checker (:class:`FaultHooks`)."""
+        checker (:class:`FaultHooks`). ``entropy`` returns 32 hex digits per call for the session's id and its
+        logs' salts (default random; a fixture generator passes a seeded one so two builds are identical)."""
         fs = fs or OsFileSystem()
         session = cls(os.fspath(path), fs, clock or SystemClock(), settings or SessionSettings())
         if id_source is not None:
             session.id_source = id_source
+        if entropy is not None:
+            session.store.entropy = entropy
         if runner is not None:
             session.runner = runner
         session.faults = faults
@@ -204,6 +209,42 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
                                owner_alive=owner_alive)
 
     # -- reading ---------------------------------------------------------------------------------------
+    @property
+    def manifest(self) -> Manifest | None:
+        """The committed generation as format 1's manifest: each artifact's chunks and size (the sidecar is
+        format 2's document, :attr:`sidecar`, not an artifact). Built on demand: for callers, not the engine."""
+        if self.profile != "portable":
+            return None
+        state = self.store.state
+        artifacts = {name: artifact.entry() for name, artifact in state.artifacts.items()}
+        return Manifest(state.generation, state.epoch, None, 0.0, artifacts, {"log": self.store.current.number
+                                                                            if self.store.current else 0})
+
+    @property
+    def state(self) -> Any:
+        """The committed state (format 2's :class:`LogState`): artifacts with their chunks and extents, the
+        sidecar document, the log chain's position."""
+        return self.store.state
+
+    def durable_files(self) -> list[str]:
+        """The files the committed generation rests on (format 2): HEAD, the current log and every older
+        log whose bytes its state references (absolute paths, sorted). A checker verifies that none of them
+        had a failed sync before an acknowledgement that rests on them (SPEC section 7, invariant 7)."""
+        if self.profile != "portable" or self.store.current is None:
+            return []
+        logs = self.store.state.logs() | {self.store.current.number}
+        return sorted([self.store.path("HEAD"), *(self.store.log_path(n) for n in logs if n > 0)])
+
+    def storage(self) -> StorageStats:
+        """Disk use of the session's logs (format 2): allocated, used and live bytes, space amplification,
+        bytes appended and roll-overs by this process (issue 29)."""
+        return self.store.space()
+
+    def committed_sidecar(self) -> dict[str, Any]:
+        """A copy of the committed sidecar document (as of the last adopted generation: what a reopen loads),
+        as opposed to :attr:`sidecar`, the live one with tentative and uncommitted changes."""
+        return copy.deepcopy(self.store.state.sidecar)
+
     @property
     def epoch(self) -> int:
         assert self.lease is not None
@@ -256,9 +297,8 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
         if agent in self.buffers or agent == ROOT or "/" in agent:
             raise SessionError(f"{self.root}: agent {agent!r} already exists or is not a valid id")
         owner = self._new_id("spawn")
-        self.sidecar.agents[agent] = {"name": name or agent, "parent": parent, "activity": "idle",
-                                      "status": "active", "created": self.clock.wall()}
-        self.sidecar.tentative[f"agent:{agent}"] = owner
+        self.sidecar.set_agent(agent, {"name": name or agent, "parent": parent, "activity": "idle",
+                                       "status": "active", "created": self.clock.wall()}, owner)
         buffer = self.buffers[agent] = ConversationBuffer(agent)
         if prompt is not None:
             buffer.insert(Message("user", prompt, self.clock.wall()))
@@ -275,7 +315,7 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
         if record is None:
             raise SessionError(f"{self.root}: no agent {agent!r}")
         owner = self._new_id("settle")
-        record.update(status=status, activity=status, settled=self.clock.wall())
+        self.sidecar.update_agent(agent, status=status, activity=status, settled=self.clock.wall())
         if result is not None:
             mail = self._new_mail(str(record.get("parent", ROOT)), agent, "RESULT", result)
             self.sidecar.add_mail(mail, owner)
@@ -287,7 +327,7 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
         self._enter_sync(token)
         if key not in ("goal", "plan", "provider"):
             raise SessionError(f"unknown control key {key!r}: expected goal, plan or provider")
-        self.sidecar.control[key] = value
+        self.sidecar.set_control(key, value)
         self._publish_now("control", ())
 
     # -- transcript streaming (not gated) and observational changes (E7) -------------------------------
@@ -309,7 +349,7 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
         record = self.sidecar.agents.get(agent)
         if record is None:
             raise SessionError(f"{self.root}: no agent {agent!r}")
-        record["activity"] = flavour
+        self.sidecar.update_agent(agent, activity=flavour)
         self._observe()
         self._input("set_activity", agent, flavour=flavour)
 
@@ -343,32 +383,59 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
         return report
 
     # -- generations -----------------------------------------------------------------------------------
-    def retire(self, *, pinned: Iterable[str] = ()) -> tuple[int, bool]:
-        """One idle slice of retirement: old generations beyond ``keep_generations`` (pinned kept), then
-        unreferenced chunks. Returns (removed, more work left)."""
+    def retire(self, *, pinned: Iterable[int | str] = ()) -> tuple[int, bool]:
+        """One idle slice of consolidation (format 2, issue 29), off the acknowledgement path: the format-1
+        leftovers of a migration, then a roll-over when the log is 75 % full or poisoned (its BASE copies
+        the live bytes of logs under half live: compaction), then whole logs nothing retained references
+        (the last ``keep_generations`` generations and the ``pinned`` ones, by number). Returns (removed,
+        more work left). Does nothing while a publication is in hand or pending."""
+        self._check_open()
+        if self.active is not None or self.gate.job is not None or self.pending is not None:
+            return 0, False
         try:
-            return self.store.retire(keep=self.settings.keep_generations, pinned=pinned, head=self.head,
-                                     max_deletions=self.settings.retire_slice, problems=self.problems)
+            if is_migrated_leftover(self):
+                removed, more = cleanup_slice(self, self.settings.retire_slice)
+                if more:
+                    return removed, True
+            log = self.store.current
+            due = log is not None and (log.poisoned or log.filled >= 0.75)
+            if due or not self.store.head_durable:
+                _placed, base = self.store.roll_over((), epoch=self.epoch, compact=True)
+                self.store.state = base
+                self.head = self._generation_ref()
+            numbers = [int(p) for p in pinned if isinstance(p, int) or str(p).isdigit()]
+            return self.store.retire(self.settings.keep_generations, numbers, self.settings.retire_slice,
+                                     self.problems)
         except DAMAGE as exc:
             raise SessionError(f"{self.root}: retirement failed: {describe(exc)}") from exc
 
-    def restore(self, seq: int) -> HeadRef:
-        """Restore generation ``seq`` as a new generation under a new owner epoch; stale candidates
-        (from the old epoch) cannot install afterwards (E3)."""
+    def compact(self) -> StorageStats:
+        """Consolidate on demand (off the acknowledgement path, like :meth:`retire`'s roll-overs): roll over
+        into a new log whose BASE copies every live byte, so once the retained generations are all in the new
+        log, retirement deletes every older one (e.g. before copying a session). Returns the disk use after."""
+        self._enter_sync(None)
+        if self.pending is not None:
+            raise SessionError(f"{self.root}: a pending publication ({self.pending.batch.id}) blocks compaction")
+        _placed, base = self.store.roll_over((), epoch=self.epoch, compact="all")
+        self.store.state = base
+        self.head = self._generation_ref()
+        return self.store.space()
+
+    def restore(self, seq: int) -> GenerationRef:
+        """Restore generation ``seq`` as a new generation under a new owner epoch, written as a roll-over (a
+        new log whose BASE holds that generation's state); stale candidates (from the old epoch) cannot
+        install afterwards (E3)."""
         assert self.lease is not None
-        name = next((n for n in self.store.list_manifests() if f"manifest-{seq:08d}-" in n), None)
-        if name is None:
-            raise SessionError(f"{self.root}: no generation {seq}")
-        old, contents = self.store.load_verified(name, None)
+        self._enter_sync(None)
+        old = self.store.state_at(seq)
+        contents = self.store.verify(old)
         self.lease = self.store.bump_epoch(self.lease)
-        manifest = Manifest(seq=(self.head.seq if self.head else 0) + 1, epoch=self.epoch,
-                            parent=self.head.manifest if self.head else None, created=self.clock.wall(),
-                            artifacts=old.artifacts, meta={"publication": f"restore-{seq}", "kind": "restore"})
-        new = self.store.write_manifest(manifest)
-        self.store.adopt(new, expected=self.head, lease=self.lease)
-        self.head, self.manifest, self.memos = new, manifest, {}
-        self._load_contents(contents)
-        return new
+        old.generation, old.epoch = self.store.state.generation + 1, self.epoch
+        _placed, base = self.store.roll_over((), state=old, epoch=self.epoch, compact=False)
+        self.store.state = base
+        self.memos = {}
+        self._load_state(contents)
+        return self.head  # type: ignore[return-value]
 
     # -- teardown --------------------------------------------------------------------------------------
     def close(self) -> None:
@@ -383,7 +450,8 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
         self.closed = True
 
     def _release_owner(self) -> None:
-        """Give up ownership: the portable profile releases its lease."""
+        """Give up ownership: the portable profile closes its log (its flock) and releases its lease."""
+        self.store.close()
         if self.lease is not None:
             self.store.release_lease(self.lease)
 

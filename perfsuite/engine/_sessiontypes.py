@@ -36,6 +36,12 @@ class SessionSettings:
     # gc.freeze() once the session is open: the loaded state (and everything the application holds by
     # then) leaves the cyclic collector, so later full collections do not traverse it (M10 mitigation)
     freeze_loaded: bool = False
+    # format 2 (issue 29): each session log is preallocated to this many bytes (real zeros); a record larger
+    # than what is left rolls over into a log of max(capacity, 2 x needed). Tests and campaigns use small ones.
+    log_capacity: int = 16 * 1024 * 1024
+    # group commit (issue 29): publications that become pending while the job's sync is in flight are
+    # written together when it returns and share the next fdatasync (each its own generation)
+    group_commit: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,13 +93,30 @@ class FaultHooks:
     ``recover_head``: replaces the proof of adoption when HEAD is lost or does not verify; called as
     ``recover_head(store, hint, problems)`` with the session's generation store and returns what open loads
     (head, manifest, contents, problems), like the engine's own recovery (E3).
-    ``retire_newer``: retirement also deletes generations newer than HEAD's.
+    ``retire_newer``: retirement also deletes generations newer than HEAD's (format 2: open deletes every
+    log newer than HEAD's as an orphan, adopted or not).
     ``cut_at_first_bad_line``: a transcript's first undecodable line ends it, wherever it is (the rest is
     set aside as a torn tail) and no committed size is checked (E2).
+
+    Format 2's commit path (issue 29), consulted by the log store on the I/O layer they ride on:
+    ``head_before_base_sync``: a roll-over replaces HEAD before the new log's BASE is fdatasynced.
+    ``fsyncgate_ignored``: a failed write or fdatasync does not poison the log: the retry appends to it
+    and syncs it again (E1 forbids it).
+    ``damage_as_torn``: any invalid record ends the log as a torn tail, wherever it is (mid-log damage
+    and a flipped byte in the last record are dropped, RocksDB's point-in-time recovery).
+    ``skip_record_checksum``: a record whose header verifies is accepted without its sha256.
+    ``skip_log_identity``: a log is accepted whatever session, number or salt its header names.
+    ``readopt_as_new``: a roll-over whose HEAD replace landed but failed (its directory fsync) is taken as
+    not landed, and the session goes on appending to the log it left, which HEAD may no longer name
+    (issue 27 defect 2's shape, planted back: format 1 retried a failed adoption as a new generation and
+    could delete the manifest HEAD named on disk).
+    (``recover_head``, for format 2, is called as ``recover_head(store, problems)`` and returns HEAD and
+    problem lines, like ``_logadoption.recover_lost_head``.)
     ``accept_partial_line``: a last line without its newline that still decodes is loaded as a message
     instead of being recovered as a torn tail (E2; the next append then merges into it).
-    ``skip_lease_check``: head adoption no longer checks that the lease still names the caller's token and
-    epoch, so a writer whose lease another owner broke can still adopt (E3 fencing).
+    ``skip_lease_check``: the commit point no longer re-checks that the lease still names the caller's token
+    and epoch (format 2: before a record is written and after its fdatasync), so a writer whose lease
+    another owner broke can still write and acknowledge (E3 fencing).
 
     Session hooks (issue 27's seeded bugs; ``Session.open(..., faults=...)``):
     ``steal_pid_lock``: before the file-backed commit point, a ``session.pid`` that no longer names this
@@ -102,10 +125,9 @@ class FaultHooks:
     staying in the ledger until the receiving transcript commits its receipt (E7 at-least-once).
     ``ack_blocked_checkpoint``: ``request_checkpoint(ack=...)`` while a pending publication holds automatic
     checkpoints back acknowledges ``None`` at once (issue 27 defect 1, planted back).
-    ``readopt_as_new``: a committed generation whose adoption failed is retried as a new generation, and a
-    failed attempt's cleanup may delete the manifest HEAD names on disk (issue 27 defect 2, planted back).
-    ``abandon_in_memory``: abandon rolls back in memory only: HEAD or the file-backed sidecar and
-    transcripts keep what the abandoned publication wrote (issue 27 defect 3, planted back)."""
+    ``abandon_in_memory``: abandon rolls back in memory only: the session log (format 2: no roll-over past
+    the abandoned record) or the file-backed sidecar and transcripts keep what the abandoned publication
+    wrote (issue 27 defect 3, planted back)."""
 
     acknowledge_after: str | None = None
     reorder_steps: Callable[[Iterator[Step]], Iterator[Step]] | None = None
@@ -113,6 +135,11 @@ class FaultHooks:
     recover_head: Callable[[Any, Any, list[str]], tuple[Any, Any, dict[str, bytes], list[str]]] | None = None
     retire_newer: bool = False
     cut_at_first_bad_line: bool = False
+    head_before_base_sync: bool = False
+    fsyncgate_ignored: bool = False
+    damage_as_torn: bool = False
+    skip_record_checksum: bool = False
+    skip_log_identity: bool = False
     accept_partial_line: bool = False
     skip_lease_check: bool = False
     steal_pid_lock: bool = False
@@ -146,17 +173,17 @@ def artifact_for(conversation: str) -> str:
 
 @dataclass
 class PendingPublication:
-    """A batch that failed before adoption: its frozen bytes are kept (in memory and under staging/),
-    its acknowledgements are unresolved, and it blocks teardown until retried or abandoned (E4)."""
+    """A batch that failed before adoption: its frozen bytes are kept (in memory: format 2 stages nothing
+    on disk), its acknowledgements are unresolved, and it blocks teardown until retried or abandoned (E4)."""
 
     batch: Batch
     phase: str
     error: str
     acks: list[Ack]
-    recovered: bool = False  # found on disk after a crash rather than failed in this process
-    # The failed publication itself when its generation was committed and only adoption failed: a retry
-    # adopts that generation again instead of committing a new one (issue 27 defect 2).
-    committed: Any = None
+    recovered: bool = False  # found on disk after a crash rather than failed in this process (format 1)
+    # Its record reached the log without being installed (the log is poisoned): an abandon rolls over so the
+    # abandoned generation is never adopted by a reopen (issue 27 defect 3).
+    written: bool = False
 
 
 @dataclass

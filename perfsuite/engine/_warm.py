@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from typing import Any
 
 from perfsuite.engine._events import GateDrained
 from perfsuite.engine._gate import DrainRefused, Preparation, Token
@@ -58,13 +59,24 @@ class WarmLocal:
     def accept_job(self, batch: Batch, token: Token, acks: Iterable[Ack] = (), *,
                    admission: Admission | None = None) -> PublicationJob:
         """Accept a publication job from inside a preparation (its token proves it holds the gate).
-        The gate stays held until the job's finish; without a running loop the job is drained inline."""
+        The gate stays held until the job's finish; without a running loop the job is drained inline.
+        While the running job absorbs the preparations queued behind it (group commit, issue 29), the
+        publication joins its next round instead: its own generation, sharing the round's fdatasync."""
         if not self.gate.holds(token):
             raise DrainRefused("a job can only be accepted by the preparation that holds the gate")
         acks = list(acks)
         publication = self.publication(batch)
+        offload = self.offload()
+        publication.process = isinstance(offload, ProcessOffload)  # stage jobs carry their bytes to the worker
         self._apply_faults(publication, acks)
-        job = PublicationJob(publication, self.offload(), lambda j: self._job_done(j, acks), admission=admission)
+        running = self.gate.job
+        if running is not None and running.absorbing is not None:
+            running.absorbing.append((publication, acks, admission))
+            self._watch(publication, "job")
+            return running
+        job = PublicationJob(publication, offload, self._job_released, admission=admission, acks=acks,
+                             on_round=self._round_done,
+                             absorb=self._absorb if self.settings.group_commit else None)
         self.gate.job = job
         self.active = publication
         self.jobs.append(job)
@@ -72,22 +84,47 @@ class WarmLocal:
         self.runner.start(job)  # the running loop (or inline without one); virtual time in the simulator
         return job
 
-    def _job_done(self, job: PublicationJob, acks: list[Ack]) -> None:
-        """The job's last step ran: release the gate, then acknowledge once (success), or retain the
-        batch as the pending publication and report save failed (no acknowledgement yet)."""
-        publication = job.publication
+    def _round_done(self, job: PublicationJob, members: list[tuple[Any, list[Ack]]]) -> None:
+        """A round of the job ended: each member, in order, is acknowledged once (success), or retained as
+        the pending publication with save failed reported (no acknowledgement yet)."""
+        for publication, acks in members:
+            self.reports.append(publication.report())
+            self._settled(publication)
+            if publication.outcome == "failed":
+                self._retain(publication, acks, publication.error or RuntimeError("failed"))
+                self.problems.append(self.save_failed or "save failed")
+            else:
+                if publication.error is not None:
+                    self.problems.append(f"after adoption of {publication.batch.id}: {publication.error}")
+                AckSet(acks).resolve(None)
+        if job.done:
+            self._schedule_pump()  # the gate is free: queued preparations go next, from the loop
+
+    def _absorb(self, job: PublicationJob) -> list[tuple[Any, list[Ack], Admission | None]]:
+        """Group commit (issue 29): run the preparations queued behind the job while it still holds the gate
+        (each with its own token, as the pump would); those that accept a job join its next round. Stops at
+        one whose admission is not released (the round waits for it). Nothing while a publication is
+        pending (its retry or abandon comes first) or the session is closing."""
+        if self.closed or self.stopping or self.pending is not None or not self.gate.queue:
+            return []
+        job.absorbing = []
+        try:
+            while self.gate.queue and job.absorbing is not None:
+                try:
+                    self.gate.run_next()
+                except Exception as exc:  # a preparation's own failure must not strand the gate
+                    self.problems.append(f"a queued preparation failed while absorbed: {type(exc).__name__}: {exc}")
+                if any(a is not None and not a.released for _p, _acks, a in job.absorbing):
+                    break
+            return job.absorbing
+        finally:
+            job.absorbing = None
+
+    def _job_released(self, job: PublicationJob) -> None:
+        """The job's last round ended: release the gate (its members are resolved next, then the queued
+        preparations go, from the loop: ``_round_done``)."""
         self.gate.job = None
         self.active = None
-        self.reports.append(publication.report())
-        self._settled(publication)
-        if publication.outcome == "failed":
-            self._retain(publication, acks, publication.error or RuntimeError("failed"))
-            self.problems.append(self.save_failed or "save failed")
-        else:
-            if publication.error is not None:
-                self.problems.append(f"after adoption of {publication.batch.id}: {publication.error}")
-            AckSet(acks).resolve(None)
-        self._schedule_pump()
 
     def _schedule_pump(self) -> None:
         """Queued preparations run once the gate is free, from the loop (never on a draining stack)."""
@@ -144,8 +181,8 @@ class WarmLocal:
         (which freezes later, so it covers the edit), never into a running one that froze before it."""
         key = f"checkpoint:{conversation}"
         running = self.gate.job
-        if ack is None and running is not None and running.publication.batch.kind == "checkpoint" \
-                and conversation in running.publication.batch.texts:
+        if ack is None and running is not None and any(p.batch.kind == "checkpoint" and conversation in p.batch.texts
+                                                       for p in running.publications):
             self._input("request_checkpoint", conversation)
             return False  # coalesced; later edits stay dirty for the next opportunity
         if key in self.gate.queued_keys():

@@ -6,6 +6,7 @@ this module is a command, not library code.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
@@ -54,15 +55,19 @@ def session_demo(root: str) -> None:
     mark = fs.mark()
     report = session.checkpoint()
     ops = fs.since(mark)
+    syncs = sum(op.kind in ("fsync", "fdatasync", "fsync_dir") for op in ops)
     print(f"checkpoint: generation {report.seq}, {report.new_chunks} new chunk(s), "
-          f"{sum(op.nbytes for op in ops)} bytes written, {sum(op.kind.startswith('fsync') for op in ops)} fsyncs; "
+          f"{sum(op.nbytes for op in ops)} bytes written, {syncs} syncs; "
           f"phases (ms): " + ", ".join(f"{k} {v:.2f}" for k, v in report.phases_ms.items()))
     session.set_activity("researcher", "permission-blocked")
     registry = session.save_registry()
     print(f"sidecar-only registry save: generation {registry.seq}, changed {', '.join(registry.changed)}")
     with open(os.path.join(path, "HEAD"), encoding="utf-8") as handle:
-        head = handle.read()
-    print(f"HEAD names: {head}")
+        head = json.loads(handle.read())
+    storage = session.storage()
+    print(f"HEAD names {head['log']} (format 2: moved only at roll-over; its BASE is generation "
+          f"{head['generation']}, the records after it go up to generation {registry.seq}); "
+          f"{storage.logs} log, {storage.used} of {storage.allocated} preallocated bytes used")
     session.close()
     reopened = Session.open(path)
     print(f"reopened in epoch {reopened.epoch}: root has {len(reopened.buffers['root'])} messages, "
@@ -84,7 +89,7 @@ def transcript_demo(root: str) -> None:
         mark = fs.mark()
         outcome = commit_turn(log, turn)
         ops = fs.since(mark)
-        fsyncs = sum(op.kind in ("fsync", "fsync_dir") for op in ops)
+        fsyncs = sum(op.kind in ("fsync", "fdatasync", "fsync_dir") for op in ops)
         print(f"turn of {len(turn)} message(s): completed={outcome.completed}, "
               f"{sum(op.nbytes for op in ops)} bytes written, {fsyncs} fsyncs")
     log.record_model_selection(model="demo-model", reason="default")

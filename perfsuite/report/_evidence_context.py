@@ -32,7 +32,9 @@ FLOOR_PHASES = {"write": "write", "fsync": "fsync", "replace": "`os.replace`", "
 #: the publication floor's operation counts (its ``metrics``), singular and plural
 FLOOR_COUNTS = (
     ("writes", "write", "writes"),
+    ("pwrites", "pwrite", "pwrites"),
     ("fsyncs", "file fsync", "file fsyncs"),
+    ("fdatasyncs", "fdatasync", "fdatasyncs"),
     ("replaces", "rename", "renames"),
     ("mkdirs", "directory creation", "directory creations"),
     ("dir_fsyncs", "directory fsync", "directory fsyncs"),

@@ -109,9 +109,11 @@ COST_METRICS: dict[str, CostMetric] = {
         CostMetric("allocation.allocations", "count", 1.0),
         CostMetric("metrics.bytes_written", "bytes", _KIB),
         CostMetric("metrics.fsyncs", "count", 1.0),
+        CostMetric("metrics.fdatasyncs", "count", 1.0),
         CostMetric("metrics.dir_fsyncs", "count", 1.0),
         CostMetric("metrics.renames", "count", 1.0),
         CostMetric("metrics.files_created", "count", 1.0),
+        CostMetric("metrics.durability_points", "count", 1.0),  # issue 29: fsync + fdatasync + dir fsync + rename
         CostMetric("instructions.total", "instructions", 1.0),  # issue 22: 1%, whatever the sample count
         CostMetric("instructions.loop_thread", "instructions", 1.0),
     )
@@ -134,6 +136,7 @@ SHOWN_METRICS: tuple[str, ...] = (
     "lag_us.p99",
     "metrics.bytes_written",
     "metrics.fsyncs",
+    "metrics.durability_points",
     "allocation.total_bytes",
     "allocation.peak_bytes",
     "instructions.total",

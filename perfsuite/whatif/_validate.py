@@ -1,10 +1,10 @@
 """``--validate``: replay a short trace in real time through a real Session and compare (SPEC section 6).
 
 The real side is a portable session in a temporary directory on the system clock, every trace event
-applied by the same Session method the simulator calls. Publications are observed from the outside,
-through the injectable I/O layer (E1): each one stages ``staging/<id>/`` (its ``batch.json`` names its
-kind and the observational version it froze), may replace ``HEAD`` (adopted), and removes the staging
-directory when it finishes.
+applied by the same Session method the simulator calls. Publications are observed through the engine's
+published events (issue 19): ``PublicationSubmitted`` names each one's kind, the observational version and
+the transcript ticks it froze; ``PublicationAcknowledged`` (adopted or a no-op) or ``PublicationFailed``
+ends it. (Format 1 was observed through its staging directories; format 2, issue 29, stages nothing.)
 
 ``--speed F`` divides every trace time and the debounce, checkpoint and notification intervals by F, so
 two minutes of storm validate in twelve seconds at F = 10. The Debouncer's 50 ms deferral step (an engine
@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import json
-import os
 import shutil
 import statistics
 import tempfile
@@ -31,7 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite._limits import check_limit
-from perfsuite.engine import OsFileSystem, Session, SystemClock
+from perfsuite.engine import (
+    OsFileSystem,
+    PublicationAcknowledged,
+    PublicationFailed,
+    PublicationSubmitted,
+    Session,
+    SystemClock,
+)
 from perfsuite.errors import PerfsuiteError
 from perfsuite.whatif._simulate import (
     DEFAULT_DURATIONS_S,
@@ -53,16 +58,13 @@ LOSS_TOLERANCE_S = 0.03  # timer and loop lateness
 LOSS_TOLERANCE_REL = 0.10
 
 
-class _ObservingFileSystem(OsFileSystem):
-    """The real I/O layer, noting when each publication starts, adopts and finishes (any thread)."""
+class _Observer:
+    """A listener of the session's events, noting when each publication starts and ends (any thread)."""
 
-    def __init__(self, staging: str) -> None:
-        super().__init__()
-        self.staging = staging
+    def __init__(self) -> None:
         self.t0: float | None = None
         self.lock = threading.Lock()
         self.log: list[tuple[float, str, str, Mapping[str, Any]]] = []  # (time, what, publication id, info)
-        self._current: str | None = None
 
     def _note(self, what: str, pub: str, info: Mapping[str, Any] | None = None) -> None:
         if self.t0 is None:
@@ -70,33 +72,17 @@ class _ObservingFileSystem(OsFileSystem):
         with self.lock:
             self.log.append((time.monotonic() - self.t0, what, pub, dict(info or {})))
 
-    def makedirs(self, path: str) -> list[str]:
-        created = super().makedirs(path)
-        if os.path.dirname(os.path.abspath(path)) == self.staging:
-            self._current = os.path.basename(path)
-            self._note("start", self._current)
-        return created
-
-    def write_new(self, path: str, data: bytes, *, exclusive: bool = False, sync: bool = True) -> None:
-        super().write_new(path, data, exclusive=exclusive, sync=sync)
-        directory = os.path.dirname(os.path.abspath(path))
-        if os.path.basename(path) == "batch.json" and os.path.dirname(directory) == self.staging:
-            record = json.loads(data)
-            self._note("batch", os.path.basename(directory),
-                       {"kind": record.get("kind"), "observed": record.get("candidate", {}).get("observed", -1),
-                        "ticks": {c: v.get("tick") for c, v in
-                                  record.get("candidate", {}).get("conversations", {}).items()}})
-
-    def atomic_replace(self, path: str, data: bytes, *, sync_dir: bool = True) -> str:
-        target = super().atomic_replace(path, data, sync_dir=sync_dir)
-        if os.path.basename(path) == "HEAD" and self._current is not None:
-            self._note("adopt", self._current)
-        return target
-
-    def rmdir(self, path: str) -> None:
-        super().rmdir(path)
-        if os.path.dirname(os.path.abspath(path)) == self.staging:
-            self._note("end", os.path.basename(path))
+    def __call__(self, event: object) -> None:
+        if isinstance(event, PublicationSubmitted):
+            self._note("start", event.publication)
+            self._note("batch", event.publication, {"kind": event.kind, "observed": event.observed,
+                                                    "ticks": dict(event.ticks)})
+        elif isinstance(event, PublicationAcknowledged):
+            if event.outcome == "adopted":
+                self._note("adopt", event.publication)
+            self._note("end", event.publication)
+        elif isinstance(event, PublicationFailed):
+            self._note("end", event.publication)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +160,7 @@ class _Replayer(TraceDriver):
         return self.session.activity().quiet
 
 
-def _reduce(fs: _ObservingFileSystem, replayer: _Replayer, wall: float) -> Observed:
+def _reduce(fs: _Observer, replayer: _Replayer, wall: float) -> Observed:
     pubs: dict[str, dict[str, Any]] = {}
     order: list[str] = []
     for at, what, pub, info in sorted(fs.log, key=lambda x: x[0]):
@@ -214,9 +200,10 @@ def _reduce(fs: _ObservingFileSystem, replayer: _Replayer, wall: float) -> Obser
 
 async def _real_run(trace: Trace, setting: Setting, directory: Path) -> Observed:
     loop = asyncio.get_running_loop()
-    fs = _ObservingFileSystem(os.path.join(os.path.abspath(directory), "staging"))
+    fs = _Observer()
     settings = replace(setting.session_settings(), offload="thread")
-    session = Session.open(directory, create=True, fs=fs, clock=SystemClock(loop), settings=settings)
+    session = Session.open(directory, create=True, fs=OsFileSystem(), clock=SystemClock(loop), settings=settings)
+    session.observers.subscribe(fs)
     replayer = _Replayer(session)
     try:
         replayer.prepare(engine_events(trace))

@@ -77,19 +77,23 @@ _CREATING = os.O_EXCL | os.O_TRUNC
 
 
 def io_counts(ops: Sequence[FsOp]) -> dict[str, int]:
-    """Per-publication costs from the recording I/O layer (E1, issue 15): file fsyncs, directory fsyncs,
-    renames (``replace``) and files created (opened with ``O_CREAT`` and ``O_EXCL`` or ``O_TRUNC``: a file
-    written from scratch; an append-open of an existing log is not one). Deterministic, so gated exactly."""
-    counts = {"fsyncs": 0, "dir_fsyncs": 0, "renames": 0, "files_created": 0}
+    """Per-publication costs from the recording I/O layer (E1, issues 15 and 29): file fsyncs, fdatasyncs,
+    directory fsyncs, renames (``replace``), their sum (the ordered durability points of the commit), and
+    files created (opened with ``O_CREAT`` and ``O_EXCL`` or ``O_TRUNC``: a file written from scratch; an
+    append-open of an existing log is not one). Deterministic, so gated exactly."""
+    counts = {"fsyncs": 0, "fdatasyncs": 0, "dir_fsyncs": 0, "renames": 0, "files_created": 0}
     for op in ops:
         if op.kind == "fsync":
             counts["fsyncs"] += 1
+        elif op.kind == "fdatasync":
+            counts["fdatasyncs"] += 1
         elif op.kind == "fsync_dir":
             counts["dir_fsyncs"] += 1
         elif op.kind == "replace":
             counts["renames"] += 1
         elif op.kind == "open" and op.flags & os.O_CREAT and op.flags & _CREATING:
             counts["files_created"] += 1
+    counts["durability_points"] = counts["fsyncs"] + counts["fdatasyncs"] + counts["dir_fsyncs"] + counts["renames"]
     return counts
 
 
@@ -125,7 +129,7 @@ class SessionOperation(Operation):
         self.reports_before = 0
         self.bytes_before = 0
         self.ops_before = 0
-        self.objects_before: set[str] = set()
+        self.appended_before = 0
         self.extra: dict[str, Any] = {}
 
     def mark(self) -> None:
@@ -134,7 +138,7 @@ class SessionOperation(Operation):
         self.layers.mark()
         self.bytes_before = self.fs.bytes_written
         self.ops_before = self.fs.mark()
-        self.objects_before = set(self.session.store.known_objects)
+        self.appended_before = self.session.storage().appended if self.session.profile == "portable" else 0
 
     async def wait_idle(self) -> None:
         """No pending job, preparation, notification or debounce; then mark (outside the window)."""
@@ -160,7 +164,8 @@ class SessionOperation(Operation):
             if report.driver == "job":
                 for name, ms in report.main_thread_ms.items():
                     main[name] = main.get(name, 0.0) + ms
-        stored = sum(self._object_size(d) for d in set(self.session.store.known_objects) - self.objects_before)
+        # format 2 (issue 29): what the publications appended to the session's logs (records, roll-overs)
+        stored = (self.session.storage().appended - self.appended_before) if self.session.profile == "portable" else 0
         ops = self.fs.since(self.ops_before)  # a process offload's worker relays its operations here (E4)
         out: dict[str, Any] = {
             "phases_ms": phases,
@@ -180,12 +185,6 @@ class SessionOperation(Operation):
         out.update(self.layers.metrics(measured=self.session.settings.offload != "process"))
         out.update(self.extra)
         return out
-
-    def _object_size(self, digest: str) -> int:
-        try:
-            return os.path.getsize(self.session.store.object_path(digest))
-        except OSError:
-            return 0
 
     def close(self) -> None:
         session = self.session

@@ -5,8 +5,10 @@ transcript growth (:class:`Builder`), and diagnostic logs written to an exact si
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import random
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -133,10 +135,16 @@ class Builder:
                 return removed
 
 
-def open_session(dest: Path, settings: Mapping[str, Any], wall_start: float) -> tuple[Session, VirtualClock]:
+def open_session(dest: Path, settings: Mapping[str, Any], wall_start: float, seed: int = 0
+                 ) -> tuple[Session, VirtualClock]:
+    """A new session in virtual time whose publication ids, session id and log salts are seeded (format 2
+    records chain sha256 digests over them, so a build is deterministic only if they are)."""
     clock = VirtualClock(wall_start=wall_start)
+    rng = random.Random(f"fixture:{seed}")
+    ids = itertools.count(1)
     session = Session.open(dest, create=True, fs=OsFileSystem(), clock=clock,
-                           settings=SessionSettings(**dict(settings)))
+                           settings=SessionSettings(**dict(settings)), id_source=lambda: f"{next(ids):06x}",
+                           entropy=lambda: f"{rng.getrandbits(128):032x}")
     return session, clock
 
 

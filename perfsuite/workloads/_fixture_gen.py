@@ -68,7 +68,7 @@ def _build_synthetic(spec: Any, dest: Path, progress: Progress) -> dict[str, Any
     p = spec.params
     total = int(p["root_messages"])
     text = TextGen(f"{spec.name}:{spec.seed}")
-    session, clock = open_session(dest, spec.settings, float(p["wall_start"]))
+    session, clock = open_session(dest, spec.settings, float(p["wall_start"]), spec.seed)
     b = Builder(session, clock, text)
     agents = [f"agent-{text.hexid(6)}" for _ in range(int(p["agents"]))]
     per_agent = max(1, int(p["results"]) // max(1, len(agents)))
@@ -188,7 +188,7 @@ def _build_copied(spec: Any, dest: Path, progress: Progress) -> dict[str, Any]:
     n_live = int(p["active_agents"])
     live = {agents[selected], *(agents[len(agents) - n_live :] if n_live > 0 else ())}  # never settled
     wall_start = float(p["wall_start"])
-    session, clock = open_session(dest, spec.settings, wall_start)
+    session, clock = open_session(dest, spec.settings, wall_start, spec.seed)
     b = Builder(session, clock, text)
     main_share = float(p["main_share"])
     try:
@@ -226,6 +226,9 @@ def _build_copied(spec: Any, dest: Path, progress: Progress) -> dict[str, Any]:
                 session.deliver_mail(ROOT)
             session.checkpoint(ROOT)
             progress("agents", (i + 1) / (n_agents + 3))
+        # Format 2 (issue 29): consolidate into one log whose BASE holds every live byte, so once the last
+        # rounds' generations (the retained ones) are in it, retirement deletes every older log.
+        session.compact()
         # The last rounds (these generations are the retained ones): root and selected agent reach
         # their exact sizes, with registry saves between them.
         finals = list(p["final_rounds"])
@@ -261,7 +264,7 @@ def _build_copied(spec: Any, dest: Path, progress: Progress) -> dict[str, Any]:
             "live_agents": sorted(live),
             "attachments": len(snap_sizes),
             "head_seq": session.head.seq if session.head else None,
-            "generations": len(session.store.list_manifests()),
+            "session_logs": session.storage().logs,
             "retired": retired,
         }
         session.close()
@@ -275,6 +278,9 @@ def _build_copied(spec: Any, dest: Path, progress: Progress) -> dict[str, Any]:
     want_files, want_bytes = int(e["files"]), int(e["bytes"])
     names = list(p["logs"])
     n_logs = want_files - files
+    if n_logs > len(names):  # format 2 keeps a session in a few files: rotated logs fill the count
+        stems = [name.removesuffix(".jsonl") for name in p["logs"]]
+        names += [f"{stems[k % len(stems)]}.{2 + k // len(stems)}.jsonl" for k in range(n_logs - len(names))]
     if not 1 <= n_logs <= len(names):
         raise PerfsuiteError(f"{spec.name}: the session has {files} files; {want_files} needs {n_logs} logs "
                              f"but params.logs names {len(names)} (tune agents/attachments/logs)")
@@ -339,7 +345,7 @@ def _peak_per_minute(times: Sequence[float]) -> int:
 GENERATORS: dict[str, Generator] = {
     "synthetic-session": Generator(
         name="synthetic-session",
-        version=1,
+        version=2,  # 2: format 2, the session log (issue 29)
         params={"root_messages": 6000, "checkpoint_every": 250, "agents": 4, "agent_messages": [20, 60],
                 "results": 12, "user_chars": [300, 1200], "assistant_chars": [300, 2000], "attachments": 6,
                 "attachment_size": [2000, 40000], "log_bytes": 200_000, "wall_start": 1_790_000_000.0},
@@ -349,7 +355,7 @@ GENERATORS: dict[str, Generator] = {
     ),
     "copied-session": Generator(
         name="copied-session",
-        version=1,
+        version=2,  # 2: format 2 (issue 29): compacted into one log before the final rounds, rotated logs
         params={"agents": 22, "selected_agent": 3, "active_agents": 2, "agent_bytes": 5_000_000,
                 "agent_size": [20_000, 900_000], "attachments": 44, "attachment_bytes": 12_000_000,
                 "attachment_size": [2_000, 1_500_000], "binary_attachments": 6, "main_share": 0.85,

@@ -14,7 +14,6 @@ round draws the same delays) and ``freeze_loaded`` (``SessionSettings(freeze_loa
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -214,8 +213,9 @@ class _Checkpoint(SessionOperation):
         if self.count > 1:
             out["bytes_written_per_checkpoint"] = out["bytes_written"] / self.count
             out["bytes_stored_per_checkpoint"] = out["bytes_stored"] / self.count
-        out["objects_dir_bytes"] = sum(
-            entry.stat().st_size for entry in os.scandir(self.session.store.path("objects")) if entry.is_file())
+        storage = self.session.storage()  # format 2: the logs' disk use (issue 29)
+        out["log_bytes_allocated"] = storage.allocated
+        out["log_bytes_used"] = storage.used
         return out
 
 

@@ -58,11 +58,13 @@ FLOOR: dict[str, Param] = {
 }
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_fdatasync = getattr(os, "fdatasync", os.fsync)  # the engine's data sync (a full fsync where there is none)
 _DIR_FSYNC_REJECTED = {errno.EINVAL, getattr(errno, "ENOTSUP", -1), getattr(errno, "EOPNOTSUPP", -1),
                        getattr(errno, "ENOSYS", -1)}
 #: what the floor's ``phases_ms`` and counts call each recorded kind
-_COUNTS = {"open": "opens", "write": "writes", "fsync": "fsyncs", "fsync_dir": "dir_fsyncs", "replace": "replaces",
-           "mkdir": "mkdirs", "remove": "removes", "rmdir": "rmdirs", "truncate": "truncates", "close": "closes"}
+_COUNTS = {"open": "opens", "write": "writes", "pwrite": "pwrites", "fsync": "fsyncs", "fdatasync": "fdatasyncs",
+           "fsync_dir": "dir_fsyncs", "replace": "replaces", "mkdir": "mkdirs", "remove": "removes", "rmdir": "rmdirs",
+           "truncate": "truncates", "close": "closes"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +76,7 @@ class FloorStep:
     length: int = 0
     flags: int = 0
     dst: str = ""
+    offset: int = -1  # where a pwrite wrote (format 2's session log, issue 29)
 
 
 def _relative(roots: tuple[str, ...], path: str) -> str:
@@ -127,8 +130,8 @@ async def record_publication(ctx: OperationContext, name: str, params: Mapping[s
         ops = op.fs.ops[mark:end]
     finally:
         op.close()
-    steps = [FloorStep(o.kind, _relative(roots, o.path), o.length, o.flags, _relative(roots, o.dst) if o.dst else "")
-             for o in ops]
+    steps = [FloorStep(o.kind, _relative(roots, o.path), o.length, o.flags, _relative(roots, o.dst) if o.dst else "",
+                       o.offset) for o in ops]
     return steps, before
 
 
@@ -141,7 +144,7 @@ class _PublicationFloor(Operation):
         self.model = model
         self.base = str(base)
         self.label = label
-        self.payload = os.urandom(max((s.length for s in steps if s.kind == "write"), default=0))
+        self.payload = os.urandom(max((s.length for s in steps if s.kind in ("write", "pwrite")), default=0))
         self.fds: dict[str, list[int]] = collections.defaultdict(list)
         self.phases_ns: dict[str, int] = collections.defaultdict(int)
         self.dir_fsync = "ok"
@@ -165,6 +168,12 @@ class _PublicationFloor(Operation):
                 if rel and parent:
                     os.makedirs(self._path(parent), exist_ok=True)
             if step.kind == "open":
+                opened.add(step.path)
+            elif step.kind in ("pwrite", "fdatasync") and step.path not in opened:
+                # a file written in place at offsets (a preallocated log): its size as before, no O_APPEND
+                # (Linux appends a pwrite on an O_APPEND descriptor)
+                self._create(step.path, before.get(step.path, 0))
+                self.fds[step.path].append(os.open(self._path(step.path), os.O_WRONLY | _O_CLOEXEC))
                 opened.add(step.path)
             elif step.kind in ("write", "fsync", "close", "truncate") and step.path not in opened:
                 self._create(step.path, before.get(step.path, 0))
@@ -202,8 +211,15 @@ class _PublicationFloor(Operation):
                     view, fd = memoryview(self.payload)[: step.length], fds[step.path][-1]
                     while view:
                         view = view[os.write(fd, view):]
+                elif kind == "pwrite":
+                    view, fd, at = memoryview(self.payload)[: step.length], fds[step.path][-1], step.offset
+                    while view:
+                        n = os.pwrite(fd, view, at)
+                        view, at = view[n:], at + n
                 elif kind == "fsync":
                     os.fsync(fds[step.path][-1])
+                elif kind == "fdatasync":
+                    _fdatasync(fds[step.path][-1])
                 elif kind == "close":
                     os.close(fds[step.path].pop())
                 elif kind == "fsync_dir" and not self._fsync_dir(path(step.path)):
@@ -221,6 +237,8 @@ class _PublicationFloor(Operation):
                 if model is not None:  # M10: the same delays the latency layer adds at these calls
                     delayed = "create" if kind == "open" and step.flags & os.O_CREAT and step.flags & os.O_EXCL \
                         else kind
+                    if delayed == "fdatasync":
+                        delayed = "fsync"  # the latency layer draws a data sync from the fsync distribution
                     if delayed in ("create", "fsync", "fsync_dir", "replace"):
                         model.settle(delayed, started)
                 self.phases_ns[kind.removesuffix("-rejected")] += clock() - t0
@@ -249,7 +267,7 @@ class _PublicationFloor(Operation):
         out.update({
             # time per kind of call; not ``phases_ms``: those are the engine's publication phases (E4, M5)
             "op_ms": {k: ns / 1e6 for k, ns in self.phases_ns.items()},
-            "bytes_written": sum(s.length for s in self.steps if s.kind == "write"),
+            "bytes_written": sum(s.length for s in self.steps if s.kind in ("write", "pwrite")),
             "operations": len(self.steps),
             "models": self.label,
             "dir_fsync": self.dir_fsync,
@@ -279,7 +297,7 @@ async def publication_floor(ctx: OperationContext) -> Operation:
         raise PerfsuiteError(f"mode {ctx.mode}: the publication floor needs a scratch directory")
     storage = params.pop("storage", None)  # recorded without it: delays change no operation, only setup time
     steps, before = await record_publication(ctx, name, params)
-    if not any(s.kind in ("fsync", "fsync_dir") for s in steps):
+    if not any(s.kind in ("fsync", "fdatasync", "fsync_dir") for s in steps):
         raise PerfsuiteError(f"mode {ctx.mode}: the modelled {name} publication made nothing durable")
     label = name + "(" + ", ".join(f"{k}={v}" for k, v in sorted(params.items())) + ")"
     model = storage_model({"storage": storage}, seed=ctx.sample)

@@ -125,6 +125,8 @@ def test_no_file_operation_on_a_session_bypasses_the_io_layer():
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["self_test"] == 2, "the guard did not catch a deliberate bypass"
     assert {"session", "session-file", "session-async", "transcript"} <= set(result["workloads"])
-    assert result["checked"] > 1000  # the hook really saw the workloads' file operations
+    # the hook really saw the workloads' file operations (format 2, issue 29, does far fewer: its steady
+    # path is a pwrite and an fdatasync on an open log, which audit hooks do not see)
+    assert result["checked"] > 400
     assert result["violations"] == [], "\n".join(f"{v['event']} {v['args']} from {v['caller']}"
                                                  for v in result["violations"])

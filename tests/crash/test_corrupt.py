@@ -20,10 +20,18 @@ from perfsuite.crash import (
     run_corrupt_campaign,
     session_workloads,
 )
-from perfsuite.crash._damage import apply, damaged_range
+from perfsuite.crash._damage import LOG_KINDS, applicable, apply, damaged_range
 from perfsuite.crash._open_bugs import LEASE_PID_ZERO
 from perfsuite.crash._sessions import recover_portable, setup_portable
-from perfsuite.engine import Message, OsFileSystem, OwnerConflict, Session, SessionError, with_fault_hooks
+from perfsuite.engine import (
+    Message,
+    OsFileSystem,
+    OwnerConflict,
+    Session,
+    SessionError,
+    SessionSettings,
+    with_fault_hooks,
+)
 
 BUDGET = 30  # cases per workload in the clean run (every case: `perfsuite crashcheck --corrupt`)
 
@@ -52,6 +60,9 @@ CAUGHT_BY = {  # (workload, damaged path, the invariant that catches the old cod
     "lease-pid-zero": ("session", "sess/LEASE", "O"),
     "head-lost-fallback": ("session", "sess/HEAD", "G"),
     "mid-transcript-cut": ("session-file", "sess/conversations/root/conversation.jsonl", "A"),
+    # issue 29, format 2's session log (its damage kinds: a flipped last record, mid-log damage, a foreign log)
+    "mid-log-damage-as-torn": ("session", "sess/log/*.log", "A"),
+    "stale-salt-log-accepted": ("session", "sess/log/*.log", "A"),
 }
 
 
@@ -74,7 +85,7 @@ def test_each_open_path_seeded_bug_is_caught(pool, bug, tmp_path):
 
 def test_the_session_workloads_are_the_standard_session_ones():
     assert set(session_workloads()) == {"session", "session-file", "session-fault", "session-file-fault",
-                                        "session-async", "session-create", "session-second-owner",
+                                        "session-async", "session-group", "session-create", "session-second-owner",
                                         "session-file-second-writer", "session-file-lost-lock", "session-einval",
                                         "session-file-einval", "session-adopt-eio", "session-file-abandon",
                                         "session-file-damaged"}
@@ -90,7 +101,7 @@ def test_damaged_quarantine_files_never_block_open(pool, tmp_path):
     assert report.violations == (), [f"{v.kind} {v.target}: [{v.invariant}] {v.message}" for v in report.violations]
 
 
-@pytest.mark.parametrize("kind", DAMAGE_KINDS)
+@pytest.mark.parametrize("kind", [k for k in DAMAGE_KINDS if k not in LOG_KINDS])
 def test_each_damage_kind_does_what_it_says(tmp_path, kind):
     (tmp_path / "d").mkdir()
     data = b"0123456789abcdef"
@@ -117,6 +128,39 @@ def test_each_damage_kind_does_what_it_says(tmp_path, kind):
     if kind in ("delete", "garbage", "symlink"):  # the kinds a directory gets too
         apply(str(tmp_path), "d", kind, seed=3)
         assert not (tmp_path / "d").is_dir() or (tmp_path / "d").is_symlink()
+
+
+@pytest.mark.parametrize("kind", LOG_KINDS)
+def test_each_session_log_damage_kind_does_what_it_says(tmp_path, kind):
+    """Issue 29: a flipped byte inside the last record, a flipped byte inside an earlier record (valid
+    records after it), another session's log: each is refused by open (never taken for a torn tail)."""
+    from perfsuite.crash._logcheck import log_header, records
+
+    path = tmp_path / "s"
+    with Session.open(path, create=True, settings=SessionSettings(asynchronous=False)) as session:
+        for i in range(4):
+            session.add_message("root", Message("user", f"turn {i}", float(i)))
+            session.checkpoint()
+        (log,) = [p for p in session.durable_files() if "/log/" in p]
+    with open(log, "rb") as handle:
+        before = handle.read()
+    target = os.path.relpath(log, tmp_path)
+    assert applicable(kind, False, len(before), target) and not applicable(kind, False, len(before), "s/HEAD")
+    apply(str(tmp_path), target, kind, seed=3)
+    with open(log, "rb") as handle:
+        after = handle.read()
+    salt = int(log_header(before)["salt"][:8], 16)
+    valid, _end = records(before, salt)
+    if kind == "foreign-log":
+        assert log_header(after)["session"] != log_header(before)["session"]
+    else:
+        changed = [i for i in range(len(before)) if before[i] != after[i]]
+        assert len(changed) == 1
+        inside = [r for r in valid if r.offset <= changed[0] < r.end]
+        assert inside and (inside[0] is valid[-1]) == (kind == "flip-last-record")
+    with pytest.raises(SessionError) as refused:
+        Session.open(path)
+    assert "\n" not in str(refused.value) and "repair" in str(refused.value)
 
 
 def test_the_crash_checker_judges_a_torn_lease_with_the_real_ownership_check(tmp_path):
@@ -154,12 +198,14 @@ def test_cli_session_repair_adopts_the_newest_intact_generation(tmp_path, capsys
         session.checkpoint()
     session.close()
     head = json.loads((path / "HEAD").read_bytes())
-    (path / head["manifest"]).write_bytes(b"damaged")
+    data = bytearray((path / head["log"]).read_bytes())
+    data[len(bytes(data).rstrip(b"\0")) - 30] ^= 0xFF  # format 2: a flipped byte in the last record
+    (path / head["log"]).write_bytes(bytes(data))
     with pytest.raises(SessionError, match="perfsuite session repair"):
         Session.open(path)
     assert main(["session", "repair", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "now names generation 1" in out and "repaired" in out
+    assert "holding generation 1" in out and "repaired" in out and "lost" in out
     repaired = Session.open(path)
     assert [m.content for m in repaired.buffers["root"].messages()] == ["t0"]
     repaired.close()

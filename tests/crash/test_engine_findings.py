@@ -18,11 +18,15 @@ E. Stale staging: the engine removes an adopted batch's staging directory withou
    ``keep_generations + 1`` manifests (its manifest is older, or an orphan), without checking the batch's
    recorded ``base`` against HEAD. Its transcript bytes are *older* than the committed ones, and
    ``retry_pending`` publishes them: acknowledged turns and mail receipts are lost.
+
+Format 2 (issue 29) replaced the manifests, HEAD per publication and staging: the tests below are the
+same windows in the new layout (the first publication cut before its commit point; a creation cut
+before HEAD; a crash between directory creations; a retired log resurrected by a crash, the analogue of
+E: retirement deletes whole logs without a directory fsync).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -30,14 +34,14 @@ import sys
 import textwrap
 
 from perfsuite.crash import CrashConfig, TraceRecorder, build_timeline, materialize, run_campaign
-from perfsuite.engine import FileSession, Message, OsFileSystem, RecordingFileSystem, Session, SessionSettings
+from perfsuite.engine import FileSession, Message, OsFileSystem, Session, SessionSettings
 
 CHILD = textwrap.dedent(
     """
     import sys
     from perfsuite.engine import Fault, FaultyFileSystem, Message, OsFileSystem, Session
-    faults = {"manifest-open": Fault("open", path="manifest-*.json", crash="after"),
-              "head-replace": Fault("replace", path="HEAD", crash="before")}
+    faults = {"pwrite": Fault("pwrite", path="*.log", nth=2, crash="after"),  # the first GEN, before its sync
+              "head-replace": Fault("replace", path="HEAD", crash="before")}  # the creation's HEAD
     fs = FaultyFileSystem(OsFileSystem(), [faults[sys.argv[2]]], on_crash="kill")
     session = Session.open(sys.argv[1], create=True, fs=fs)
     session.add_message("root", Message("user", "the first turn", 1.0))
@@ -48,31 +52,34 @@ CHILD = textwrap.dedent(
 )
 
 
-def killed_during_first_publication(path, fault: str) -> None:
+def killed_during_first_publication(path, fault: str) -> str:
     proc = subprocess.run([sys.executable, "-c", CHILD, str(path), fault], capture_output=True, text=True,
                           timeout=60)
-    assert proc.returncode == -signal.SIGKILL and "COMMITTING" in proc.stdout, proc.stderr
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    return proc.stdout
 
 
-def test_a_kill_inside_the_first_manifest_write_leaves_an_openable_session(tmp_path):
+def test_a_kill_before_the_first_commit_point_leaves_an_openable_session(tmp_path):
     path = tmp_path / "s"
-    killed_during_first_publication(path, "manifest-open")  # SIGKILL right after the manifest's open
-    assert not (path / "HEAD").exists()
-    session = Session.open(path)  # today: SessionError "... corrupt manifest ...; no intact generation"
+    assert "COMMITTING" in killed_during_first_publication(path, "pwrite")  # written, never fdatasynced
+    assert (path / "HEAD").exists()  # format 2: HEAD exists from creation on
+    session = Session.open(path)  # the record is complete in the page cache a process kill keeps
+    assert session.pending is None and [m.content for m in session.buffers["root"].messages()] == ["the first turn"]
+    session.add_message("root", Message("user", "after the crash", 2.0))
+    session.checkpoint()
     session.close()
 
 
 def test_a_kill_before_the_first_head_replace_leaves_a_publishable_session(tmp_path):
     path = tmp_path / "s"
-    killed_during_first_publication(path, "head-replace")
-    session = Session.open(path)
-    assert session.head is None  # the orphan manifest was never adopted and is not resurrected
-    assert session.pending is not None and session.pending.recovered  # ... but its staged bytes are offered
-    session.retry_pending()
-    assert [m.content for m in session.buffers["root"].messages()] == ["the first turn"]
+    killed_during_first_publication(path, "head-replace")  # inside creation: log 1 written, HEAD not yet
+    assert not (path / "HEAD").exists() and os.listdir(path / "log")
+    session = Session.open(path)  # nothing was ever committed: the creation is finished afresh
+    assert session.head is not None and session.head.seq == 0 and session.pending is None
     session.add_message("root", Message("user", "after the crash", 2.0))
     session.checkpoint()
     session.close()
+    assert [m.content for m in Session.open(path).buffers["root"].messages()] == ["after the crash"]
 
 
 def test_a_crash_during_creation_leaves_an_openable_session(tmp_path):
@@ -82,14 +89,13 @@ def test_a_crash_during_creation_leaves_an_openable_session(tmp_path):
     Session.open(root / "s", create=True, fs=recorder).close()
     tl = build_timeline(recorder.ops, str(root), "atomic-rename")
     # The crash point: right after the last mkdir, before the directory fsyncs; every pending operation
-    # reached the disk except the creation of s/staging (allowed: its parent was not yet synced).
+    # reached the disk except the creation of s/logs (allowed: its parent was not yet synced).
     k = max(i for i, op in enumerate(recorder.ops) if op.kind == "mkdir") + 1
-    kept = [m for m in tl.pending(k) if tl.micro[m].path != "s/staging"]
+    kept = [m for m in tl.pending(k) if tl.micro[m].path != "s/logs"]
     state = tl.state(k, kept)
-    assert state.get("s/objects") is None and ("s/objects", None) in state.files
-    assert ("s/staging", None) not in state.files
+    assert ("s/log", None) in state.files and ("s/logs", None) not in state.files
     materialize(state, str(tmp_path / "crashed"))
-    session = Session.open(tmp_path / "crashed" / "s", create=True)  # today: FileNotFoundError (staging)
+    session = Session.open(tmp_path / "crashed" / "s", create=True)  # format 1: FileNotFoundError (staging)
     session.close()
 
 
@@ -109,28 +115,31 @@ def test_a_file_backed_registry_save_that_changes_nothing_is_a_no_op(tmp_path):
     session.close()
 
 
-def test_a_resurrected_staging_directory_of_an_adopted_publication_is_not_recovered(tmp_path):
+def test_a_retired_log_a_crash_resurrects_is_never_adopted(tmp_path):
+    """Retirement unlinks whole logs without a directory fsync, so a crash may bring one back: it is older
+    than HEAD's log, referenced by nothing, so open ignores it and a later slice deletes it again."""
+    import shutil
+
     path = tmp_path / "s"
-    fs = RecordingFileSystem(OsFileSystem())
-    settings = SessionSettings(chunk_size=512, keep_generations=2)
-    session = Session.open(path, create=True, fs=fs, settings=settings)
-    session.add_message("root", Message("user", "turn 0 " + "x" * 600, 0.0))
-    session.checkpoint()
-    staging = os.path.join(str(path), "staging")
-    first = {op.path: op.data for op in fs.ops if op.kind == "write" and op.path.startswith(staging + os.sep)}
-    for i in range(1, 5):
-        session.add_message("root", Message("user", f"turn {i}", float(i)))
+    settings = SessionSettings(chunk_size=512, keep_generations=1, log_capacity=4096)
+    session = Session.open(path, create=True, settings=settings)
+    saved: dict[str, bytes] = {}
+    for i in range(12):
+        session.add_message("root", Message("user", f"turn {i} " + "x" * 300, float(i)))
         session.checkpoint()  # acknowledged
+        for name in os.listdir(path / "log"):
+            saved.setdefault(name, (path / "log" / name).read_bytes())
+        while session.retire()[1]:
+            pass
     session.close()
-    # A crash state the page-cache model allows: the first publication's staging directory and its batch
-    # record (written without fsync, removed without a directory fsync) came back after a power loss.
-    batch = next(p for p in first if p.endswith("batch.json"))
-    os.makedirs(os.path.dirname(batch), exist_ok=True)
-    with open(batch, "wb") as handle:
-        handle.write(first[batch])
-    assert json.loads(first[batch])["base"] is None  # it was frozen against no head at all
+    gone = sorted(set(saved) - set(os.listdir(path / "log")))
+    assert gone  # retirement deleted whole logs
+    for name in gone:  # the crash state: their unsynced removals did not reach the disk
+        (path / "log" / name).write_bytes(saved[name])
     reopened = Session.open(path, settings=settings)
-    if reopened.pending is not None:  # today: the stale batch is "recovered", holding turn 0 only
-        reopened.retry_pending()  # ... and its retry publishes it over turns 1-4
-    assert [m.content.split()[1] for m in reopened.buffers["root"].messages()] == ["0", "1", "2", "3", "4"]
+    assert [m.content.split()[1] for m in reopened.buffers["root"].messages()] == [str(i) for i in range(12)]
+    while reopened.retire()[1]:
+        pass
+    assert not set(gone) & set(os.listdir(path / "log"))
     reopened.close()
+    shutil.rmtree(path)

@@ -140,3 +140,38 @@ def test_paths_outside_the_root_are_refused():
         build_timeline([FsOp(0, "mkdir", "/elsewhere/x")], ROOT, "atomic-rename")
     with pytest.raises(CrashCheckError):
         build_timeline([], ROOT, "no-such-model")
+
+
+# -- pwrite and fdatasync (issue 29: format 2's preallocated session log) -------------------------------------
+def _pwrite(seq: int, path: str, data: bytes, offset: int) -> FsOp:
+    return FsOp(seq, "pwrite", f"{ROOT}/{path}", data=data, length=len(data), offset=offset)
+
+
+LOG = FsState((("log", b"\0" * 16),))  # a preallocated, zero-filled log whose name and size are durable
+
+
+def test_a_pwrite_overwrites_at_its_offset_and_an_fdatasync_makes_it_durable():
+    trace = [*ops(("open", "log", os.O_WRONLY)), _pwrite(1, "log", b"abcd", 4)]
+    tl = build_timeline(trace, ROOT, "atomic-rename", initial=LOG)
+    assert tl.state(2).as_dict() == {"log": b"\0" * 16}  # pending: the old zeros
+    assert tl.state(2, tl.pending(2)).as_dict() == {"log": b"\0" * 4 + b"abcd" + b"\0" * 8}
+    synced = [*trace, FsOp(2, "fdatasync", f"{ROOT}/log")]
+    tl = build_timeline(synced, ROOT, "atomic-rename", initial=LOG)
+    assert tl.pending(3) == [] and tl.state(3).as_dict() == {"log": b"\0" * 4 + b"abcd" + b"\0" * 8}
+    assert tl.persistence_points == (2,)
+
+
+def test_a_torn_pwrite_is_a_prefix_of_the_new_bytes_over_the_old_zeros():
+    trace = [*ops(("open", "log", os.O_WRONLY)), _pwrite(1, "log", b"abcdefgh", 4)]
+    logs = {s["log"] for s in all_states(trace, initial=LOG)}
+    assert b"\0" * 4 + b"abcd" + b"\0" * 8 in logs  # half of it reached the disk, the rest is the old zeros
+    assert b"\0" * 4 + b"abcdefg" + b"\0" * 5 in logs
+    assert all(len(data) == 16 for data in logs)  # an overwrite never changes the size
+
+
+def test_a_failed_fdatasync_poisons_the_pwrite_for_good():
+    trace = [*ops(("open", "log", os.O_WRONLY)), _pwrite(1, "log", b"lost", 0),
+             FsOp(2, "fdatasync_failed", f"{ROOT}/log"), FsOp(3, "fdatasync", f"{ROOT}/log")]
+    tl = build_timeline(trace, ROOT, "atomic-rename", initial=LOG)
+    assert [tl.micro[i].describe() for i in tl.pending(4)] == ["#1 write log @0 +4B"]
+    assert 1 in {tl.micro[i].op for i in tl.poisoned}

@@ -6,6 +6,10 @@ Each test reproduces one defect found by an independent pass and fails on the en
    retry deleted the manifest HEAD named);
 3. a file-backed abandon left the abandoned turn on disk;
 4. a full disk while a file-backed session recovers a torn tail advised ``session repair``.
+
+Format 2 (issue 29) moved the portable commit point from HEAD's replace to the log's fdatasync; HEAD is
+replaced only at roll-over. The portable cases inject their faults there (the log's fdatasync on the
+steady path, HEAD's directory fsync during a roll-over); the behaviour asserted is the same.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from perfsuite.engine import (
     SaveFailed,
     Session,
     SessionError,
+    SessionSettings,
 )
 
 
@@ -50,8 +55,10 @@ CHILD_THREE_TURNS = """
 import json, os, signal, sys
 from perfsuite.engine import Fault, FaultyFileSystem, FileSession, Message, OsFileSystem, Session
 profile = {"portable": Session, "file": FileSession}[sys.argv[2]]
-target = "manifest-*" if profile is Session else "conversation.jsonl"
-fs = FaultyFileSystem(OsFileSystem(), [Fault("fsync", nth=2, path=target)])
+# turn 1's commit point: the log's third fdatasync (the creation's BASE, turn 0), the transcript's second fsync
+fault = (Fault("fdatasync", nth=3, path="*.log") if profile is Session
+         else Fault("fsync", nth=2, path="conversation.jsonl"))
+fs = FaultyFileSystem(OsFileSystem(), [fault])
 session = profile.open(sys.argv[1], create=True, fs=fs)
 acks = {}
 for i in range(3):
@@ -84,20 +91,20 @@ def test_a_checkpoint_requested_while_a_publication_is_pending_is_never_acknowle
     reopened.close()
 
 
-# -- 2. a transient EIO on HEAD's directory fsync does not wedge the session ------------------------------
-def test_a_transient_eio_on_heads_directory_fsync_is_recovered_by_retry(tmp_path):
+# -- 2. a transient EIO at the commit point does not wedge the session ------------------------------------
+def test_a_transient_eio_on_the_logs_fdatasync_is_recovered_by_retry(tmp_path):
     path = str(tmp_path / "s")
     fs = FaultyFileSystem(OsFileSystem())
     session = Session.open(path, create=True, fs=fs)
     session.add_message("root", turn(0))
     session.checkpoint()
-    fs.add(Fault("fsync_dir", path=os.path.abspath(path)))  # the next directory fsync of the session root
+    fs.add(Fault("fdatasync", path="*.log"))  # the next commit point
     session.add_message("root", turn(1))
     acks: list[BaseException | None] = []
     with pytest.raises(SaveFailed):
         session.publish(session.freeze("checkpoint", ["root"]), [acks.append])
     assert acks == [] and session.pending is not None
-    session.retry_pending()  # HEAD is written again into a new file and its directory synced (fsyncgate)
+    session.retry_pending()  # the log is poisoned (never synced again): the retry rolls over into a new log
     assert acks == [None] and session.pending is None
     session.add_message("root", turn(2))
     session.checkpoint()  # the session goes on publishing
@@ -107,21 +114,77 @@ def test_a_transient_eio_on_heads_directory_fsync_is_recovered_by_retry(tmp_path
     reopened.close()
 
 
-def test_a_crash_after_heads_directory_fsync_failed_keeps_a_session_that_opens(tmp_path):
+def test_nothing_acknowledged_after_a_failed_fdatasync_rests_on_a_poisoned_log(tmp_path):
+    """Found by session-adopt-eio (invariant 7): the log's fdatasync fails, the retry's roll-over lands
+    HEAD but fails its directory fsync (that log is poisoned too), the second retry rolls over again and
+    acknowledges. Its BASE copied the bytes out of both poisoned logs, yet the session installed the
+    publication's chunks as selected against the old state, so the acknowledged generation still rested
+    on the first log in memory (and every later BASE referenced it). Installed as open replays it now."""
     path = str(tmp_path / "s")
     fs = FaultyFileSystem(OsFileSystem())
     session = Session.open(path, create=True, fs=fs)
     session.add_message("root", turn(0))
     session.checkpoint()
-    fs.add(Fault("fsync_dir", path=os.path.abspath(path)))
+    failed = session.store.log_path(session.head.log)
+    fs.add(Fault("fdatasync", path="*.log"))
     session.add_message("root", turn(1))
+    with pytest.raises(SaveFailed):
+        session.checkpoint()
+    fs.add(Fault("fsync_dir", path=os.path.abspath(path)))  # the retry's HEAD replace lands, its dir fsync fails
+    with pytest.raises(SaveFailed):
+        session.retry_pending()
+    landed = session.store.log_path(session.store.current.number)
+    session.retry_pending()
+    resting = session.durable_files()
+    assert failed not in resting and landed not in resting, resting
+    assert session.store.state.logs() == {session.head.log}  # every live byte in the log HEAD names
+    session.add_message("root", turn(2))
+    session.checkpoint()
+    session.close()
+    reopened = Session.open(path)
+    assert contents(reopened) == ["turn 0", "turn 1", "turn 2"]
+    reopened.close()
+
+
+def _rolling(tmp_path) -> tuple[str, FaultyFileSystem, Session]:
+    """A session whose next checkpoint does not fit its small log: it rolls over (HEAD is replaced)."""
+    path = str(tmp_path / "s")
+    fs = FaultyFileSystem(OsFileSystem())
+    session = Session.open(path, create=True, fs=fs, settings=SessionSettings(log_capacity=4096))
+    session.add_message("root", turn(0))
+    session.checkpoint()
+    session.add_message("root", Message("user", "turn 1 " + "x" * 9000, 1.0))  # more than the log's room
+    return path, fs, session
+
+
+def test_a_transient_eio_on_heads_directory_fsync_is_recovered_by_retry(tmp_path):
+    path, fs, session = _rolling(tmp_path)
+    fs.add(Fault("fsync_dir", path=os.path.abspath(path)))  # HEAD's directory fsync of the roll-over
+    acks: list[BaseException | None] = []
+    with pytest.raises(SaveFailed):
+        session.publish(session.freeze("checkpoint", ["root"]), [acks.append])
+    assert acks == [] and session.pending is not None
+    session.retry_pending()  # HEAD is written again into a new file and its directory synced (fsyncgate)
+    assert acks == [None] and session.pending is None
+    session.add_message("root", turn(2))
+    session.checkpoint()
+    session.close()
+    reopened = Session.open(path)
+    assert contents(reopened) == ["turn 0", "turn 1 " + "x" * 9000, "turn 2"]
+    reopened.close()
+
+
+def test_a_crash_after_heads_directory_fsync_failed_keeps_a_session_that_opens(tmp_path):
+    path, fs, session = _rolling(tmp_path)
+    fs.add(Fault("fsync_dir", path=os.path.abspath(path)))
     with pytest.raises(SaveFailed):
         session.checkpoint()
     for _attempt in range(2):  # retries that fail again must not destroy what HEAD names
         fs.add(Fault("fsync", path="*HEAD.tmp-*"))
         with pytest.raises(SaveFailed):
             session.retry_pending()
-    reopened = Session.open(path, owner_alive=dead)  # a crash now: the session still opens
+    session.store.close()  # a crash now (its process dies, releasing the log's flock): the session still opens
+    reopened = Session.open(path, owner_alive=dead)
     assert contents(reopened)[:1] == ["turn 0"]
     reopened.close()
 
@@ -189,14 +252,16 @@ def test_a_full_disk_while_recovering_a_torn_tail_says_free_space_not_repair(tmp
 # -- abandon after the commit point was touched ------------------------------------------------------------
 @pytest.mark.parametrize("profile", [Session, FileSession])
 def test_abandon_after_an_adoption_whose_directory_fsync_failed_leaves_the_committed_state(tmp_path, profile):
-    """HEAD (portable) or the sidecar (file-backed) may already have been replaced when the directory
-    fsync after it failed: abandon writes the committed one back before anything else goes."""
+    """The commit point was touched when its sync failed: the log's record may persist (portable, whose
+    fdatasync failed), the sidecar may already have been replaced (file-backed, whose directory fsync
+    failed). Abandon makes the committed state what the files say: the portable session rolls over into a
+    new log without the record, the file-backed one writes the committed sidecar back."""
     path = str(tmp_path / "s")
     fs = FaultyFileSystem(OsFileSystem())
     session = profile.open(path, create=True, fs=fs)
     session.add_message("root", turn(0))
     session.checkpoint()
-    fs.add(Fault("fsync_dir", path=os.path.abspath(path)))
+    fs.add(Fault("fdatasync", path="*.log") if profile is Session else Fault("fsync_dir", path=os.path.abspath(path)))
     session.add_message("root", turn(1))
     acks: list[BaseException | None] = []
     with pytest.raises(SaveFailed) as failed:

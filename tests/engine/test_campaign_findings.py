@@ -13,12 +13,14 @@
 4. A quarantine file under ``recovery/`` that became a dangling link made open refuse the session.
 5. Abandon removed a failed attempt's manifest and then its staging without a directory sync between.
 6. HEAD lost while a newer intact manifest still has its staging: open loaded the older generation.
+
+Format 2 (issue 29) has no staging directories or manifests: 1 and 4 (file-backed) stand as they were;
+2, 3, 5 and 6 are their format-2 analogues (the same hazard on the session log), each stated in its test.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 
 from perfsuite.engine import (
@@ -69,54 +71,64 @@ def test_a_fenced_file_backed_writer_writes_nothing_into_its_successors_files(tm
     reopened.close()
 
 
-def test_two_writers_staged_batches_are_recovered_once_the_fenced_ones_set_aside(tmp_path):
+def _log_bytes(path) -> dict[str, bytes]:
+    logs = path / "log"
+    return {name: (logs / name).read_bytes() for name in sorted(os.listdir(logs))}
+
+
+def test_a_fenced_portable_writer_writes_nothing_into_any_log_and_recovery_is_idempotent(tmp_path):
+    """2 (format 2). A second owner on a layer without flock (another host) broke A's lease: its open rolls
+    over into a log of its own, and A's next checkpoint is fenced before its record is written (the lease
+    re-checked before the pwrite), so no log holds A's fenced turn; a crash copy recovers to B's state, and
+    a second recovery changes nothing (format 1: two staged batches against one HEAD)."""
     path = tmp_path / "s"
     a = Session.open(path, create=True)
     a.add_message("root", Message("user", "turn 1", 1.0))
     a.checkpoint()
-    b = Session.open(path, owner_alive=_nobody)  # a second owner: a new lease epoch
+    b = Session.open(path, fs=_NoFlock(a.fs), owner_alive=_nobody)  # a new lease epoch
+    assert b.head is not None and b.head.log > a.head.log  # B writes into a log A never had
     a.add_message("root", Message("user", "A, fenced", 2.0))
+    try:
+        a.checkpoint()
+        raise AssertionError("a fenced writer's checkpoint succeeded")
+    except (SaveFailed, OwnerConflict):
+        pass
     b.add_message("root", Message("user", "B, the owner", 3.0))
-    for session in (a, b):  # both commit against the same HEAD; neither adopts (a crash, modelled below)
-        batch = session.freeze("checkpoint", ["root"])
-        publication = session.publication(batch)
-        for step in publication.steps():
-            if step.phase == "adopt":
-                break
-            step.accept(step.func(*step.args))
+    b.checkpoint()
+    assert not any(b"A, fenced" in data for data in _log_bytes(path).values())
     crashed = tmp_path / "crashed"
     shutil.copytree(path, crashed)
     first = Session.open(crashed, owner_alive=_nobody)
-    assert first.pending is not None and first.pending.batch.texts["root"].bytes_from(0).endswith(
-        Message("user", "B, the owner", 3.0).encode())
-    first.retry_pending()
-    assert contents(first) == ["turn 1", "B, the owner"]
-    first.close()
-    before = sorted(os.listdir(crashed / "staging")) + sorted(os.listdir(crashed / "objects"))
+    assert contents(first) == ["turn 1", "B, the owner"] and first.pending is None
+    first._release_owner()
+    before = _log_bytes(crashed)
     again = Session.open(crashed)  # nothing left to recover: the second recovery changes nothing
-    assert again.pending is None
-    assert sorted(os.listdir(crashed / "staging")) + sorted(os.listdir(crashed / "objects")) == before
-    assert os.path.isdir(crashed / "recovery")  # the fenced writer's bytes, kept aside
+    assert contents(again) == ["turn 1", "B, the owner"] and _log_bytes(crashed) == before
     again.close()
+    a._release_owner()
+    b.close()
 
 
-def test_head_lost_after_an_interrupted_staging_cleanup_recovers_the_newest_generation(tmp_path):
+def test_head_lost_with_an_older_log_still_there_recovers_the_newest_log(tmp_path):
+    """3 (format 2). HEAD lost while an older log is still there (compacted past, not yet retired): the
+    newest log, proven adopted by the records appended to it, is recovered with every acknowledged turn,
+    and the older one is not taken for it (format 1: an interrupted staging cleanup)."""
     path = tmp_path / "s"
     session = Session.open(path, create=True)
-    for i in range(3):
+    session.add_message("root", Message("user", "turn 0", 0.0))
+    session.checkpoint()
+    session.compact()  # a second log; the first one stays until retirement
+    for i in (1, 2):
         session.add_message("root", Message("user", f"turn {i}", float(i)))
-        session.checkpoint()  # acknowledged: generation i + 1
-    newest = session.head.manifest
-    tag = re.search(r"manifest-\d+-e\d+-(.*)\.json$", newest).group(1)  # its publication (staging) id
-    session.close()
-    # The crash: the adopted publication's staging directory is back without its batch record (the record's
-    # unlink reached the disk, the directory's removal did not), and then HEAD is lost.
-    os.makedirs(path / "staging" / tag)
+        session.checkpoint()  # acknowledged, appended to the second log
+    newest = session.head
+    session._release_owner()
+    assert len(os.listdir(path / "log")) == 2
     os.remove(path / "HEAD")
     reopened = Session.open(path)
-    assert reopened.head is not None and reopened.head.manifest == newest
+    assert reopened.head is not None and reopened.head.log == newest.log
     assert contents(reopened) == ["turn 0", "turn 1", "turn 2"]
-    assert os.path.exists(path / newest)
+    assert any("proven adopted" in p for p in reopened.problems)
     reopened.close()
 
 
@@ -140,10 +152,12 @@ def test_a_dangling_quarantine_file_does_not_block_open(tmp_path):
     reopened.close()
 
 
-def test_an_abandoned_manifest_is_removed_durably_before_its_staging(tmp_path):
-    """5. Abandon removed the failed attempt's committed manifest, then its staging, without syncing the
-    objects directory in between: a crash could keep the manifest and lose the staging, and with HEAD
-    lost that manifest counts as adopted (its staging is gone), so the abandoned turn came back."""
+def test_an_abandon_rolls_over_durably_so_the_abandoned_record_never_comes_back(tmp_path):
+    """5 (format 2). A record whose fdatasync failed may still reach the disk (the page cache), so abandon
+    rolls over before it returns: a new log (its name durable), its BASE of the committed state
+    fdatasynced, then HEAD replaced and its directory fsynced; the failed log is never synced again, and a
+    reopen does not have the abandoned turn although its record is in the old log (format 1: the failed
+    attempt's manifest removed durably before its staging)."""
     from perfsuite.engine import Fault, FaultyFileSystem, OsFileSystem, RecordingFileSystem
 
     path = tmp_path / "s"
@@ -151,26 +165,36 @@ def test_an_abandoned_manifest_is_removed_durably_before_its_staging(tmp_path):
     session = Session.open(path, create=True, fs=recorder)
     session.add_message("root", Message("user", "turn 0", 0.0))
     session.checkpoint()
-    recorder.inner.add(Fault("fsync_dir", path=os.path.abspath(path)))  # HEAD's directory fsync fails once
+    failed_log = session.store.log_path(session.head.log)
+    recorder.inner.add(Fault("fdatasync", path=failed_log))  # the log's fdatasync fails once
     session.add_message("root", Message("user", "abandoned", 1.0))
     try:
         session.checkpoint()
-        raise AssertionError("the checkpoint succeeded although HEAD's directory fsync failed")
+        raise AssertionError("the checkpoint succeeded although its fdatasync failed")
     except SaveFailed:
         pass
     mark = recorder.mark()
     session.abandon_pending()
     ops = [(op.kind, os.path.relpath(op.path, path)) for op in recorder.since(mark)]
-    removed = next(i for i, (kind, rel) in enumerate(ops) if kind == "remove" and rel.startswith("objects/manifest-"))
-    staging = next(i for i, (kind, rel) in enumerate(ops) if kind in ("remove", "rmdir") and rel.startswith("staging"))
-    assert ("fsync_dir", "objects") in ops[removed:staging], ops
+    new_log = os.path.relpath(session.store.log_path(session.head.log), path)
+    assert new_log != os.path.relpath(failed_log, path)
+    base = ops.index(("fdatasync", new_log))
+    head = next(i for i, (kind, rel) in enumerate(ops) if kind == "replace" and rel.startswith(".HEAD.tmp"))
+    assert ("fsync_dir", "log") in ops[:base] and base < head and ("fsync_dir", ".") in ops[head:], ops
+    assert ("fdatasync", os.path.relpath(failed_log, path)) not in ops
     session.close()
+    with open(failed_log, "rb") as handle:
+        assert b"abandoned" in handle.read()  # the record reached the file, uninstalled
+    reopened = Session.open(path)
+    assert contents(reopened) == ["turn 0"]
+    reopened.close()
 
 
-def test_a_lost_head_with_a_newer_intact_staged_generation_refuses_instead_of_loading_an_older_one(tmp_path):
-    """6. HEAD lost while a newer intact manifest still has its staging directory: the cleanup after an
-    adoption is not synced, so that generation may have been adopted and acknowledged; open used to load
-    the older one. It refuses with one line naming the repair command."""
+def test_a_lost_head_with_a_newer_unproven_log_refuses_instead_of_loading_an_older_one(tmp_path):
+    """6 (format 2). HEAD lost while a newer valid log is not proven adopted (a roll-over whose HEAD switch
+    may have landed: nothing appended to it yet, no successor names it): its carried records may have been
+    acknowledged, so open refuses with one line naming the repair command instead of loading the older
+    log (format 1: a newer intact manifest whose staging survived)."""
     from perfsuite.engine import SessionError
 
     path = tmp_path / "s"
@@ -178,15 +202,12 @@ def test_a_lost_head_with_a_newer_intact_staged_generation_refuses_instead_of_lo
     session.add_message("root", Message("user", "turn 0", 0.0))
     session.checkpoint()
     session.add_message("root", Message("user", "turn 1", 1.0))
-    publication = session.publication(session.freeze("checkpoint", ["root"]))
-    for step in publication.steps():  # committed, then the crash: HEAD never moved, staging stays
-        if step.phase == "adopt":
-            break
-        step.accept(step.func(*step.args))
+    session.checkpoint()  # appended: the first log is proven adopted
+    session.compact()  # a new log holding only its BASE
     session._release_owner()
     os.remove(path / "HEAD")
     try:
         Session.open(path)
-        raise AssertionError("open loaded an older generation while a newer one may have been adopted")
+        raise AssertionError("open loaded an older log while a newer one may have been adopted")
     except SessionError as exc:
-        assert "\n" not in str(exc) and "session repair" in str(exc) and "may have been adopted" in str(exc)
+        assert "\n" not in str(exc) and "session repair" in str(exc) and "not proven adopted" in str(exc)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import json
 
 import pytest
 
@@ -34,7 +33,7 @@ def make(tmp_path, fs=None, **settings) -> Session:
 
 
 def committed_mail(session: Session) -> list[str]:
-    sidecar = json.loads(session.store.read_artifact(session.manifest.artifacts["sidecar.json"]))
+    sidecar = session.committed_sidecar()  # format 2: the committed document (issue 29)
     return [r["body"] for r in sidecar["mailboxes"].get("root", [])]
 
 
@@ -163,7 +162,7 @@ def test_async_failure_before_adoption_is_pending_and_never_acknowledged_twice(t
     session = make(tmp_path, fs=faulty)
 
     async def scenario() -> None:
-        faulty.add(Fault("fsync", path="manifest-*", error=errno.EIO))
+        faulty.add(Fault("fdatasync", path="*.log", error=errno.EIO))  # format 2's commit point (issue 29)
         acks: list[BaseException | None] = []
         session.deliver_background("root", "doomed", sender="bg", ack=acks.append)
         await until(lambda: session.gate.job is None)
@@ -209,7 +208,7 @@ def test_checkpoint_after_save_failure_is_not_blindly_retried(tmp_path):
     faulty = FaultyFileSystem(OsFileSystem())
     session = make(tmp_path, fs=faulty)
     session.add_message("root", Message("user", "x", 1.0))
-    faulty.add(Fault("replace", path="*/HEAD", error=errno.EIO))
+    faulty.add(Fault("fdatasync", path="*.log", error=errno.EIO))  # format 2's commit point (issue 29)
     with pytest.raises(SaveFailed):
         session.checkpoint()
     reports = len(session.reports)
@@ -265,3 +264,38 @@ def test_shutdown_order_agents_then_registry_then_root_then_lease(tmp_path, agen
     reopened = Session.open(tmp_path / "s")
     assert reopened.sidecar.agents["a1"]["activity"] == "running"
     assert reopened.buffers["root"].messages()[-1].content == "root text"
+
+
+@pytest.mark.parametrize("observed", [False, True])
+def test_a_thread_offloaded_job_hands_its_blocking_steps_to_the_worker_at_once(tmp_path, observed):
+    """Issue 29: a hand-off to the worker and back costs more than a small publication's stage, hash,
+    select, commit and adopt, so the thread offload runs them in one hand-off, each accepted on the worker;
+    while someone observes the phases (events on the loop thread, in order), each step is its own. The
+    same publication either way: its phases, its one pwrite and fdatasync, its acknowledgement."""
+    from perfsuite.engine import RecordingFileSystem
+
+    recorder = RecordingFileSystem(OsFileSystem())
+    session = make(tmp_path, fs=recorder, offload="thread")
+    events: list = []
+    if observed:
+        session.observers.subscribe(events.append)
+
+    async def scenario() -> None:
+        mark = recorder.mark()
+        acks: list[BaseException | None] = []
+        session.deliver_background("root", "chained", sender="bg", ack=acks.append)
+        await until(lambda: acks)
+        assert acks == [None]
+        assert [op.kind for op in recorder.since(mark) if op.kind in ("pwrite", "fdatasync")] == ["pwrite", "fdatasync"]
+
+    asyncio.run(scenario())
+    job = session.jobs[-1]
+    report = session.reports[-1]
+    assert report.outcome == "adopted" and set(report.phases_ms) >= {"stage", "hash", "select", "commit", "adopt"}
+    # advances of the job on the loop: with the chain, the hand-off of stage to adopt and its return, then
+    # finish; observed, a submission and a completion per blocking step
+    assert (job.trace.advances <= 4) is (not observed), job.trace.advances
+    session.close()
+    reopened = Session.open(tmp_path / "s")
+    assert [m.body for m in reopened.mailbox("root")] == ["chained"]
+    reopened.close()

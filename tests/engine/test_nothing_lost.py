@@ -20,6 +20,7 @@ import sys
 import pytest
 
 from perfsuite.engine import (
+    FORMAT,
     FileSession,
     Message,
     OsFileSystem,
@@ -48,6 +49,15 @@ def portable(tmp_path, generations: int = 1, per: int = 3) -> tuple[str, list[Me
     messages = session.buffers["root"].messages()
     session.close()
     return path, messages
+
+
+def _last_epoch(path: str) -> int:
+    """The epoch of the log's last record (format 2: every record carries its writer's epoch), read only."""
+    from perfsuite.engine._logstore import LogStore
+
+    store = LogStore(path, OsFileSystem())
+    store.load(store.read_head())
+    return store.state.epoch
 
 
 def one_line(exc: BaseException) -> str:
@@ -88,8 +98,7 @@ def test_a_lease_torn_by_a_real_crash_does_not_block_open(tmp_path):
                                    b'{"epoch": 9, "token": "t", "pid": -1, "host": "%s"}'])
 def test_a_garbage_lease_names_no_live_owner(tmp_path, lease):
     path, messages = portable(tmp_path, generations=2)
-    manifests = [n for n in os.listdir(tmp_path / "s" / "objects") if n.startswith("manifest-")]
-    highest = max(int(n.split("-e")[1].split("-")[0]) for n in manifests)
+    highest = _last_epoch(path)
     (tmp_path / "s" / "LEASE").write_bytes(lease.replace(b"%s", os.uname().nodename.encode()))
     session = Session.open(path)
     assert session.buffers["root"].messages() == messages
@@ -114,7 +123,8 @@ def test_deleted_head_with_one_generation_recovers_it_not_an_empty_session(tmp_p
     assert session.buffers["root"].messages() == messages
     assert any("HEAD" in p for p in session.problems)
     session.close()
-    assert json.loads((tmp_path / "s" / "HEAD").read_bytes())["seq"] == 1  # repaired
+    assert json.loads((tmp_path / "s" / "HEAD").read_bytes())["format"] == FORMAT  # repaired
+    assert Session.open(path).buffers["root"].messages() == messages
 
 
 def test_deleted_head_with_three_generations_recovers_the_newest_and_retire_keeps_it(tmp_path):
@@ -129,44 +139,55 @@ def test_deleted_head_with_three_generations_recovers_the_newest_and_retire_keep
     assert Session.open(path).buffers["root"].messages() == messages
 
 
-def test_retire_never_deletes_a_generation_newer_than_the_head(tmp_path):
-    path, _messages = portable(tmp_path, generations=3)
-    objects = tmp_path / "s" / "objects"
-    newest = max(n for n in os.listdir(objects) if n.startswith("manifest-00000003-"))
-    second = max(n for n in os.listdir(objects) if n.startswith("manifest-00000002-"))
-    data = (objects / second).read_bytes()
-    record = json.loads(data)
-    import hashlib
-
-    head = {"format": record["format"], "seq": 2, "manifest": f"objects/{second}",
-            "digest": hashlib.sha256(data).hexdigest(), "epoch": record["epoch"], "parent": record["parent"]}
-    (tmp_path / "s" / "HEAD").write_text(json.dumps(head))  # a valid HEAD naming an older generation
-    session = Session.open(path, settings=SessionSettings(chunk_size=256, keep_generations=1))
-    assert session.head is not None and session.head.seq == 2
-    while session.retire()[1]:
-        pass
-    assert (objects / newest).exists()  # before the fix: deleted (not on HEAD's chain)
+def _rolled_over(tmp_path) -> tuple[str, list[Message]]:
+    """A closed portable session whose small logs rolled over (several logs, records appended to each)."""
+    path = str(tmp_path / "s")
+    session = Session.open(path, create=True, settings=SessionSettings(chunk_size=256, log_capacity=4096))
+    for i in range(12):
+        session.add_message("root", turn(i, size=1500))
+        session.checkpoint()
+    messages = session.buffers["root"].messages()
     session.close()
+    return path, messages
 
 
-@pytest.mark.parametrize("what", ["manifest", "chunk"])
+def test_a_head_naming_an_older_log_never_costs_a_newer_adopted_one(tmp_path):
+    """Issue 14 case 2 in format 2: HEAD rolled back to an older log while a newer log holds appended (so
+    adopted) generations: open refuses in one line, and nothing deletes the newer log."""
+    from perfsuite.engine._logadoption import survey
+    from perfsuite.engine._logstore import LogStore
+
+    path, messages = _rolled_over(tmp_path)
+    store = LogStore(path, OsFileSystem())
+    logs = [c for c in survey(store) if c.valid]
+    assert len(logs) >= 3 and logs[-1].appended
+    (tmp_path / "s" / "HEAD").write_bytes(logs[-2].head().encode())  # a valid HEAD naming the previous log
+    with pytest.raises(SessionError) as refused:
+        Session.open(path, settings=SessionSettings(chunk_size=256, keep_generations=1, log_capacity=4096))
+    assert "perfsuite session repair" in one_line(refused.value)
+    assert os.path.exists(store.log_path(logs[-1].number))  # the newer adopted log is still there
+    (tmp_path / "s" / "HEAD").write_bytes(logs[-1].head().encode())
+    assert Session.open(path).buffers["root"].messages() == messages
+
+
+@pytest.mark.parametrize("what", ["last record", "mid-log"])
 def test_a_damaged_head_generation_refuses_open_and_repair_adopts_the_newest_intact(tmp_path, what):
     path, messages = portable(tmp_path, generations=2)
     head = json.loads((tmp_path / "s" / "HEAD").read_bytes())
-    if what == "manifest":
-        broken = tmp_path / "s" / head["manifest"]
-    else:
-        manifest = json.loads((tmp_path / "s" / head["manifest"]).read_bytes())
-        broken = tmp_path / "s" / "objects" / manifest["artifacts"]["conversations/root.jsonl"]["chunks"][-1][0]
-    broken.write_bytes(b"x" + broken.read_bytes()[1:])
+    broken = tmp_path / "s" / head["log"]
+    data = bytearray(broken.read_bytes())
+    end = len(bytes(data).rstrip(b"\0"))
+    data[end - 40 if what == "last record" else 512 + 700] ^= 0xFF  # generation 2's record, or an earlier one
+    broken.write_bytes(bytes(data))
     with pytest.raises(SessionError) as refused:
-        Session.open(path)  # before the fix: generation 1 without a word beyond session.problems
+        Session.open(path)  # before the fix (format 1): generation 1 without a word beyond session.problems
     text = one_line(refused.value)
     assert str(broken) in text and "perfsuite session repair" in text
     report = Session.repair(path)
-    assert report.adopted is not None and report.adopted.seq == 1 and report.lines
+    kept = 1 if what == "last record" else 0
+    assert report.adopted is not None and report.adopted.seq == kept and report.lines
     session = Session.open(path)
-    assert session.buffers["root"].messages() == messages[:3]
+    assert session.buffers["root"].messages() == messages[: 3 * kept]
     session.add_message("root", turn(77))
     session.checkpoint()
     session.close()
@@ -285,23 +306,23 @@ def _head_dir(root) -> None:
     os.mkdir(root / "HEAD")
 
 
-def _objects_file(root) -> None:
+def _log_dir_file(root) -> None:
     import shutil
 
-    shutil.rmtree(root / "objects")
-    (root / "objects").write_text("not a directory")
+    shutil.rmtree(root / "log")
+    (root / "log").write_text("not a directory")
 
 
-def _staging_file(root) -> None:
-    os.rmdir(root / "staging")
-    (root / "staging").write_text("not a directory")
+def _logs_file(root) -> None:
+    os.rmdir(root / "logs")
+    (root / "logs").write_text("not a directory")
 
 
 def _lease_dir(root) -> None:
     os.mkdir(root / "LEASE")
 
 
-@pytest.mark.parametrize("corrupt", [_head_list, _head_dir, _objects_file, _staging_file, _lease_dir])
+@pytest.mark.parametrize("corrupt", [_head_list, _head_dir, _log_dir_file, _logs_file, _lease_dir])
 def test_corrupt_portable_files_give_one_line_session_errors(tmp_path, corrupt):
     path, messages = portable(tmp_path, generations=2)
     corrupt(tmp_path / "s")

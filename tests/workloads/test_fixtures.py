@@ -43,6 +43,14 @@ def copied(cache: Path) -> fx.Fixture:
     return fx.build_fixture("copied-27mb", cache_dir=cache)
 
 
+def _retained(session: Session, keep: int) -> None:
+    """Format 2 (issue 29): the last ``keep`` generations are still on disk (restorable) and no log that
+    nothing retained needs is left (retirement ran to the end)."""
+    newest = session.head.seq
+    assert all(session.store.state_at(g).generation == g for g in range(newest - keep + 1, newest + 1))
+    assert session.store.retirable(keep) == []
+
+
 def opened_copy(fixture: fx.Fixture, tmp_path: Path) -> Session:
     """Session.open on a private copy (opening takes the lease: never do it on the cached original)."""
     copy = tmp_path / "copy"
@@ -61,7 +69,8 @@ def test_committed_specs_load_with_stable_digests() -> None:
         assert spec.name == name and spec.digest == fx.load_spec(name).digest
         assert spec.digest.startswith("sha256:") and spec.key == f"{name}-{spec.digest[7:19]}"
     copied = fx.load_spec("copied-27mb")
-    assert copied.settings == {"chunk_size": 0, "keep_generations": 8}  # chosen and recorded (M6)
+    # chosen and recorded (M6); format 2 (issue 29): the engine's chunking and a small log capacity
+    assert copied.settings == {"chunk_size": 65536, "keep_generations": 8, "log_capacity": 1 << 20}
     assert fx.load_spec("synthetic-6000").settings["chunk_size"] == 65536
 
 
@@ -128,7 +137,7 @@ def test_synthetic_6000_is_a_real_session_with_6000_saved_turns(synthetic: fx.Fi
         assert len(session.attachments) == 6
         sizes = [len(m.content) for m in root.messages() if m.role in ("user", "assistant")]
         assert min(sizes) >= 250 and max(sizes) <= 2600 and len(set(sizes)) > 1000  # varied, realistic
-        assert len(session.store.list_manifests()) == 8  # keep_generations retained, older ones retired
+        _retained(session, 8)  # keep_generations retained, older ones retired
     finally:
         session.close()
 
@@ -144,7 +153,8 @@ def test_copied_27mb_sizes_are_exact_and_builds_are_deterministic(
     assert not (copied.path / "LEASE").exists()
     assert info["root_transcript_bytes"] == COPIED["root"]
     assert 1_300_000 <= info["agent_transcript_bytes"] <= 1_380_000 and info["agent"].startswith("agent-")
-    assert info["settings"] == {"chunk_size": 0, "keep_generations": 8}
+    assert info["settings"] == {"chunk_size": 65536, "keep_generations": 8, "log_capacity": 1 << 20}
+    assert info["session_logs"] == 1  # format 2: HEAD and one compacted log; diagnostic logs make up the count
 
     again = fx.build_fixture("copied-27mb", cache_dir=tmp_path / "second-cache")
     assert again.built and again.path != copied.path
@@ -160,7 +170,7 @@ def test_copied_27mb_sizes_are_exact_and_builds_are_deterministic(
             assert session.problems == []
             assert session.conversation("root").size == COPIED["root"]
             assert session.conversation(info["agent"]).size == info["agent_transcript_bytes"]
-            assert len(session.store.list_manifests()) == 8
+            _retained(session, 8)
         assert first.conversation("root").data() == second.conversation("root").data()
         assert first.conversation(info["agent"]).data() == second.conversation(info["agent"]).data()
         assert len(first.sidecar.agents) == 22 and len(first.attachments) == 44

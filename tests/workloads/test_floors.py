@@ -53,17 +53,20 @@ def test_the_replay_does_the_engines_durable_operations(tmp_path: Path, small_se
 
     op, metrics = asyncio.run(main())
     kinds = collections.Counter(step.kind for step in op.steps)
-    assert metrics["fsyncs"] == kinds["fsync"] >= 2 and metrics["dir_fsyncs"] == kinds["fsync_dir"] >= 1
-    assert metrics["replaces"] == kinds["replace"] >= 1  # at least HEAD
-    assert metrics["bytes_written"] == sum(s.length for s in op.steps if s.kind == "write") > 4000
+    # format 2 (issue 29): one pwrite of a record-sized buffer at the log's tail and one fdatasync
+    assert metrics["fdatasyncs"] == kinds["fdatasync"] == 1 and metrics["pwrites"] == kinds["pwrite"] == 1
+    assert "fsyncs" not in metrics and "replaces" not in metrics and "dir_fsyncs" not in metrics
+    assert metrics["bytes_written"] == sum(s.length for s in op.steps if s.kind == "pwrite") > 4000
     assert metrics["operations"] == len(op.steps)
     assert metrics["models"] == f"mailbox_delivery(path={path})"
     assert set(metrics["op_ms"]) == {s.kind for s in op.steps} and "phases_ms" not in metrics
-    # the files the replay left are the files the engine's publication added (objects, manifest) and HEAD
+    # the file the replay wrote is the session's log, at the offset the engine's record went to
     engine_after = _files(ctx.workdir)
     replay = _files(ctx.scratch / "floor")
-    assert "HEAD" in replay and replay <= engine_after
-    assert {f for f in replay if f.startswith(("objects", "manifests"))}
+    assert replay <= engine_after and len(replay) == 1 and next(iter(replay)).startswith("log/")
+    (pwrite,) = [s for s in op.steps if s.kind == "pwrite"]
+    assert pwrite.offset > 512 and os.path.getsize(ctx.scratch / "floor" / pwrite.path) == os.path.getsize(
+        ctx.workdir / pwrite.path)  # the preallocated size, unchanged by the replay
 
 
 def test_the_sequence_is_what_the_recording_layer_saw(tmp_path: Path, small_session: Path) -> None:
@@ -76,6 +79,7 @@ def test_the_sequence_is_what_the_recording_layer_saw(tmp_path: Path, small_sess
     # the same sizes but for the digits of timestamps (a float's repr varies in length)
     assert all(abs(a.length - b.length) <= 8 for a, b in zip(first, second))
     assert "HEAD" in before and all(not os.path.isabs(s.path) for s in first)
+    assert [s.kind for s in first] == ["pwrite", "fdatasync"] and first[0].offset == second[0].offset
 
 
 def test_a_floor_mode_in_a_recipe_is_a_reference(tmp_path: Path, small_session: Path) -> None:
@@ -95,7 +99,7 @@ def test_a_floor_mode_in_a_recipe_is_a_reference(tmp_path: Path, small_session: 
     assert body["verdict"]["met"] is None and body["verdict"]["reference"] == body["reference"]
     floor = body["samples"][0]["metrics"]
     engine = doc["modes"]["async"]["samples"][0]["metrics"]
-    assert floor["fsyncs"] == engine["fsyncs"] and floor["dir_fsyncs"] == engine["dir_fsyncs"]
+    assert floor["fdatasyncs"] == engine["fdatasyncs"] == 1 and engine["durability_points"] == 1
     # another real publication with the same parameters: the same bytes but for the digits of a timestamp
     assert abs(floor["bytes_written"] - engine["bytes_written"]) <= 0.01 * engine["bytes_written"]
 
@@ -115,7 +119,7 @@ def test_the_recording_layer_is_the_source(tmp_path: Path) -> None:
     session.checkpoint()
     kinds = {op.kind for op in fs.since(mark)}
     session.close()
-    assert {"write", "fsync", "fsync_dir", "replace"} <= kinds
+    assert kinds == {"pwrite", "fdatasync"}  # format 2's steady path (issue 29)
 
 
 def test_the_replay_pays_a_storage_profile_through_the_same_delay_model(tmp_path: Path, small_session: Path) -> None:
@@ -136,7 +140,7 @@ def test_the_replay_pays_a_storage_profile_through_the_same_delay_model(tmp_path
         return op, metrics
 
     op, metrics = asyncio.run(main())
-    delayed = [s for s in op.steps if s.kind in ("fsync", "fsync_dir", "replace")
+    delayed = [s for s in op.steps if s.kind in ("fsync", "fdatasync", "fsync_dir", "replace")
                or (s.kind == "open" and s.flags & os.O_CREAT and s.flags & os.O_EXCL)]
     assert delayed and metrics["storage"]["ops"] == len(delayed)
     assert metrics["storage"]["delayed_ops"] + metrics["storage"]["real_exceeded"] == len(delayed)

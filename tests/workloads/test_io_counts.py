@@ -17,7 +17,8 @@ def test_io_counts_reads_the_recording_log(tmp_path) -> None:
     fs = RecordingFileSystem(OsFileSystem(), keep_data=False)
     fs.atomic_replace(str(tmp_path / "a.json"), b"{}")  # temp created, fsync, replace, directory fsync
     fs.write_new(str(tmp_path / "b.bin"), b"x", exclusive=True, sync=False)  # created, never synced
-    assert io_counts(fs.ops) == {"fsyncs": 1, "dir_fsyncs": 1, "renames": 1, "files_created": 2}
+    assert io_counts(fs.ops) == {"fsyncs": 1, "fdatasyncs": 0, "dir_fsyncs": 1, "renames": 1, "files_created": 2,
+                                 "durability_points": 3}
     log = TranscriptLog.open(tmp_path / "log", fs=fs)
     log.append(Message("user", "hi", 0.0))
     mark = fs.mark()
@@ -26,8 +27,10 @@ def test_io_counts_reads_the_recording_log(tmp_path) -> None:
     assert io_counts(fs.since(mark))["fsyncs"] == 1 and io_counts(fs.since(mark))["renames"] == 0
     synthetic = [FsOp(0, "open", "/x", flags=os.O_WRONLY | os.O_APPEND | os.O_CREAT),  # append-open: not created
                  FsOp(1, "open", "/y", flags=os.O_WRONLY | os.O_CREAT | os.O_EXCL),
-                 FsOp(2, "fsync", "/y"), FsOp(3, "fsync_dir", "/"), FsOp(4, "replace", "/y", dst="/z")]
-    assert io_counts(synthetic) == {"fsyncs": 1, "dir_fsyncs": 1, "renames": 1, "files_created": 1}
+                 FsOp(2, "fsync", "/y"), FsOp(3, "fsync_dir", "/"), FsOp(4, "replace", "/y", dst="/z"),
+                 FsOp(5, "pwrite", "/x", data=b"r", length=1, offset=0), FsOp(6, "fdatasync", "/x")]
+    assert io_counts(synthetic) == {"fsyncs": 1, "fdatasyncs": 1, "dir_fsyncs": 1, "renames": 1, "files_created": 1,
+                                    "durability_points": 4}  # issue 29: an fdatasync is a durability point
 
 
 def test_publications_report_deterministic_io_counts(tmp_path, small_session) -> None:
@@ -45,16 +48,18 @@ def test_publications_report_deterministic_io_counts(tmp_path, small_session) ->
     operation = "perfsuite.workloads.engine:diagnostic_append"
     writer = "rewrite"
     """)
-    keys = ("fsyncs", "dir_fsyncs", "renames", "files_created")
+    keys = ("fsyncs", "fdatasyncs", "dir_fsyncs", "renames", "files_created", "durability_points")
     for mode in ("sync", "async", "delta"):
         counts = [tuple(s["metrics"][k] for k in keys) for s in doc["modes"][mode]["samples"]]
         assert len(counts) == 3 and len(set(counts)) == 1, (mode, counts)  # deterministic per publication
     sync = doc["modes"]["sync"]["samples"][0]["metrics"]
-    assert sync["fsyncs"] >= 2 and sync["dir_fsyncs"] >= 1 and sync["renames"] >= 1  # chunks, HEAD
-    assert sync["files_created"] >= 2
+    # format 2 (issue 29): one fdatasync of the log, nothing created, renamed or directory-synced
+    assert (sync["fdatasyncs"], sync["fsyncs"], sync["dir_fsyncs"], sync["renames"], sync["files_created"]) == (
+        1, 0, 0, 0, 0)
     assert {k: sync[k] for k in keys} == {k: doc["modes"]["async"]["samples"][0]["metrics"][k] for k in keys}
     delta = doc["modes"]["delta"]["samples"][0]["metrics"]
     assert (delta["fsyncs"], delta["dir_fsyncs"], delta["renames"], delta["files_created"]) == (0, 0, 0, 0)
+    assert delta["durability_points"] == 0
     rewrite = doc["modes"]["rewrite"]["samples"][0]["metrics"]  # an atomic replace per flush (E1)
     assert (rewrite["fsyncs"], rewrite["dir_fsyncs"], rewrite["renames"], rewrite["files_created"]) == (1, 1, 1, 1)
 

@@ -1,0 +1,40 @@
+"""scripts/durability_points.py (issue 29's measurements) runs and says what format 2 promises: one
+durability point per publication on the steady path, at most 1.01 amortized over a stream with
+consolidation, and k publications pending during one sync sharing the next (the recording layer counts)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("durability_points", ROOT / "scripts" / "durability_points.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_script_counts_one_point_per_publication_and_a_shared_sync(capsys):
+    assert _script().main(["--sizes", "1", "--checkpoints", "2", "--stream", "120", "--retire-every", "40",
+                           "--groups", "3", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    for row in doc["operations"]:
+        assert (row["points"], row["order"]) == (1, ["fdatasync:log"]), row
+        assert (row["fsyncs"], row["dir_fsyncs"], row["renames"]) == (0, 0, 0)
+    stream = doc["stream"]
+    assert stream["publications"] == 120 and 1.0 <= stream["amortized"] <= 1.01
+    [group] = doc["group_commit"]
+    assert (group["publications"], group["fdatasyncs"]) == (4, 2) and group["groups"][1:] == [3, 3, 3]
+    [scale] = doc["scale"]
+    assert scale["points"] == 1 and scale["bytes_per_checkpoint"] < 4096 and scale["logs"] == 1
+    assert scale["allocated"] >= scale["used"] >= scale["live"] > 10**6
+
+
+def test_bad_sizes_are_one_line(capsys):
+    assert _script().main(["--sizes", "x"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
