@@ -21,6 +21,7 @@ PAGE = ROOT / "docs" / "commands.md"
 README = ROOT / "README.md"
 BEGIN = "<!-- commands: scripts/gen_cli_reference.py writes this table -->"
 END = "<!-- /commands -->"
+_PIPE = "\\|"  # GitHub's tables split a cell at a bare pipe even inside a code span
 _PLAIN_GROUPS = {"positional arguments", "options", "optional arguments"}
 
 
@@ -166,7 +167,7 @@ def render_table(parser: argparse.ArgumentParser) -> str:
     lines = ["| command | what it does |", "|---|---|"]
     for name, help_text, sub in _subcommands(parser):
         children = list(_subcommands(sub))
-        shown = f"{name} {'|'.join(child for child, _, _ in children)}" if children else name
+        shown = f"{name} {_PIPE.join(child for child, _, _ in children)}" if children else name
         lines.append(f"| `perfsuite {shown}` | {_cell(help_text)} |")
     return "\n".join(lines) + "\n"
 
