@@ -33,6 +33,8 @@ test: $(VENV)/.test-installed
 		|| echo "chromium not installed: the browser test is skipped"; fi
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
+	@# the reference site (docs/, mkdocs.yml): a broken link or anchor fails the build
+	$(BIN)/python -m mkdocs build --strict --quiet --site-dir $(VENV)/site
 	PERFSUITE_CACHE=$(VENV)/cache $(BIN)/perfsuite run idle-control --samples 2 --output-dir $(VENV)/smoke
 	PERFSUITE_CACHE=$(VENV)/cache $(BIN)/perfsuite run mailbox-delivery --samples 2 --warmup 0 --output-dir $(VENV)/smoke
 

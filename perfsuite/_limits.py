@@ -2,7 +2,7 @@
 
 A count a recipe or a flag takes is bounded, so a typo (``samples = 1000000000000``) is one line naming
 the value and the allowed range instead of a run that grows to gigabytes with no output. The bounds are
-generous for real use (the README's "Limits" table lists them; ``tests/test_limits.py`` checks that table
+generous for real use (docs/conventions.md lists them; ``tests/test_limits.py`` checks that table
 against this module) and live here, in the floor, so the harness, the workloads, the campaigns and the
 CLI check the same numbers (one place per concern). The engine does not use this module.
 """

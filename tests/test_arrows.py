@@ -124,7 +124,7 @@ def test_every_import_follows_an_arrow_and_uses_public_names() -> None:
 
 
 def test_the_readme_states_the_checked_arrows() -> None:
-    assert readme_arrows((ROOT / "README.md").read_text(encoding="utf-8")) == ARROWS
+    assert readme_arrows((ROOT / "docs" / "layout.md").read_text(encoding="utf-8")) == ARROWS
 
 
 @pytest.mark.parametrize("package", ["engine", "harness", "report", "whatif", "crash", "profile", "watch"])

@@ -1,5 +1,5 @@
 """Issue 27: every count, size and duration perfsuite takes is bounded by one table (perfsuite/_limits.py),
-and the README's "Bad input and limits" table says exactly what that table holds."""
+and the "Bad input and limits" table of docs/conventions.md says exactly what that table holds."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from perfsuite._limits import LIMITS, Limit, check_limit, describe_limit, show_number
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "conventions.md"
 
 
 def _readme_rows() -> dict[str, tuple[str, str]]:

@@ -1,5 +1,5 @@
 """Issue 28 item 6, as a user outside this repository meets it (house rule 8): a scratch git repository of
-their own holds ``benchops.py`` (the README's "Declaring parameters" example, as written) at its root and a
+their own holds ``benchops.py`` (docs/own-code.md's "Declaring parameters" example, as written) at its root and a
 recipe in ``recipes/``; the real ``python -m perfsuite run`` finds the operation from the repository's
 root, from a subdirectory and from a directory outside it (it used to work from the root only), in worker
 processes too; a misspelled parameter is one line with "did you mean", exit 2, nothing measured; a module
@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.docs.pages import page
+
 ROOT = Path(__file__).resolve().parents[1]
-BLOCKS = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+BLOCKS = re.findall(r"```python\n(.*?)```", page("own-code.md"), re.S)
 BLOCK = next(b for b in BLOCKS if "class Commit" in b)
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@example.invalid"}

@@ -17,6 +17,7 @@ import pytest
 
 import perfsuite.harness
 import perfsuite.report
+from tests.docs.pages import page
 
 pytest_plugins = ("pytester",)
 
@@ -52,7 +53,7 @@ def test_the_entry_point_is_declared() -> None:
 
 
 def test_the_readme_example_runs_and_writes_results(pytester: pytest.Pytester) -> None:
-    readme = (ROOT / "README.md").read_text()
+    readme = page("own-code.md")
     section = readme.split("## pytest: measure your own code", 1)[1]
     example = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     assert len([ln for ln in example.splitlines() if ln.strip()]) <= 10

@@ -1,18 +1,18 @@
-"""The README's Python examples run as written (issue 18 item 6): the operation protocol's example with
-and without a fixture, in both isolations; the pytest example (run by tests/test_pytest_plugin.py); the
+"""The Python examples of the README and docs/ run as written (issue 18 item 6): the operation protocol's
+example with and without a fixture, in both isolations; the pytest example (run by tests/test_pytest_plugin.py); the
 declared-parameters example (run by tests/test_operation_lookup.py, from a scratch repository)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
 from perfsuite.harness import ModeSpec, Recipe, run_recipe
+from tests.docs.pages import python_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
-BLOCKS = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+BLOCKS = python_blocks()  # the README's own example is the protocol's block of docs/own-code.md, once
 
 
 def _block(marker: str) -> str:

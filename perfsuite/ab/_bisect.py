@@ -34,7 +34,7 @@ __all__ = ["BISECT_FILE", "BISECT_FORMAT", "BisectResult", "BisectStep", "bisect
 
 BISECT_FILE = "bisect.json"
 BISECT_FORMAT = "perfsuite-bisect/1"
-#: exit status per outcome (README, "perfsuite bisect")
+#: exit status per outcome (docs/gates.md, "perfsuite bisect")
 EXIT = {"found": 0, "no-regression": 1, "inconclusive": 3}
 
 

@@ -129,7 +129,7 @@ def init_project(root: Path, package: str | None = None) -> InitResult:
 _RECIPE = '''\
 # A perfsuite recipe for {package} (written by `perfsuite init`): `perfsuite run {recipe}` measures it,
 # `perfsuite ab BASE` gates it, `perfsuite bisect GOOD BAD` finds the commit that slowed it down.
-# Keys: perfsuite's README, "perfsuite run" and the recipes' README. Each mode names an operation,
+# Keys: perfsuite's docs/run.md, "perfsuite run", and the recipes' README. Each mode names an operation,
 # "module:factory" (perf/ops.py); other keys of a mode table are passed to it as ctx.params.
 name = "{recipe}"
 description = "one record written and fsynced in a writer thread: replace perf/ops.py's Example with your code"
@@ -145,7 +145,7 @@ operation = "perf.ops:Example"
 '''
 
 _OPS = '''\
-"""perfsuite operations for {package} (written by `perfsuite init`; the protocol: perfsuite's README,
+"""perfsuite operations for {package} (written by `perfsuite init`; the protocol: perfsuite's docs/own-code.md,
 "Measuring your own code: the operation protocol").
 
 `perfsuite run {recipe}` measures each mode of recipes/{recipe}.toml; `perfsuite ab BASE` measures two
@@ -211,7 +211,7 @@ def test_{package}_example(perfsuite_bench):
 '''
 
 _WORKFLOW = '''\
-# perfsuite in CI (written by `perfsuite init`; perfsuite's README, "The CI gate").
+# perfsuite in CI (written by `perfsuite init`; perfsuite's docs/gates.md, "The CI gate").
 #
 # Pull request:  perfsuite ab <merge base>  -> both revisions measured on this runner, rounds interleaved;
 #                                              exit 1 regression, 2 unusable input, 3 inconclusive (the gate)

@@ -161,7 +161,7 @@ def register(sub: Any) -> None:
                    help="a trace file (JSON lines: time, session, conversation, kind, size)")
     w.add_argument("--target", metavar="MODULE:CLASS", type=non_empty,
                    help="replay through your own scheduler instead of the engine's: a replay target class (see "
-                   "the README, 'What-if for your own scheduler'), imported from the current directory; "
+                   "docs/whatif.md, 'What-if for your own scheduler'), imported from the current directory; "
                    "it runs on a virtual-clock event loop, and --validate replays it in real time")
     w.add_argument("--storm", action="store_true", help="the generated permission storm (SPEC M6)")
     w.add_argument("--unattended", action="store_true", help="a generated unattended agent run (checkpoints)")
@@ -180,7 +180,7 @@ def register(sub: Any) -> None:
                    help="the trade-off plot, Pareto-optimal settings marked")
     w.add_argument("--costs", metavar="FILE", type=non_empty,
                    help="per-publication costs to use instead of this machine's cache (with --target: the costs "
-                   "of your own publication kinds; the format is in the README)")
+                   "of your own publication kinds; the format is in docs/whatif.md)")
     w.add_argument("--no-costs", action="store_true", help="skip bytes (no allocation pass)")
     w.add_argument("--remeasure", action="store_true", help="measure this machine's costs again")
     w.add_argument("--validate", action="store_true",

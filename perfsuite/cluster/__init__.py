@@ -41,7 +41,7 @@ BACKENDS = ("local",)
 
 def make_runner(jobs: int, *, cluster: str | None = None, scheduler: str | None = None) -> Runner:
     """``--scheduler ADDRESS``: that running Dask cluster; ``--cluster local``: an embedded LocalCluster
-    of ``jobs`` workers; neither: a pool of ``jobs`` spawned processes (the default, see the README for why)."""
+    of ``jobs`` workers; neither: a pool of ``jobs`` spawned processes (the default, see docs/cluster.md for why)."""
     if cluster is not None and scheduler is not None:
         raise ClusterError("--cluster and --scheduler are two ways to name a cluster: give one")
     if scheduler is not None:

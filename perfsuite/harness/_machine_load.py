@@ -5,7 +5,7 @@ machine a 5 ms timer fires within a few tenths of a millisecond of its deadline,
 sits just above the period; when the machine runs more than it has cores, the heartbeat waits for a
 scheduler time slice and the typical window's max gap moves up by milliseconds. Measured on the project's
 2-core machine (``perfsuite run idle-control --samples 12``, 12 control windows each; the commands and
-figures are in the README's "Loaded machines" section): medians 5.30 ms idle, 5.29 ms with one CPU hog,
+figures are in docs/run.md, "Loaded machines"): medians 5.30 ms idle, 5.29 ms with one CPU hog,
 5.22 ms with two, 8.86 ms with four (twice the cores); the committed baseline's runs 5.45-11.0 ms.
 
 The rule (:data:`LOADED_EXCESS_MS`): a run is **loaded** when the median of its idle-control windows' max

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.docs.pages import page
 from tests.team.teamrepo import commit_all, env_for, git, perfsuite, plant
 
 PLUGIN = ("-p", "perfsuite.pytest_plugin", "-p", "no:cacheprovider")
@@ -80,7 +81,7 @@ def test_a_planted_2x_cost_fails_the_separate_run_gate(team_repo: Path, knob: st
 def _readme_paired_commands() -> list[list[str]]:
     """The README's two `pytest --perfsuite-ab` lines, as arguments after `pytest` (the tests directory, which
     _pytest() names itself, left out)."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = page("own-code.md")
     section = readme.split("**The paired path: `pytest --perfsuite-ab BASE`.**", 1)[1]
     block = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
     lines = [ln.split("#", 1)[0].split() for ln in block.splitlines() if ln.strip()]

@@ -1,4 +1,4 @@
-"""The README's `perfsuite watch` / `perfsuite typing` block runs as written (house rule 8), line by line in `sh`, as
+"""docs/watch.md's `perfsuite watch` / `perfsuite typing` block runs as written (house rule 8), line by line in `sh`, as
 a user outside this repository would: a scratch directory holding only the committed `scripts/watch_programs/`,
 `perfsuite` and `python` on PATH (thin shims to this interpreter), results in its own `results/local/`."""
 
@@ -11,13 +11,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.docs.pages import page
 from tests.watch.conftest import ROOT, child_env
 
 MARKER = "<!-- run by tests/watch/test_readme.py"
 
 
 def _block() -> list[str]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = page("watch.md")
     after = text.split(MARKER, 1)[1]
     block = re.search(r"```sh\n(.*?)```", after, re.S)
     assert block is not None

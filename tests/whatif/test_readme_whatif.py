@@ -1,4 +1,4 @@
-"""The README's "What-if for your own scheduler" section runs as written (rule 8), in a scratch directory
+"""docs/whatif.md's "What-if for your own scheduler" section runs as written (rule 8), in a scratch directory
 outside the repository: its debouncer module, trace, costs file, operation and recipe are the README's
 own blocks, its commands run as a user would type them, and the figures the README quotes are asserted."""
 
@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 
 from perfsuite.whatif import read_costs, read_trace
+from tests.docs.pages import page
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text()
-SECTION = README[README.index("### What-if for your own scheduler"):README.index("### `perfsuite profile RECIPE")]
+README = page("whatif.md")
+SECTION = README[README.index("### What-if for your own scheduler"):]
 FENCES = re.findall(r"```(\w+)\n(.*?)```", SECTION, re.S)
 
 
