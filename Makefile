@@ -4,7 +4,7 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-# pip arguments of each target (scripts/measure_install.sh reads RUN_SPEC to measure what `make run` installs)
+# pip arguments of each target (scripts/dev/measure_install.sh reads RUN_SPEC to measure what `make run` installs)
 RUN_SPEC  := -e .
 TEST_SPEC := -e '.[test]'
 

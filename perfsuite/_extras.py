@@ -3,8 +3,9 @@
 =============  ============================================  ==========================================
 extra          packages                                      what needs them
 =============  ============================================  ==========================================
-(core)         pyperf, numpy, hdrhistogram, rich, memray,    run, report, bars, fixtures, crashcheck,
-               jsonschema                                    whatif (table, CSV, JSON), demo
+(core)         pyperf, numpy, hdrhistogram, rich             run, report, bars, fixtures, crashcheck,
+                                                             whatif (table, CSV, JSON), demo; the M3
+                                                             allocation pass on tracemalloc (stdlib)
 ``report``     matplotlib, scipy, ruptures                   compare, history, dashboard, evidence
                                                              --baseline, --phase plots, whatif --plot
 ``profile``    scalene, py-spy                               profile
@@ -13,6 +14,11 @@ extra          packages                                      what needs them
 ``cluster``    dask[distributed]                             --cluster local, --scheduler ADDRESS
                                                              (crashcheck, sweep, whatif)
 ``ui``         textual                                       the typing recipes (typing-*, M12)
+``alloc``      memray                                        PERFSUITE_ALLOCATION_TRACKER=memray (the
+                                                             sum of every allocation, native ones too);
+                                                             watch --allocation-every
+``validate``   jsonschema                                    the reference JSON Schema validator (the
+                                                             core checks results with its own subset)
 =============  ============================================  ==========================================
 
 Every import site of an optional package calls :func:`require` first, so a missing extra is one line
@@ -37,6 +43,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "peers": ("gptme", "langgraph", "aiosqlite"),
     "cluster": ("dask", "distributed"),
     "ui": ("textual",),
+    "alloc": ("memray",),
+    "validate": ("jsonschema",),
 }
 
 

@@ -57,7 +57,7 @@ def portable_path(
     """``path`` as results record it: project-relative, ``<perfsuite>/``, ``~/`` or ``<tmp>/`` (see above).
 
     ``project``, ``home`` and ``tmp`` default to the working directory, ``Path.home()`` and the temp dir
-    (``scripts/relativize_results.py`` passes those of the machine that wrote an old document).
+    (``scripts/dev/relativize_results.py`` passes those of the machine that wrote an old document).
     """
     if path is None:
         return None

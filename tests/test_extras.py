@@ -156,3 +156,44 @@ def test_the_numpy_bootstrap_is_scipys() -> None:
         assert ours["ci_high"] == pytest.approx(float(theirs.high), rel=1e-12)
     constant = summarize([4.0, 4.0, 4.0])
     assert constant["ci_low"] == constant["ci_high"] == 4.0
+
+
+_CORE_ALLOCATION = """
+import json, sys, tempfile
+from pathlib import Path
+from perfsuite.errors import PerfsuiteError
+from perfsuite.harness import ModeSpec, Recipe, allocation_tracker, run_recipe, validate_results
+tmp = Path(tempfile.mkdtemp())
+recipe = Recipe(name="alloc", modes=(ModeSpec("a", "perfsuite.workloads.basic:allocate",
+                {"bytes": 1 << 20, "chunk": 64 << 10}),), samples=1, warmup=0, isolation="process",
+                control_windows=1, allocation=True, allocation_samples=1, settle_ms=0.0)
+doc = run_recipe(recipe, output_dir=tmp / "out", work_root=tmp).document
+section = doc["modes"]["a"]["allocation"]
+print("tracker", section["tracker"], section["samples"][0]["peak_bytes"] > 0, section["total_bytes"])
+validate_results(doc)
+doc["progress"]["done"] = -1
+try:
+    validate_results(doc)
+except PerfsuiteError as exc:
+    print("invalid:", exc)
+try:
+    allocation_tracker("memray")
+except PerfsuiteError as exc:
+    print("memray:", exc)
+"""
+
+
+def test_the_core_allocation_pass_is_tracemalloc_and_results_are_checked_without_jsonschema(without_extras) -> None:
+    """issue 30: memray and jsonschema are extras; without them the M3 pass runs on tracemalloc (in a worker
+    process), results are still validated, and asking for memray names the ``alloc`` extra."""
+    proc = without_extras(code=_CORE_ALLOCATION)
+    assert proc.returncode == 0, proc.stderr
+    assert "tracker tracemalloc True None" in proc.stdout
+    assert "invalid: results do not match the schema at progress/done: -1 is less than the minimum of 0" in proc.stdout
+    assert re.search(r"memray: memray is not installed: this needs perfsuite's alloc extra \(pip install .*\[alloc\]",
+                     proc.stdout), proc.stdout
+
+
+def test_watch_allocation_windows_without_memray_name_the_alloc_extra(without_extras) -> None:
+    _one_line_error(without_extras("watch", "--duration", "1", "--allocation-every", "2", "--", sys.executable,
+                                   "-c", "pass"), "alloc")

@@ -87,8 +87,8 @@ __all__ = ["AB_LOOKS", "AB_SAMPLES", "AbResult", "look_again", "resolve_code", "
 #: decide a large change at the first look (the signed-rank test can reach p = 3e-5 there)
 AB_SAMPLES = 16
 #: at most this many looks of AB_SAMPLES rounds each while a headline stays inconclusive (at most 64 rounds);
-#: chosen with scripts/ab_simulate.py on A/A runs of this project's machine, checked with
-#: scripts/ab_acceptance.py (the figures and their commands: issue 15's closing note)
+#: chosen with scripts/acceptance/ab_simulate.py on A/A runs of this project's machine, checked with
+#: scripts/acceptance/ab_acceptance.py (the figures and their commands: issue 15's closing note)
 AB_LOOKS = 4
 
 FixtureResolver = Callable[[str | None], tuple[Path | None, Mapping[str, Any]]]

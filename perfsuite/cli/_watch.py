@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from perfsuite._extras import require
 from perfsuite.cli._common import (
     non_empty,
     non_negative_float,
@@ -55,6 +56,8 @@ def _cmd_watch(args: argparse.Namespace) -> int:
 
     if not args.program:
         raise PerfsuiteError("watch: give the program to run, e.g. `perfsuite watch --duration 10 -- python app.py`")
+    if args.allocation_every:
+        require("alloc", "memray")  # the watched windows are traced by memray only (rule 4: one line)
     options = WatchOptions(
         duration_s=args.duration, window_s=args.window, delay_s=args.delay, period_ms=args.heartbeat,
         target_ms=args.target, control=not args.no_control, alloc_every=args.allocation_every or 0,

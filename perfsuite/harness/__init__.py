@@ -14,7 +14,13 @@ Several versions of the code under test, interleaved in one run (what ``perfsuit
     pair = run_variants(recipe, variants, outputs={"base": Path("b.json"), "head": Path("h.json")}, seed=7)
 """
 
-from perfsuite.harness._alloc import AllocationRecord, measure_allocation, memray_totals
+from perfsuite.harness._alloc import (
+    ALLOCATION_TRACKERS,
+    AllocationRecord,
+    allocation_tracker,
+    measure_allocation,
+    memray_totals,
+)
 from perfsuite.harness._callgrind import (
     BuildFailed,
     Valgrind,
@@ -106,6 +112,7 @@ from perfsuite.harness._variants import (
 )
 
 __all__ = [
+    "ALLOCATION_TRACKERS",
     "BASELINE_DIR_NAME",
     "CI_VARIABLES",
     "HEAP_SEED",
@@ -149,6 +156,7 @@ __all__ = [
     "ValgrindUnavailable",
     "VariantsResult",
     "accepts",
+    "allocation_tracker",
     "apply_gc_policy",
     "build_heap",
     "build_library",

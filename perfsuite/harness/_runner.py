@@ -255,10 +255,16 @@ class _Run:
             doc["load"] = machine_load(doc["control"]["samples"], self.recipe.heartbeat_ms).to_dict()
         elif kind == "allocation":
             body = doc["modes"][entry["mode"]]
-            alloc = body["allocation"] or {"tracker": record.get("tracker", "memray"), "samples": []}
+            tracker = record.get("tracker", "memray")
+            alloc = body["allocation"] or {"tracker": tracker, "samples": []}
+            if alloc["tracker"] != tracker:  # issue 30: one method per section, never tracemalloc beside memray
+                raise PerfsuiteError(f"{self.recipe.name}/{entry['mode']}: this run's allocation pass used "
+                                     f"{alloc['tracker']}, this sample {tracker} (set PERFSUITE_ALLOCATION_TRACKER "
+                                     "as it was when the run started)")
             alloc["samples"].append(dict(record))
             for key in ("total_bytes", "peak_bytes", "allocations"):
-                alloc[key] = summarize([s[key] for s in alloc["samples"]])
+                measured = [s[key] for s in alloc["samples"] if s.get(key) is not None]
+                alloc[key] = summarize(measured) if measured else None  # None: the tracker cannot measure it
             body["allocation"] = alloc
         elif kind == "instructions":
             body = doc["modes"][entry["mode"]]

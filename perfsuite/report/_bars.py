@@ -176,7 +176,11 @@ def _registry_tenth(latest: Mapping[str, Result]) -> list[Bar]:
     side = _median(_values(result, "sidecar-only", "allocation.total_bytes"))
     full = _median(_values(result, "full", "allocation.total_bytes"))
     if side is None or not full:
-        return [Bar("registry save allocates a tenth", "registry-save", "no allocation pass", target, None)]
+        sections = [(result.data["modes"][m].get("allocation") or {}) for m in ("sidecar-only", "full")]
+        why = "no allocation pass"
+        if any(s.get("samples") for s in sections):  # issue 30: tracemalloc's pass cannot sum allocations
+            why = "bytes allocated not measured (tracemalloc pass; PERFSUITE_ALLOCATION_TRACKER=memray sums them)"
+        return [Bar("registry save allocates a tenth", "registry-save", why, target, None)]
     ratio = side / full
     return [Bar("registry save allocates a tenth", "registry-save",
                 f"{side:,.0f} / {full:,.0f} B = {ratio:.3f}" + _reference_note(result, "full"), target, ratio <= 0.1)]

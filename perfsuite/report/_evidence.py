@@ -291,6 +291,10 @@ class _Writer:
             trackers.add(alloc.get("tracker"))
             sizes.add(len(alloc["samples"]))
             path = ("modes", mode, "allocation", "samples", "[]")
+            if any(s.get("total_bytes") is None for s in alloc["samples"]):  # tracemalloc's: no sum (issue 30)
+                parts.append(f"a peak of {self.f.range('result', (*path, 'peak_bytes'), 'bytes')} bytes above the "
+                             f"start (the sum of allocations not measured) {self.per_what(mode)} for {mode_code(mode)}")
+                continue
             parts.append(
                 f"{self.f.range('result', (*path, 'total_bytes'), 'bytes')} bytes allocated "
                 f"({self.f.range('result', (*path, 'allocations'), 'bytes')} allocations, peak "

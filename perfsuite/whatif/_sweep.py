@@ -159,6 +159,8 @@ def _bytes(pubs: Sequence[Publication], costs: PublicationCosts | None, kind_of:
             raise PerfsuiteError(f"{costs.source or 'the costs'}: no costs for publication kind {kind!r} "
                                  f"(it has {', '.join(costs.kinds)})")
         if field_name == "bytes_allocated":
+            if cost.allocated_bytes is None:  # a tracemalloc pass: not measured, never 0 (issue 30)
+                return None
             total += cost.allocated_bytes
         else:
             total += cost.bytes_written if p.outcome == "adopted" else cost.staged_bytes

@@ -99,8 +99,8 @@ def test_a_base_whose_engine_lacks_a_new_name_runs_with_its_own_operations(scrat
 
 
 def test_unusable_input_is_one_line_and_exit_2(scratch_repo: Path, run_perfsuite: Any, tmp_path: Path) -> None:
-    edit(scratch_repo, "pyproject.toml", '    "jsonschema>=4.20",\n',
-         '    "jsonschema>=4.20",\n    "left-pad>=1",\n')
+    edit(scratch_repo, "pyproject.toml", '    "pyperf>=2.6",',
+         '    "left-pad>=1",\n    "pyperf>=2.6",')
     commit(scratch_repo, "a new dependency")
     cases = [
         (["ab", "no-such-rev", *TINY], "unknown revision 'no-such-rev'"),

@@ -1,6 +1,6 @@
 """`perfsuite init` (issue 28 item 7) in a user's repository outside perfsuite: what it writes runs green as
 generated (the recipe with `perfsuite run` and `ab`, the pytest example, and the CI workflow step by step through
-scripts/run_workflow.py: the pull request's gate and comment, the push's run and its history job), and it
+scripts/dev/run_workflow.py: the pull request's gate and comment, the push's run and its history job), and it
 never overwrites a file."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from .userrepo import INIT, STORE, commit_all, git, perfsuite, pyproject, tool_e
 
 pytest.importorskip("yaml")
 SOURCE = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("run_workflow", SOURCE / "scripts" / "run_workflow.py")
+_spec = importlib.util.spec_from_file_location("run_workflow", SOURCE / "scripts" / "dev" / "run_workflow.py")
 assert _spec is not None and _spec.loader is not None
 workflow = importlib.util.module_from_spec(_spec)
 sys.modules["run_workflow"] = workflow

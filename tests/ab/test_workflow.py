@@ -22,7 +22,7 @@ import pytest
 from .conftest import FSYNC_FILE, FSYNC_OLD, SOURCE, commit, edit, git, plant_fsync
 
 pytest.importorskip("yaml")
-_spec = importlib.util.spec_from_file_location("run_workflow", SOURCE / "scripts" / "run_workflow.py")
+_spec = importlib.util.spec_from_file_location("run_workflow", SOURCE / "scripts" / "dev" / "run_workflow.py")
 assert _spec is not None and _spec.loader is not None
 workflow = importlib.util.module_from_spec(_spec)
 sys.modules["run_workflow"] = workflow  # dataclasses look their module up there

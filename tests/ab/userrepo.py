@@ -2,8 +2,8 @@
 in a thread, its own operation and recipe, and plants that change its costs deterministically.
 
 Used by the tests of tests/ab/ (``perfsuite ab``, ``bisect``, ``init`` on a repository that is not perfsuite's)
-and by ``scripts/ab_user_acceptance.py`` (the measured version, on a quiet machine). perfsuite is the installed
-tool: it runs with its own interpreter, the user's code is never on its path but the working directory.
+and by ``scripts/acceptance/ab_user_acceptance.py`` (the measured version, on a quiet machine). perfsuite is the
+installed tool: it runs with its own interpreter, the user's code is never on its path but the working directory.
 
 Layout::
 

@@ -88,7 +88,8 @@ def test_the_crossover_script_runs_through_the_cluster_path(tmp_path: Path) -> N
     env = dict(os.environ, PYTHON=sys.executable, PYTHONPATH=str(ROOT), OUT=str(tmp_path / "xo"), COLUMNS="200",
                CLUSTER="--cluster local", RECIPES="mailbox-delivery", STORAGE="nvme", HEAP="0", FREEZE="off",
                SAMPLES="1", WARMUP="0")
-    proc = subprocess.run(["sh", str(ROOT / "scripts" / "crossover.sh")], cwd=tmp_path, env=env, text=True,
+    script = ROOT / "scripts" / "acceptance" / "crossover.sh"
+    proc = subprocess.run(["sh", str(script)], cwd=tmp_path, env=env, text=True,
                           capture_output=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "on LocalCluster of 1 worker" in proc.stderr and "sweep `mailbox-delivery`" in proc.stdout

@@ -1,5 +1,5 @@
 """The command reference (docs/commands.md) and the README's command table are what
-scripts/gen_cli_reference.py renders from the argument parsers, so neither can drift from the CLI (issue 30)."""
+scripts/dev/gen_cli_reference.py renders from the argument parsers, so neither can drift from the CLI (issue 30)."""
 
 from __future__ import annotations
 
@@ -9,19 +9,19 @@ import re
 from perfsuite.cli import build_parser
 from tests.docs.pages import ROOT, page
 
-_spec = importlib.util.spec_from_file_location("gen_cli_reference", ROOT / "scripts" / "gen_cli_reference.py")
+_spec = importlib.util.spec_from_file_location("gen_cli_reference", ROOT / "scripts" / "dev" / "gen_cli_reference.py")
 assert _spec is not None and _spec.loader is not None
 gen = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gen)
 
 
 def test_the_committed_reference_is_what_the_parsers_give() -> None:
-    assert page("commands.md") == gen.render_page(build_parser()), "run python scripts/gen_cli_reference.py"
+    assert page("commands.md") == gen.render_page(build_parser()), "run python scripts/dev/gen_cli_reference.py"
 
 
 def test_the_readme_table_is_what_the_parsers_give() -> None:
     readme = page("README.md")
-    assert gen.replace_table(readme, gen.render_table(build_parser())) == readme, "run scripts/gen_cli_reference.py"
+    assert gen.replace_table(readme, gen.render_table(build_parser())) == readme, "run scripts/dev/gen_cli_reference.py"
 
 
 def test_every_command_and_option_is_in_the_reference() -> None:

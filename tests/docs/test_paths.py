@@ -27,17 +27,17 @@ def test_every_named_path_exists() -> None:
 
 
 def test_the_scan_finds_paths_in_prose_and_code() -> None:
-    text = "`scripts/crossover.sh`, (perfsuite/harness/_heap.py), tests/ab/ and perfsuite/x/*.toml; myscripts/no"
-    assert named_paths(text) == {"scripts/crossover.sh", "perfsuite/harness/_heap.py", "tests/ab/",
+    text = "`scripts/acceptance/crossover.sh`, (perfsuite/harness/_heap.py), tests/ab/ and perfsuite/x/*.toml; myscripts/no"
+    assert named_paths(text) == {"scripts/acceptance/crossover.sh", "perfsuite/harness/_heap.py", "tests/ab/",
                                  "perfsuite/x/*.toml"}
     assert len(set().union(*(named_paths(t) for t in pages().values()))) > 40
 
 
 #: scripts no page names yet (issue 30 item 6: docs/scripts.md, written on the install branch, names each one;
 #: when it lands this set empties, and the test below says which entries to remove)
-NOT_YET_NAMED = {"scripts/execute_notebooks.py", "scripts/measure_mailbox_delivery.py",
-                 "scripts/measure_transcript_append.py", "scripts/pytest_plugin_demo.sh",
-                 "scripts/relativize_results.py", "scripts/results_readme.py"}
+NOT_YET_NAMED = {"scripts/dev/execute_notebooks.py", "scripts/measure_mailbox_delivery.py",
+                 "scripts/measure_transcript_append.py", "scripts/acceptance/pytest_plugin_demo.sh",
+                 "scripts/dev/relativize_results.py", "scripts/dev/results_readme.py"}
 
 
 def test_every_script_is_named_in_the_docs() -> None:
@@ -45,7 +45,7 @@ def test_every_script_is_named_in_the_docs() -> None:
     scripts = {p.relative_to(ROOT).as_posix() for p in (ROOT / "scripts").rglob("*")
                if p.is_file() and p.suffix in {".py", ".sh"} and "__pycache__" not in p.parts}
 
-    def is_named(script: str) -> bool:  # by its path, or by a folder named with it (scripts/watch_programs/)
+    def is_named(script: str) -> bool:  # by its path, or by a folder named with it (scripts/acceptance/watch_programs/)
         folders = [n.rstrip("/") + "/" for n in named if n.endswith("/") or (ROOT / n).is_dir()]
         return script in named or any(script.startswith(folder) for folder in folders)
 

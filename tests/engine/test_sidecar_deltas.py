@@ -1,6 +1,6 @@
 """Issue 29 item 3: the sidecar's changes are deltas, O(what changed). A mailbox's: a delivery appends its
 record (``madd``), a committed receipt or a discard removes ids (``mdel``); the whole mailbox is never
-rewritten per delivery, however many records are pending (found by scripts/durability_points.py's stream:
+rewritten per delivery, however many records are pending (found by scripts/acceptance/durability_points.py's stream:
 60 pending completions made each delivery write all of them, 130 KB a publication). The prompt index's:
 a freeze takes a view of the buffer's append-only offsets, never a copy (a 100 MB session copied 50,000
 offsets per checkpoint), and the record carries the new offsets only."""

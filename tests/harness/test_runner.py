@@ -118,7 +118,46 @@ def test_fixture_is_described_and_required(tmp_path: Path) -> None:
     assert again.document["fixture"]["digest"] == info["digest"]
 
 
-def test_allocation_pass_sums_allocations(tmp_path: Path) -> None:
+def _alloc_recipe(total: int) -> Recipe:
+    return Recipe(
+        name="alloc",
+        modes=(ModeSpec("a", f"{BASIC}:allocate", {"bytes": total, "chunk": 64 << 10}),),
+        samples=1,
+        warmup=0,
+        isolation="inline",
+        control_windows=1,
+        allocation=True,
+        allocation_samples=1,
+        settle_ms=0.0,
+    )
+
+
+def test_the_allocation_pass_on_tracemalloc_measures_the_peak_and_says_the_sum_is_not_measured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """issue 30: the core's default tracker is the standard library's; what it cannot see is None, never 0."""
+    monkeypatch.delenv("PERFSUITE_ALLOCATION_TRACKER", raising=False)
+    total = 4 << 20
+    result = run_recipe(_alloc_recipe(total), output_dir=tmp_path, work_root=tmp_path / "w")
+    alloc: dict[str, Any] = result.document["modes"]["a"]["allocation"]
+    rec = alloc["samples"][0]
+    assert alloc["tracker"] == rec["tracker"] == "tracemalloc"
+    assert rec["total_bytes"] is None and rec["allocations"] is None
+    assert alloc["total_bytes"] is None and alloc["allocations"] is None
+    assert 64 << 10 <= rec["peak_bytes"] < total // 4  # one live chunk at a time, above the span's start
+    assert alloc["peak_bytes"]["median"] == rec["peak_bytes"]
+    validate_results(result.document)
+
+
+def test_an_unknown_allocation_tracker_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PERFSUITE_ALLOCATION_TRACKER", "valgrind")
+    with pytest.raises(PerfsuiteError, match=r"PERFSUITE_ALLOCATION_TRACKER='valgrind': expected one of "
+                                             r"tracemalloc, memray"):
+        run_recipe(_alloc_recipe(1 << 20), output_dir=tmp_path, work_root=tmp_path / "w")
+
+
+def test_allocation_pass_sums_allocations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PERFSUITE_ALLOCATION_TRACKER", "memray")  # the alloc extra: the sum of every allocation
     total = 4 << 20
     recipe = Recipe(
         name="alloc",

@@ -57,6 +57,7 @@ OPERATIONS = textwrap.dedent('''
 
 @pytest.fixture
 def variants(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[CodeVariant, CodeVariant]:
+    monkeypatch.setenv("PERFSUITE_ALLOCATION_TRACKER", "memray")  # the planted megabyte's sum (alloc extra)
     ops = tmp_path / "ops"
     ops.mkdir()
     (ops / "abops.py").write_text(OPERATIONS)

@@ -121,20 +121,20 @@ def _outputs(nb: dict) -> tuple[str, int]:
 
 @pytest.mark.parametrize("name", REQUIRED)
 def test_committed_notebooks_are_executed_on_the_baseline_and_small(name: str) -> None:
-    """Committed with outputs (scripts/execute_notebooks.py): every code cell ran, without errors, on the
+    """Committed with outputs (scripts/dev/execute_notebooks.py): every code cell ran, without errors, on the
     committed baseline; figures at low dpi keep each file under the script's limit; no machine paths."""
     import json
 
     path = NOTEBOOKS / name
     nb = json.loads(path.read_text())
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
-    assert code and all(c["execution_count"] for c in code), "execute it: python scripts/execute_notebooks.py"
+    assert code and all(c["execution_count"] for c in code), "execute it: python scripts/dev/execute_notebooks.py"
     assert not [o for c in code for o in c["outputs"] if o["output_type"] == "error"]
     text, images = _outputs(nb)
     assert images >= 2
     assert "results/baseline/" in text and "(the committed baseline)" in text
     assert str(ROOT) not in text
-    assert path.stat().st_size <= 600_000  # scripts/execute_notebooks.py MAX_BYTES
+    assert path.stat().st_size <= 600_000  # scripts/dev/execute_notebooks.py MAX_BYTES
 
 
 def test_jupyter_lab_serves_the_notebooks(tmp_path: Path) -> None:

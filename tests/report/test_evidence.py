@@ -285,6 +285,20 @@ def test_limitations_are_chosen_from_the_data(tmp_path: Path, docs: Any) -> None
     assert "directory fsync does not work on this filesystem" in rejected
 
 
+def test_a_tracemalloc_pass_is_told_as_a_peak_with_the_sum_not_measured(docs: Any) -> None:
+    """issue 30: the core's tracemalloc pass records no sum; the evidence says what it did measure."""
+    doc = docs.make(**SCENARIOS["natural GC, allocation, inline, noisy"])
+    for body in doc["modes"].values():
+        alloc = body.get("allocation")
+        if alloc:
+            alloc["tracker"], alloc["total_bytes"], alloc["allocations"] = "tracemalloc", None, None
+            for sample in alloc["samples"]:
+                sample["tracker"], sample["total_bytes"], sample["allocations"] = "tracemalloc", None, None
+    text = evidence(Result(None, doc)).markdown
+    assert "A separate, untimed allocation pass (`tracemalloc`, 3 samples per mode) measured a peak of " in text
+    assert "bytes above the start (the sum of allocations not measured)" in text
+
+
 def test_floor_of_another_run_is_not_used(tmp_path: Path, docs: Any) -> None:
     result = docs.write(tmp_path / "a.json", docs.make())
     docs.write(tmp_path / "b.json", docs.floor(commit="f" * 40))  # another commit: another run

@@ -130,6 +130,19 @@ def test_allocation_regression_fails_the_gate_with_three_samples(
     assert code == 1 and "allocation.total_bytes" in out.splitlines()[0]
 
 
+def test_a_tracemalloc_pass_is_never_compared_with_a_memray_pass(docs: Any) -> None:
+    """issue 30: the same regression, but BASE's allocation pass was tracemalloc's: two methods, no verdict
+    on allocation.*, and a note that says why."""
+    base = _set_allocation(docs.make(seed=1, allocation=True), "sync", [1_284_276, 1_284_284, 1_284_284])
+    base["modes"]["sync"]["allocation"]["tracker"] = "tracemalloc"
+    new = _set_allocation(docs.make(seed=2, allocation=True), "sync", [3_541_220, 3_541_228, 3_541_228])
+    comparison = compare_results([Result(None, base)], [Result(None, new)])
+    assert not [c for c in comparison.changes if c.mode == "sync" and c.metric.startswith("allocation.")]
+    assert [c for c in comparison.changes if c.mode == "async" and c.metric.startswith("allocation.")]  # alike
+    assert any("allocation pass by tracemalloc in" in note and "memray in" in note and "not compared" in note
+               for note in comparison.notes), comparison.notes
+
+
 def test_costs_within_tolerance_are_unchanged_and_one_operation_more_is_a_change(docs: Any) -> None:
     base = _set_allocation(docs.make(seed=1, allocation=True), "sync", [1_284_276, 1_284_284, 1_284_284])
     near = _set_allocation(docs.make(seed=2, allocation=True), "sync", [1_290_276, 1_290_284, 1_290_284])  # +0.5%

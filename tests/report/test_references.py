@@ -15,7 +15,7 @@ BASELINE = ROOT / "results" / "baseline"
 
 
 def _script() -> Any:
-    spec = importlib.util.spec_from_file_location("results_readme", ROOT / "scripts" / "results_readme.py")
+    spec = importlib.util.spec_from_file_location("results_readme", ROOT / "scripts" / "dev" / "results_readme.py")
     module = importlib.util.module_from_spec(spec)
     assert spec.loader is not None
     spec.loader.exec_module(module)

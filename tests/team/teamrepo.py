@@ -1,11 +1,11 @@
 """A team's own repository outside perfsuite (issue 28): its package, operation, recipe, pytest benchmark and a
 real session directory of its runtime, in a scratch git repository (:func:`build`). Used by the tests of
-tests/team/ and by ``scripts/pytest_gate_acceptance.py`` (the measured version, on a quiet machine).
+tests/team/ and by ``scripts/acceptance/pytest_gate_acceptance.py`` (the measured version, on a quiet machine).
 
 ``myruntime`` is a JSONL transcript store whose commit fsyncs in a thread. Its module-level knobs are what a
 test plants regressions in (deterministic costs only, house rule 1): ``EXTRA_FSYNCS`` (fsyncs per commit
 beyond the first) and ``PADDING`` (bytes allocated per commit); ``BLOCK_MS`` (a loop-thread block) exists
-for ``scripts/pytest_gate_acceptance.py``, which the lead runs on a quiet machine, never for the tests.
+for ``scripts/acceptance/pytest_gate_acceptance.py``, which the lead runs on a quiet machine, never for the tests.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PROGRAMS = ROOT / "scripts" / "watch_programs"
+PROGRAMS = ROOT / "scripts" / "acceptance" / "watch_programs"
 
 
 def child_env() -> dict[str, str]:

@@ -34,7 +34,8 @@ def test_the_baseline_reads_with_a_watch_and_a_typing_result_in_it(tmp_path: Pat
     assert "watch-plant" in pages and "typing-floor" in pages  # a recipe page each, timelines included
     readme = tmp_path / "README.md"
     shutil.copy(ROOT / "results" / "README.md", readme)
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "results_readme.py"), str(baseline), str(readme)],
+    script = ROOT / "scripts" / "dev" / "results_readme.py"
+    proc = subprocess.run([sys.executable, str(script), str(baseline), str(readme)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "- `typing-floor` `idle`: the idle editor: the floor of key latency" in readme.read_text()

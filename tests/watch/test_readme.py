@@ -1,5 +1,6 @@
 """docs/watch.md's `perfsuite watch` / `perfsuite typing` block runs as written (house rule 8), line by line in `sh`, as
-a user outside this repository would: a scratch directory holding only the committed `scripts/watch_programs/`,
+a user outside this repository would: a scratch directory holding only the committed
+`scripts/acceptance/watch_programs/`,
 `perfsuite` and `python` on PATH (thin shims to this interpreter), results in its own `results/local/`."""
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ def test_the_readme_watch_and_typing_commands_run_as_written(tmp_path: Path) -> 
     assert any(line.startswith("perfsuite watch ") for line in lines)
     assert any(line.startswith("python -m perfsuite.watch ") for line in lines)
     assert any(line.startswith("perfsuite typing ") for line in lines)
-    shutil.copytree(ROOT / "scripts" / "watch_programs", tmp_path / "scripts" / "watch_programs")
+    programs = Path("scripts", "acceptance", "watch_programs")
+    shutil.copytree(ROOT / programs, tmp_path / programs)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for name, target in (("perfsuite", f'"{sys.executable}" -m perfsuite'), ("python", f'"{sys.executable}"')):

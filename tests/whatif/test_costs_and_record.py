@@ -22,6 +22,7 @@ from perfsuite.whatif._costs import cache_path
 def test_costs_are_measured_once_and_cached_by_version_and_machine(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PERFSUITE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PERFSUITE_ALLOCATION_TRACKER", "memray")  # the alloc extra: bytes allocated, summed
     costs = load_costs()
     path = cache_path()
     assert path.is_file() and path.parent == tmp_path / "cache" / "whatif" and f"-{__version__}-" in path.name
@@ -33,6 +34,22 @@ def test_costs_are_measured_once_and_cached_by_version_and_machine(tmp_path: Pat
     assert costs.kinds["registry"].bytes_written < costs.kinds["checkpoint"].bytes_written
     again = load_costs()
     assert again.measured_at == costs.measured_at and again.kinds == costs.kinds
+
+
+def test_costs_on_tracemalloc_say_bytes_allocated_are_not_measured_and_are_never_reused_for_memray(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """issue 30: the core's tracemalloc pass cannot sum allocations (None, not 0), and a cached file of one
+    method is measured again for the other, so what-if never mixes them."""
+    monkeypatch.setenv("PERFSUITE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("PERFSUITE_ALLOCATION_TRACKER", raising=False)
+    costs = load_costs()
+    assert costs.tracker == "tracemalloc" and "tracemalloc allocation pass" in costs.describe()
+    assert all(c.allocated_bytes is None and c.peak_bytes > 0 for c in costs.kinds.values())
+    assert read_costs(cache_path()).kinds == costs.kinds  # None survives the cache file
+    monkeypatch.setenv("PERFSUITE_ALLOCATION_TRACKER", "memray")
+    other = load_costs()
+    assert other.tracker == "memray" and all(c.allocated_bytes for c in other.kinds.values())
 
 
 def test_a_malformed_costs_file_is_a_one_line_error(tmp_path: Path) -> None:

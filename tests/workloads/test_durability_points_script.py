@@ -1,4 +1,4 @@
-"""scripts/durability_points.py (issue 29's measurements) runs and says what format 2 promises: one
+"""scripts/acceptance/durability_points.py (issue 29's measurements) runs and says what format 2 promises: one
 durability point per publication on the steady path, at most 1.01 amortized over a stream with
 consolidation, and k publications pending during one sync sharing the next (the recording layer counts)."""
 
@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("durability_points", ROOT / "scripts" / "durability_points.py")
+    path = ROOT / "scripts" / "acceptance" / "durability_points.py"
+    spec = importlib.util.spec_from_file_location("durability_points", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -3,7 +3,7 @@ sqlite on aiosqlite, which runs SQLite on its own thread) storing a growing conv
 as an agent runtime's checkpointer would after each turn. Nothing here is perfsuite: the program only drives the
 library; `perfsuite watch` shows what its event loop went through.
 
-    python scripts/watch_programs/sqlite_saver.py --every-ms 100 --turn-chars 2000
+    python scripts/acceptance/watch_programs/sqlite_saver.py --every-ms 100 --turn-chars 2000
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Acceptance measurements of issue 17 (the instrument's second pass), one command:
 
-    python scripts/instrument_acceptance.py [--samples N] [--out DIR] [--only a,b,c]
+    python scripts/acceptance/instrument_acceptance.py [--samples N] [--out DIR] [--only a,b,c]
 
 (a) **Loop stalls vs the max gap.** Busy-waits of 0 (control), 1, 3 and 8 ms are planted in the
     asynchronous select step (E4 phase 4, which runs on the loop thread) of a *planted copy* of the package
@@ -33,14 +33,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PLANT = (
     "def select_changes(batch: Batch, jobs: Sequence[StageJob], staged: Staged, hashed: Hashed, "
     "view: BaseView) -> Selection:\n"
     '    """E4 phase 4: compare digests with the committed manifest; publish only what changed."""\n'
 )
 PLANTED = PLANT + (
-    "    _planted_end = time.perf_counter_ns() + {ns}  # PLANTED by scripts/instrument_acceptance.py\n"
+    "    _planted_end = time.perf_counter_ns() + {ns}  # PLANTED by scripts/acceptance/instrument_acceptance.py\n"
     "    while time.perf_counter_ns() < _planted_end:\n"
     "        pass\n"
 )

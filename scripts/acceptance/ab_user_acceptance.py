@@ -16,7 +16,7 @@ from it (this checkout's perfsuite on PYTHONPATH, nothing of the repository's bu
 Every run prints its command (to re-run it by hand), exit status, duration and what it named; a JSON summary
 closes the output (and goes to --json OUT). Usage:
 
-    python scripts/ab_user_acceptance.py [--only aa,block,fsync,bisect] [--runs-aa 10] [--runs-plant 5]
+    python scripts/acceptance/ab_user_acceptance.py [--only aa,block,fsync,bisect] [--runs-aa 10] [--runs-plant 5]
                                          [--samples N] [--looks N] [--bisect-plant fsync|block]
                                          [--workdir DIR] [--json OUT]
 
@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-SOURCE = Path(__file__).resolve().parents[1]
+SOURCE = Path(__file__).resolve().parents[2]
 
 
 def _userrepo() -> Any:

@@ -20,7 +20,7 @@ repository's but its working directory. Parts (``--only``):
 Every run prints its command (to re-run it by hand), exit status, duration and what it named; a JSON summary
 closes the output (and goes to ``--json OUT``). Usage::
 
-    python scripts/pytest_gate_acceptance.py [--only aa,paired-aa,cost,block] [--runs-aa 10] [--runs-plant 5]
+    python scripts/acceptance/pytest_gate_acceptance.py [--only aa,paired-aa,cost,block] [--runs-aa 10] [--runs-plant 5]
                                              [--rounds 16] [--samples 6] [--no-hog] [--workdir DIR] [--json OUT]
 
 A smoke run: ``--runs-aa 1 --runs-plant 1 --rounds 4 --samples 3``. Figures from a loaded machine are not
@@ -43,7 +43,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-SOURCE = Path(__file__).resolve().parents[1]
+SOURCE = Path(__file__).resolve().parents[2]
 PARTS = ("aa", "paired-aa", "cost", "block")
 
 

@@ -2,7 +2,7 @@
 (`worker`, its own `asyncio.run`) that blocks its loop BLOCK ms every EVERY ms. Each loop is instrumented and
 reported by its thread (modes `live` and `live@worker`).
 
-    python scripts/watch_programs/threads.py --block-ms 8
+    python scripts/acceptance/watch_programs/threads.py --block-ms 8
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ regression, else 3 on any inconclusive, else 0. The statistics are perfsuite's o
 measurements, it never makes them. Deterministic for a given seed.
 
 Usage:
-    python scripts/ab_simulate.py --pairing AA_DIR [AA_DIR ...] [--recipe mailbox-delivery]
+    python scripts/acceptance/ab_simulate.py --pairing AA_DIR [AA_DIR ...] [--recipe mailbox-delivery]
         [--rules unpaired:16,paired:16x4:holm] [--add-ms 1] [--planted sync:*,async:ack_ms,async:drain_ms]
         [--trials 1000] [--seed 1]
 """
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from perfsuite.harness import sample_metrics
 from perfsuite.report import TIMING_HEADLINES, hodges_lehmann_ratio, paired_ratio, signed_rank_p

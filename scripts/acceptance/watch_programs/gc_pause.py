@@ -5,7 +5,7 @@ callback named `collect_now` runs a full collection (`gc.collect()`): the pause 
 with that heap, planted where `perfsuite watch` must attribute it (the window's GC record, and `gc_ms` on the
 callback that was collecting).
 
-    python scripts/watch_programs/gc_pause.py --objects 300000 --every-ms 500
+    python scripts/acceptance/watch_programs/gc_pause.py --objects 300000 --every-ms 500
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Acceptance measurements of issue 22 (instructions per publication under Valgrind), each one command.
 
-    python scripts/instructions_acceptance.py spread [--passes 10]       # spread of ten passes, goal <= 1%
-    python scripts/instructions_acceptance.py plant DIR                   # scratch clone + planted commit
-    python scripts/instructions_acceptance.py profile-diff --planted DIR  # callgrind profile diff names it
-    python scripts/instructions_acceptance.py ab --planted DIR            # perfsuite ab --instructions on it
-    python scripts/instructions_acceptance.py compare --planted DIR       # instruction pass on both, compare
-    python scripts/instructions_acceptance.py all                         # spread, plant (temp), profile-diff
+    python scripts/acceptance/instructions_acceptance.py spread [--passes 10]       # spread of ten passes, goal <= 1%
+    python scripts/acceptance/instructions_acceptance.py plant DIR                   # scratch clone + planted commit
+    python scripts/acceptance/instructions_acceptance.py profile-diff --planted DIR  # callgrind profile diff names it
+    python scripts/acceptance/instructions_acceptance.py ab --planted DIR            # perfsuite ab --instructions on it
+    python scripts/acceptance/instructions_acceptance.py compare --planted DIR       # instruction pass on both, compare
+    python scripts/acceptance/instructions_acceptance.py all                        # spread, plant (temp), profile-diff
 
 ``spread`` runs ``perfsuite run mailbox-delivery --instructions`` with ten instruction passes per mode
 (one latency sample per mode, no allocation pass) and prints, per mode, the instructions per publication
@@ -44,7 +44,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PLANT_FILE = "perfsuite/engine/_pipeline.py"
 PLANT_FUNCTION = "select_changes"
 PLANTED_KEY = f"{PLANT_FILE}:{PLANT_FUNCTION}"

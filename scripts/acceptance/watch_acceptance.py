@@ -1,12 +1,12 @@
 """Issue 31's acceptance measurements (SPEC M11, M12), one command each; every figure printed comes from the results
 documents these commands write, and each command is printed before it runs.
 
-    python scripts/watch_acceptance.py plant [--duration 10]    # 8 ms planted every 100 ms vs none: stall, max gap
-    python scripts/watch_acceptance.py gc [--duration 6]        # a planted full collection, attributed
-    python scripts/watch_acceptance.py sigint                   # SIGINT mid-run: what was measured is kept
-    python scripts/watch_acceptance.py third-party [--duration 20]  # Textual's demo, LangGraph's AsyncSqliteSaver
-    python scripts/watch_acceptance.py typing [--samples 6]     # the typing recipes, then `perfsuite typing`
-    python scripts/watch_acceptance.py all                      # all of the above, short
+    python scripts/acceptance/watch_acceptance.py plant [--duration 10]    # 8 ms planted every 100 ms vs none
+    python scripts/acceptance/watch_acceptance.py gc [--duration 6]        # a planted full collection, attributed
+    python scripts/acceptance/watch_acceptance.py sigint                   # SIGINT mid-run: what was measured is kept
+    python scripts/acceptance/watch_acceptance.py third-party [--duration 20]  # Textual's demo, AsyncSqliteSaver
+    python scripts/acceptance/watch_acceptance.py typing [--samples 6]     # the typing recipes, then `perfsuite typing`
+    python scripts/acceptance/watch_acceptance.py all                      # all of the above, short
 
 Results go to ``--output-dir`` (default ``results/local/watch-acceptance-<time>/``).
 """
@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-PROGRAMS = ROOT / "scripts" / "watch_programs"
+ROOT = Path(__file__).resolve().parents[2]
+PROGRAMS = ROOT / "scripts" / "acceptance" / "watch_programs"
 PY = sys.executable
 TEXTUAL_KEYS = ("wait:1500,tab,wait:400,tab,wait:400,down,wait:300,down,wait:300,enter,wait:1200,tab,wait:400,"
                 "down,down,down,wait:800,up,up,wait:800")

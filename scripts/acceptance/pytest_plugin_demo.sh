@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Issue 18 acceptance: the README's pytest plugin example, run; then a failing comparison against that run.
 #
-#   scripts/pytest_plugin_demo.sh
+#   scripts/acceptance/pytest_plugin_demo.sh
 #
 # In a temp dir: the README's example as test_perf.py, `pytest --perfsuite-dir base`; then the same file with
 # the flush writing twice the bytes (a planted cost regression), compared with --perfsuite-compare base
 # --perfsuite-compare-fail: the session must fail (exit 1). Uses this checkout's perfsuite (PYTHONPATH) and
 # the interpreter in $PYTHON (default: python3) with pytest and the report extra installed.
 set -uo pipefail
-SRC=$(cd "$(dirname "$0")/.." && pwd)
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
 PY=${PYTHON:-python3}
 WORK=$(mktemp -d /tmp/perfsuite-pytest.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT

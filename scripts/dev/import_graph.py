@@ -1,7 +1,7 @@
 """The package import graph of perfsuite, read from the source (issue 19, SPEC section 1: arrows point one way).
 
 Every import counts: module level, ``if TYPE_CHECKING:``, ``try`` blocks and imports deferred into functions.
-``python scripts/import_graph.py`` prints package -> packages (with how many imports carry each edge), the
+``python scripts/dev/import_graph.py`` prints package -> packages (with how many imports carry each edge), the
 imports of another package's private modules, and the modules with their line counts (``--layout``).
 ``tests/test_arrows.py`` uses the same reader, so what this prints is what the test checks.
 """
@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "perfsuite"
 
 

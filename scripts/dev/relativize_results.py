@@ -1,6 +1,6 @@
 """One-off (issue 18 item 6): strip this machine's absolute paths from committed results documents.
 
-    python scripts/relativize_results.py --project /work/main --home /root --tmp /tmp results/baseline results/peers
+    python scripts/dev/relativize_results.py --project /work/main --home /root --tmp /tmp results/baseline results/peers
 
 Rewrites only ``recipe.path``, ``environment.python.executable``, ``environment.work_dir.path`` and
 ``fixture.path`` with :func:`perfsuite._paths.portable_path` (what new runs record), as a textual

@@ -4,7 +4,7 @@ The section between ``<!-- references:begin -->`` and ``<!-- references:end -->`
 results documents (``perfsuite.report.references_markdown``): which modes are by-design references and
 why, and the size each one works on when a document records it. Run it after regenerating the baseline:
 
-    python scripts/results_readme.py [RESULTS_DIR] [README]      # default: results/baseline results/README.md
+    python scripts/dev/results_readme.py [RESULTS_DIR] [README]      # default: results/baseline results/README.md
 
 Exit status 0 when written (or already current), 2 on unusable input (one line on stderr).
 """
@@ -30,7 +30,7 @@ def main(argv: list[str]) -> int:
     from perfsuite.errors import PerfsuiteError
     from perfsuite.report import read_results, references_markdown
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     results = Path(argv[0]) if argv else root / "results" / "baseline"
     readme = Path(argv[1]) if len(argv) > 1 else root / "results" / "README.md"
     try:

@@ -1,6 +1,6 @@
 """Execute the notebooks in place on the committed baseline and keep their outputs small (issue 18 item 6).
 
-    python scripts/execute_notebooks.py [NOTEBOOK ...]      # default: every notebooks/*.ipynb
+    python scripts/dev/execute_notebooks.py [NOTEBOOK ...]      # default: every notebooks/*.ipynb
 
 Runs each notebook with nbclient on the ``python3`` kernel (cwd ``notebooks/``, so ``nbhelpers`` picks
 ``results/baseline``), in temporary HOME / IPYTHONDIR / JUPYTER_* / MPLCONFIGDIR directories, then keeps
@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 #: a committed notebook's size limit (outputs included)
 MAX_BYTES = 600_000

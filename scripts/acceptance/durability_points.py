@@ -17,7 +17,7 @@ renames, from submission to acknowledgement, with the bytes written and the file
 - group commit: k mail deliveries submitted while the asynchronous job's fdatasync is held in flight (a
   blocking layer, not a timer): the fdatasyncs they cost and the group sizes the job reports.
 
-Usage: python scripts/durability_points.py [--sizes 1,10,100] [--checkpoints 7] [--stream 8000]
+Usage: python scripts/acceptance/durability_points.py [--sizes 1,10,100] [--checkpoints 7] [--stream 8000]
        [--retire-every 500] [--groups 1,4,16] [--format text|json]
 Deterministic counts; only the times vary (wall clock: preliminary on a loaded machine). Nothing is written
 outside a temporary directory. The figure before is main's copy of this script (format 1, issue 21):

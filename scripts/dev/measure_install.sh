@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Install weight (issue 18 item 1): package count and installed size of a fresh venv per install target.
 #
-#   scripts/measure_install.sh [SOURCE_DIR] [OUT_DIR]
+#   scripts/dev/measure_install.sh [SOURCE_DIR] [OUT_DIR]
 #
 # SOURCE_DIR defaults to this checkout; to measure an older commit:
-#   git -C . archive COMMIT | tar -x -C /tmp/perfsuite-old && scripts/measure_install.sh /tmp/perfsuite-old
+#   git -C . archive COMMIT | tar -x -C /tmp/perfsuite-old && scripts/dev/measure_install.sh /tmp/perfsuite-old
 # For each target it creates a fresh venv under OUT_DIR (default: a temp dir, removed afterwards), runs
 # `pip install` exactly as written in the table below, and prints the number of installed distributions
 # (`pip list`, pip itself included, as a fresh venv has it) and `du -sh` of the venv and its site-packages.
-# Targets: "core" (`pip install SOURCE`, a regular install, what a user gets) and "make run" (the install line
-# of the Makefile's run target in SOURCE, read from the Makefile so old and new commits are measured as they were).
+# Targets: "core" (`pip install SOURCE`, a regular install, what a user gets), "make run" (the install line
+# of the Makefile's run target in SOURCE, read from the Makefile so old and new commits are measured as they were)
+# and, where SOURCE has it, "engine" (`pip install ./packaging/engine`: perfsuite-engine alone, issue 30).
 set -euo pipefail
-SRC=$(cd "${1:-$(dirname "$0")/..}" && pwd)
+SRC=$(cd "${1:-$(dirname "$0")/../..}" && pwd)
 OUT=${2:-}
 PY=${PYTHON:-python3}
 cleanup=""
@@ -55,3 +56,4 @@ printf '%-9s %3d packages  venv %6s   (what a fresh venv holds before any instal
 measure core .
 # shellcheck disable=SC2046
 measure "make run" $(make_run_spec)
+if [ -d "$SRC/packaging/engine" ]; then measure engine ./packaging/engine; fi

@@ -19,7 +19,7 @@ working tree of the planted commit:
 
 Prints one line per run (exit status, the named metrics) and a summary, with the exact commands. Usage:
 
-    python scripts/ab_acceptance.py [--only sleep3,alloc,sleep1,aa,mdr] [--runs-sleep1 5] [--runs-aa 10]
+    python scripts/acceptance/ab_acceptance.py [--only sleep3,alloc,sleep1,aa,mdr] [--runs-sleep1 5] [--runs-aa 10]
                                     [--recipe mailbox-delivery] [--samples N] [--workdir DIR] [--json OUT]
 
 ``--samples`` defaults to `perfsuite ab`'s own default. The machine should be quiet: figures from a loaded
@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-SOURCE = Path(__file__).resolve().parents[1]
+SOURCE = Path(__file__).resolve().parents[2]
 GIT_ENV = {"GIT_AUTHOR_NAME": "ab-acceptance", "GIT_AUTHOR_EMAIL": "ab@example.invalid",
            "GIT_COMMITTER_NAME": "ab-acceptance", "GIT_COMMITTER_EMAIL": "ab@example.invalid"}
 
@@ -47,13 +47,13 @@ _FREEZE_DOC = '        (all when None), new attachments, and (unless ``sidecar``
 #: name -> (file, anchor line, line inserted after it, commit message)
 PLANTS = {
     "sleep3": ("perfsuite/engine/_pipeline.py", _HASH_DOC,
-               "    time.sleep(0.003)  # planted by scripts/ab_acceptance.py: 3 ms in an off-loop step\n",
+               "    time.sleep(0.003)  # planted by scripts/acceptance/ab_acceptance.py: 3 ms in an off-loop step\n",
                "plant: 3 ms sleep in hash_staged (off the loop for the asynchronous job)"),
     "sleep1": ("perfsuite/engine/_pipeline.py", _HASH_DOC,
-               "    time.sleep(0.001)  # planted by scripts/ab_acceptance.py: 1 ms in an off-loop step\n",
+               "    time.sleep(0.001)  # planted by scripts/acceptance/ab_acceptance.py: 1 ms in an off-loop step\n",
                "plant: 1 ms sleep in hash_staged (off the loop for the asynchronous job)"),
     "alloc": ("perfsuite/engine/_publishing.py", _FREEZE_DOC,
-              "        _planted = bytes(1 << 20)  # planted by scripts/ab_acceptance.py: 1 MB on the loop thread\n"
+              "        _planted = bytes(1 << 20)  # planted by scripts/acceptance/ab_acceptance.py: 1 MB, loop thread\n"
               "        del _planted\n",
               "plant: 1 MB allocated and dropped per publication in freeze (loop thread)"),
 }
@@ -80,7 +80,7 @@ def plant(repo: Path, base: str, name: str) -> str:
     file = repo / path
     text = file.read_text()
     if text.count(anchor) != 1:
-        raise SystemExit(f"{path}: the anchor for plant {name!r} moved; update scripts/ab_acceptance.py")
+        raise SystemExit(f"{path}: the anchor for plant {name!r} moved; update scripts/acceptance/ab_acceptance.py")
     file.write_text(text.replace(anchor, anchor + line))
     sh(["git", "commit", "--quiet", "-am", message], repo, env)
     return sh(["git", "rev-parse", "HEAD"], repo).stdout.strip()

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Issue 18 acceptance: the wheel's main job from a fresh venv, printed as a CI log shows it (piped: 100 columns).
 #
-#   scripts/wheel_main_job.sh [RECIPE ...]        # default: the quick set (`perfsuite run` with no recipe)
+#   scripts/acceptance/wheel_main_job.sh [RECIPE ...]        # default: the quick set (`perfsuite run` with no recipe)
 #
 # Builds the wheel from a copy of this checkout (pip wheel --no-deps), installs it with its core dependencies
 # only into a fresh venv under a temp dir, and runs `perfsuite run ARGS | cat` there, in an empty working
 # directory (no recipes/ nor fixtures/ beside it: the wheel's own copies are used). Fixtures are built in
 # $PERFSUITE_CACHE (default ~/.cache/perfsuite) on first use. The temp dir is removed afterwards.
 set -euo pipefail
-SRC=$(cd "$(dirname "$0")/.." && pwd)
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
 PY=${PYTHON:-python3}
 WORK=$(mktemp -d /tmp/perfsuite-wheel.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT

@@ -1,6 +1,6 @@
 """Per-batch cost of a crash campaign, client against workers, and what it says about N workers (issue 32).
 
-    python scripts/cluster_costs.py [--max-states 500] [--jobs 2]
+    python scripts/acceptance/cluster_costs.py [--max-states 500] [--jobs 2]
 
 Runs ``crashcheck --max-states N`` on a local pool and measures CPU seconds: the client's (recording the
 workloads, enumerating states, checking every outcome against the invariants, folding) and the workers'

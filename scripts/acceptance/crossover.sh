@@ -3,11 +3,11 @@
 # root-checkpoint over every built-in storage profile, three live-heap sizes, with and without the
 # engine's freeze_loaded setting (gc.freeze() after a session opens). One command, re-runnable:
 #
-#     sh scripts/crossover.sh                      # 2 recipes x 5 profiles x 3 heaps x 2 = 60 settings
-#     SAMPLES=3 WARMUP=0 sh scripts/crossover.sh   # a quicker look (about half the time)
-#     CLUSTER="--scheduler tcp://HOST:8786" sh scripts/crossover.sh   # the same grid on a Dask cluster
+#     sh scripts/acceptance/crossover.sh                      # 2 recipes x 5 profiles x 3 heaps x 2 = 60 settings
+#     SAMPLES=3 WARMUP=0 sh scripts/acceptance/crossover.sh   # a quicker look (about half the time)
+#     CLUSTER="--scheduler tcp://HOST:8786" sh scripts/acceptance/crossover.sh   # the same grid on a Dask cluster
 #     CLUSTER="--cluster local" RECIPES=mailbox-delivery STORAGE=nvme HEAP=0 FREEZE=off SAMPLES=1 WARMUP=0 \
-#         sh scripts/crossover.sh                  # the smoke run of the cluster path (one setting)
+#         sh scripts/acceptance/crossover.sh                  # the smoke run of the cluster path (one setting)
 #
 # On a cluster (issue 32) every setting is one task: all its samples and its idle control run on one
 # worker, at most one setting per host at a time, and the host is recorded in each document

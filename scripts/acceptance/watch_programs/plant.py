@@ -1,7 +1,7 @@
 """A small asyncio program for `perfsuite watch` (issue 31 acceptance): every EVERY ms, one loop callback
 busy-waits BLOCK ms (a planted stall; 0 = none), for DURATION seconds (default: until interrupted).
 
-    python scripts/watch_programs/plant.py --block-ms 8 --every-ms 100
+    python scripts/acceptance/watch_programs/plant.py --block-ms 8 --every-ms 100
 """
 
 from __future__ import annotations

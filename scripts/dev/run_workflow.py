@@ -11,9 +11,9 @@ pointing at the checkout (perfsuite's own repository) or at this perfsuite and t
 for issue 15's acceptance ("the workflow's steps run green against the committed baseline and the project
 itself"):
 
-    python scripts/run_workflow.py --event pull_request   # a scratch clone of this repository, PR = HEAD
-    python scripts/run_workflow.py --event push           # the quick set, the committed baseline, dashboard
-    python scripts/run_workflow.py --event push --repo ~/myruntime --workflow .github/workflows/perfsuite.yml \
+    python scripts/dev/run_workflow.py --event pull_request   # a scratch clone of this repository, PR = HEAD
+    python scripts/dev/run_workflow.py --event push           # the quick set, the committed baseline, dashboard
+    python scripts/dev/run_workflow.py --event push --repo ~/myruntime --workflow .github/workflows/perfsuite.yml \
         --job bench --job history                         # a user's repository (`perfsuite init`)
 
 Prints each step's exit status and the job's; exit status 0 when the job would be green. Needs PyYAML.
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SOURCE = Path(__file__).resolve().parents[1]
+SOURCE = Path(__file__).resolve().parents[2]
 GIT_ENV = {"GIT_AUTHOR_NAME": "ci", "GIT_AUTHOR_EMAIL": "ci@example.invalid", "GIT_COMMITTER_NAME": "ci",
            "GIT_COMMITTER_EMAIL": "ci@example.invalid"}
 WORKFLOW = Path(".github") / "workflows" / "bench.yml"  # in the checkout the job runs in
