@@ -25,8 +25,8 @@ from typing import Any
 from perfsuite import __version__
 from perfsuite.cli._common import Command, FixtureResolver, OneLineParser, default_resolve_fixture, describe_error
 from perfsuite.cli._console import configure
-from perfsuite.cli._run import DEFAULT_RUN_RECIPES
 from perfsuite.errors import PerfsuiteError, Terminated
+from perfsuite.workloads.plan import DEFAULT_RUN_RECIPES
 
 __all__ = ["DEFAULT_RUN_RECIPES", "build_parser", "load_probe_hook", "main", "resolve_fixture_hook",
            "results_writer_hook"]

@@ -30,8 +30,8 @@ def default_recipes(cwd: Path) -> tuple[list[str], bool]:
     leave out recipes that import no code under test (only for the quick set, which is perfsuite's own)."""
     from perfsuite._paths import builtin_dir
     from perfsuite.ab import read_config, repo_root
-    from perfsuite.cli._run import DEFAULT_RUN_RECIPES
     from perfsuite.harness import list_recipes, recipe_dirs
+    from perfsuite.workloads.plan import DEFAULT_RUN_RECIPES
 
     try:
         root = repo_root(cwd)

@@ -32,9 +32,10 @@ from typing import Any
 
 from perfsuite.crash._bugs import seeded_bug
 from perfsuite.crash._damage import NONE, apply, damaged_range
+from perfsuite.crash._driver import settings
 from perfsuite.crash._model import FsState, materialize
 from perfsuite.crash._session_invariants import SESSION, acknowledged_problems, mail_problems
-from perfsuite.crash._sessions import _release, recovery_view, settings, snapshot_session
+from perfsuite.crash._sessions import _release, recovery_view, snapshot_session
 from perfsuite.crash._trace import CRASHED, Ack, Note, owner_alive_after_crash
 from perfsuite.engine import (
     FileSession,
