@@ -192,7 +192,7 @@ def resolve_operation(spec: str, roots: Sequence[str] = ()) -> OperationFactory:
             ) from None
     if not callable(target):
         raise PerfsuiteError(f"operation {spec}: {attr!r} is not callable")
-    return target  # type: ignore[return-value]
+    return target
 
 
 def operation_spec(factory: object) -> str:
