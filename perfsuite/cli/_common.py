@@ -13,7 +13,7 @@ import shutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypedDict
 
 from perfsuite.cli._console import console
 from perfsuite.errors import PerfsuiteError
@@ -285,15 +285,9 @@ def default_resolve_fixture(name: str | None, session: str | None) -> tuple[Path
         raise PerfsuiteError(f"--session: no such session directory: {session}")
     if name is None and session is None:
         return None, {}
-    try:
-        from perfsuite.workloads.fixtures import resolve_fixture  # type: ignore[attr-defined]
-    except ImportError:
-        resolve_fixture = None
-    if resolve_fixture is not None:
-        return resolve_fixture(name, session, progress=fixture_notices)
-    if session is not None:
-        return Path(session), {"name": name, "source": "session", "session": str(Path(session).resolve())}
-    raise PerfsuiteError(f"unknown fixture {name!r} (no fixture builder is available yet; try --session PATH)")
+    from perfsuite.workloads.fixtures import resolve_fixture
+
+    return resolve_fixture(name, session, progress=fixture_notices)
 
 
 def fixture_notices(event: Any) -> None:
@@ -306,9 +300,21 @@ def fixture_notices(event: Any) -> None:
         print(f"perfsuite: fixture {event.fixture} built in {event.elapsed_s:.1f} s", file=sys.stderr)
 
 
-def thresholds(args: argparse.Namespace) -> dict[str, float]:
+class Thresholds(TypedDict, total=False):
+    """The keyword arguments --alpha and --factor give the library (absent: its defaults)."""
+
+    alpha: float
+    factor: float
+
+
+def thresholds(args: argparse.Namespace) -> Thresholds:
     """--alpha / --factor when given (the library's defaults otherwise)."""
-    return {k: v for k, v in (("alpha", args.alpha), ("factor", args.factor)) if v is not None}
+    given = Thresholds()
+    if args.alpha is not None:
+        given["alpha"] = float(args.alpha)
+    if args.factor is not None:
+        given["factor"] = float(args.factor)
+    return given
 
 
 def traced(command: Command, name: str) -> Command:
