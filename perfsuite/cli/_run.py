@@ -210,12 +210,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
                       f"continue with: perfsuite run --resume {path}", file=sys.stderr)
                 return 1
             finished.append((result.path, result.document, tuple(result.exports)))
-    measured = _print_measured(finished)
+    results = _print_measured(finished)
     for line in skipped:  # one line per recipe that could not run here, with the reason
         out.verdict(line)
     if getattr(args, "phase", False):
-        phase_outputs(measured, args.phase_dir)
-    return _say_load(measured, baseline, output)
+        phase_outputs(results, args.phase_dir)
+    return _say_load(results, baseline, output)
 
 
 def _say_load(measured: list[Any], baseline: bool, output: Path) -> int:

@@ -114,8 +114,8 @@ class Operation(ABC):
         """Numbers read after the acknowledgement (default: none)."""
         return {}
 
-    def close(self) -> None:  # noqa: B027 - optional hook with a no-op default
-        """Release resources (default: nothing)."""
+    def close(self) -> Awaitable[None] | None:  # noqa: B027 - optional hook with a no-op default
+        """Release resources (default: nothing); may be ``async def`` (the harness awaits it then)."""
 
 
 OperationFactory = Callable[[OperationContext], "Any | Awaitable[Any]"]
