@@ -32,6 +32,7 @@ test: $(VENV)/.test-installed
 		apt-get update -qq && apt-get install -y -qq chromium >/dev/null \
 		|| echo "chromium not installed: the browser test is skipped"; fi
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 	PERFSUITE_CACHE=$(VENV)/cache $(BIN)/perfsuite run idle-control --samples 2 --output-dir $(VENV)/smoke
 	PERFSUITE_CACHE=$(VENV)/cache $(BIN)/perfsuite run mailbox-delivery --samples 2 --warmup 0 --output-dir $(VENV)/smoke
