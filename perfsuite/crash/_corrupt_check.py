@@ -28,7 +28,7 @@ import tempfile
 import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from perfsuite.crash._bugs import seeded_bug
 from perfsuite.crash._damage import NONE, apply, damaged_range
@@ -79,12 +79,16 @@ class Expect:
     transcripts: Mapping[str, bytes]  # conversation -> base bytes of its main transcript (file-backed)
 
 
+#: what open and recovery did with one damaged tree (issue 14)
+CaseStatus = Literal["opened", "refused", "undetectable", "failed"]
+
+
 @dataclass(frozen=True, slots=True)
 class CaseOutcome:
     """``status``: opened, refused (at open or a later step), undetectable, or failed (a traceback)."""
 
     case: Case
-    status: str
+    status: CaseStatus
     detail: str
     violations: tuple[tuple[str, str], ...]
 
