@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite.cli._common import (
+    Subparsers,
     add_gate_option,
     bounded_int,
     finite_float,
@@ -189,7 +190,7 @@ def add_measure_options(parser: argparse.ArgumentParser) -> None:
     add_gate_option(parser)
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     """`ab`."""
     ab = sub.add_parser(
         "ab",

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite.cli._ab import add_measure_options, load_ab_recipes, note_printer
-from perfsuite.cli._common import fixture_hook, non_empty, output_dir, thresholds
+from perfsuite.cli._common import Subparsers, fixture_hook, non_empty, output_dir, thresholds
 from perfsuite.cli._console import console
 
 
@@ -77,7 +77,7 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
     return result.exit_status
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     """`bisect`."""
     bisect = sub.add_parser(
         "bisect",

@@ -13,7 +13,7 @@ import shutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TypedDict
+from typing import Any, NoReturn, TypeAlias, TypedDict
 
 from perfsuite.cli._console import console
 from perfsuite.errors import PerfsuiteError
@@ -23,6 +23,10 @@ FixtureResolver = Callable[[str | None, str | None], tuple[Path | None, dict[str
 
 
 # -- one-line errors (house rule 4) ----------------------------------------------------------------
+
+
+#: the ``sub`` every command module's ``register`` adds its parser to (``build_parser``'s subparsers)
+Subparsers: TypeAlias = "argparse._SubParsersAction[OneLineParser]"
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from perfsuite.cli._cluster import add_cluster_options, progress_bar
-from perfsuite.cli._common import bounded_int, non_empty, non_negative_int, output_dir, output_file
+from perfsuite.cli._common import Subparsers, bounded_int, non_empty, non_negative_int, output_dir, output_file
 from perfsuite.errors import PerfsuiteError
 
 
@@ -188,7 +188,7 @@ def _crashcheck_corrupt(args: argparse.Namespace, console: Any) -> int:
     return 1 if report.violations else 0
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     from perfsuite.crash import MODELS, SEEDED_BUGS, WORKLOADS
 
     crash = sub.add_parser("crashcheck", help="enumerate crash states of engine workloads and check recovery",

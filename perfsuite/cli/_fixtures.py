@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from perfsuite.cli._common import fixture_notices, non_empty
+from perfsuite.cli._common import Subparsers, fixture_notices, non_empty
 from perfsuite.cli._console import console
 from perfsuite.errors import PerfsuiteError
 
@@ -60,7 +60,7 @@ def _cmd_fixtures(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     fixtures = sub.add_parser("fixtures", help="list, build and locate the generated fixtures (SPEC M6)",
                               description="Generated fixtures are cached by spec digest outside git and built "
                               "on first use; `build` with no NAME builds them all.")

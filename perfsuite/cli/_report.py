@@ -8,6 +8,7 @@ import textwrap
 from typing import Any
 
 from perfsuite.cli._common import (
+    Subparsers,
     add_gate_option,
     add_phase_options,
     finite_float,
@@ -316,7 +317,7 @@ def _skip_bad(p: argparse.ArgumentParser) -> None:
                    "stopping with exit 2 (issue 14)")
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     """Register report, evidence, compare, history and dashboard (exit 2 on unusable input)."""
     report = sub.add_parser("report", help="the summary table of results files (as `run` prints it)")
     report.add_argument("results", nargs="+", metavar="RESULT", type=non_empty,

@@ -12,6 +12,7 @@ from typing import Any
 
 from perfsuite._extras import require
 from perfsuite.cli._common import (
+    Subparsers,
     add_phase_options,
     add_recipes_option,
     bounded_int,
@@ -241,7 +242,7 @@ def _say_load(measured: list[Any], baseline: bool, output: Path) -> int:
     return 0
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     """`demo` and `run`."""
     demo = sub.add_parser("demo", help="write, sync and fork a conversation with the engine; show the disk")
     demo.add_argument("directory", nargs="?", type=output_dir, help="where to write (default: a temporary directory)")

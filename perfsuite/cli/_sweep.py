@@ -12,6 +12,7 @@ from typing import Any
 
 from perfsuite.cli._cluster import add_cluster_options
 from perfsuite.cli._common import (
+    Subparsers,
     bounded_int,
     fixture_hook,
     non_empty,
@@ -142,7 +143,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     """`sweep`."""
     sweep = sub.add_parser(
         "sweep", help="the crossover grid: a recipe under storage profiles x live-heap sizes x gc.freeze()",

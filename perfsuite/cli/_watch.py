@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite.cli._common import (
+    Subparsers,
     non_empty,
     non_negative_float,
     output_dir,
@@ -115,7 +116,7 @@ def _cmd_typing(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     w = sub.add_parser(
         "watch", help="run an asyncio program unchanged with the heartbeat, stall monitor and GC in its loop",
         description="Runs PROGRAM in its own interpreter with perfsuite's instruments in every asyncio event loop "
