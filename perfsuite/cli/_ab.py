@@ -7,7 +7,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perfsuite.cli._common import (
     Subparsers,
@@ -22,6 +22,11 @@ from perfsuite.cli._common import (
 from perfsuite.cli._console import console
 from perfsuite.cli._formats import add_format_option
 from perfsuite.errors import PerfsuiteError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from perfsuite.harness import Recipe
 
 
 def default_recipes(cwd: Path) -> tuple[list[str], bool]:
@@ -52,7 +57,7 @@ def default_recipes(cwd: Path) -> tuple[list[str], bool]:
     return list(DEFAULT_RUN_RECIPES), True
 
 
-def load_ab_recipes(args: argparse.Namespace) -> tuple[list[Any], bool]:
+def load_ab_recipes(args: argparse.Namespace) -> tuple[list[Recipe], bool]:
     """The recipes of `ab` / `bisect` with the command line's overrides, and whether to skip machine-only ones."""
     from perfsuite.ab import AB_SAMPLES
     from perfsuite.harness import check_parameters, list_recipes, load_recipe, resolve_factories
@@ -143,7 +148,7 @@ def _cmd_ab(args: argparse.Namespace) -> int:
     return result.comparison.exit_status
 
 
-def note_printer() -> Any:
+def note_printer() -> Callable[[str], None]:
     """Progress before the first sample (environments built, their time), one line each on stderr (hidden by
     -q): stdout keeps the verdict, and JSON output stays one document."""
     out = console()

@@ -13,10 +13,14 @@ import shutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TypeAlias, TypedDict
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, TypedDict
 
 from perfsuite.cli._console import console
 from perfsuite.errors import PerfsuiteError
+
+if TYPE_CHECKING:
+    from perfsuite.report import Floor, Result
+    from perfsuite.workloads.fixtures import FixtureProgress
 
 Command = Callable[[argparse.Namespace], int]
 FixtureResolver = Callable[[str | None, str | None], tuple[Path | None, dict[str, Any]]]
@@ -294,7 +298,7 @@ def default_resolve_fixture(name: str | None, session: str | None) -> tuple[Path
     return resolve_fixture(name, session, progress=fixture_notices)
 
 
-def fixture_notices(event: Any) -> None:
+def fixture_notices(event: FixtureProgress) -> None:
     """Progress of a first-use fixture build during `run`: one line when it starts, one when it ends."""
     if console().quiet:
         return
@@ -369,7 +373,7 @@ def add_phase_options(parser: argparse.ArgumentParser) -> None:
                         "results file)")
 
 
-def phase_outputs(results: Sequence[Any], phase_dir: str | None) -> None:
+def phase_outputs(results: Sequence[Result], phase_dir: str | None) -> None:
     """--phase: per results document, the phase table and ``<stem>.phases.png`` (plain path lines)."""
     from perfsuite.report import phase_breakdown, phase_table, write_phase_plot
 
@@ -385,7 +389,7 @@ def phase_outputs(results: Sequence[Any], phase_dir: str | None) -> None:
         out.line(f"phases: {write_phase_plot(breakdown, directory / f'{stem}.phases.png')}")
 
 
-def verdict_lines(result: Any, floor: Any = None) -> list[str]:
+def verdict_lines(result: Result, floor: Floor | None = None) -> list[str]:
     """``-q`` of `run` and `report`: one line per mode, ``recipe mode: verdict (max gap median X ms)``."""
     from perfsuite.report import summary_rows
 
