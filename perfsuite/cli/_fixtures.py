@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
+
+    from perfsuite.workloads.fixtures import FixtureProgress
 
 from perfsuite.cli._common import Subparsers, fixture_notices, non_empty
 from perfsuite.cli._console import console
@@ -48,7 +53,7 @@ def _cmd_fixtures(args: argparse.Namespace) -> int:
         for spec in specs:
             task = progress.add_task(spec.name, total=1.0)
 
-            def update(event: Any, task: Any = task) -> None:
+            def update(event: FixtureProgress, task: TaskID = task) -> None:
                 progress.update(task, completed=event.fraction, description=f"{event.fixture}: {event.step}")
 
             built.append(fx.build_fixture(spec, force=args.force, progress=update))

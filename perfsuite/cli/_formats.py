@@ -17,6 +17,9 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rich.console import RenderableType
+    from rich.table import Table
+
     from perfsuite.report import Bar, Comparison, Floor, History, Result, Stat
     from perfsuite.whatif import WhatIf
 
@@ -55,7 +58,7 @@ def output_schema() -> dict[str, Any]:
     return json.loads(resources.files("perfsuite.cli").joinpath("output.schema.json").read_text("utf-8"))
 
 
-def _finite(value: Any) -> Any:
+def _finite(value: object) -> object:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, Mapping):
@@ -71,14 +74,14 @@ def emit_json(command: str, body: Mapping[str, Any]) -> None:
     sys.stdout.write(json.dumps(_finite(document), indent=1, allow_nan=False) + "\n")
 
 
-def _cell(cell: Any) -> str:
+def _cell(cell: RenderableType) -> str:
     from rich.text import Text
 
     text = Text.from_markup(cell).plain if isinstance(cell, str) else getattr(cell, "plain", str(cell))
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def markdown_table(table: Any) -> str:
+def markdown_table(table: Table) -> str:
     """A rich ``Table`` as a GitHub Markdown table (title as a bold line, caption after it)."""
     columns = list(table.columns)
     head = [_cell(c.header) for c in columns]

@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from perfsuite.watch import WatchEvent
 
 from perfsuite.cli._common import (
     Subparsers,
@@ -31,7 +34,7 @@ class _Progress:
         self.target_ms = target_ms
         self.windows = self.over = 0
 
-    def __call__(self, event: Any) -> None:
+    def __call__(self, event: WatchEvent) -> None:
         out = console()
         if out.quiet or event.source != "program":
             return
