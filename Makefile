@@ -32,6 +32,7 @@ test: $(VENV)/.test-installed
 		apt-get update -qq && apt-get install -y -qq chromium >/dev/null \
 		|| echo "chromium not installed: the browser test is skipped"; fi
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 	@# the reference site (docs/, mkdocs.yml): a broken link or anchor fails the build
 	$(BIN)/python -m mkdocs build --strict --quiet --site-dir $(VENV)/site

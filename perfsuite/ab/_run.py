@@ -45,7 +45,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from perfsuite.ab._envs import ENV_MODES, DependencySpec, Environment, dependency_spec, ensure_environment
 from perfsuite.ab._git import Revision, materialise, repo_root, working_tree
@@ -94,6 +94,17 @@ AB_LOOKS = 4
 FixtureResolver = Callable[[str | None], tuple[Path | None, Mapping[str, Any]]]
 OnSample = Callable[[SampleEvent], None]
 OnNote = Callable[[str], None]
+
+
+class PairingEntry(TypedDict):
+    """One recipe of ``ab.json``: its two results files (relative to the output directory), seed and rounds."""
+
+    recipe: str
+    base: str
+    head: str
+    seed: int
+    rounds: int
+    fixture: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +233,8 @@ def _code_recipes(recipes: Sequence[Recipe], packages: Sequence[str],
     """(recipes with an operation that measures the code under test, names of the others): an operation
     measures it unless it declares it measures the machine or importing it imports no code under test."""
     touches: dict[str, bool] = {}
-    kept, skipped = [], []
+    kept: list[Recipe] = []
+    skipped: list[Recipe] = []
     for recipe in recipes:
         for mode in recipe.modes:
             if mode.operation not in touches:
@@ -352,7 +364,7 @@ def run_ab(
         part_of_repo = (head_rev.tree / INSTRUMENT / "__init__.py").is_file()  # perfsuite's own repository
         if part_of_repo and instrument.resolve() != head_rev.tree.resolve() and head is None:
             flags.append(f"instrument from {instrument}, not from HEAD's tree {head_rev.tree}")
-        entries = []
+        entries: list[PairingEntry] = []
         run_id = f"ab-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
         for index, recipe in enumerate(recipes):
             fixture, info = resolve_fixture(recipe.fixture)
@@ -399,11 +411,11 @@ def run_ab(
                 index, recipe = by_name[name]
                 entry = entries[index]
                 extend_variants(recipe, [base_variant, head_variant],
-                                outputs={side: output_dir / entry[side] for side in ("base", "head")},
+                                outputs={"base": output_dir / entry["base"], "head": output_dir / entry["head"]},
                                 rounds=recipe.samples, fixture=resolve_fixture(recipe.fixture)[0],
                                 work_root=work_root, seed=seed + index + 7919 * look, on_sample=on_sample,
                                 valgrind=valgrind)
-                entry["rounds"] = int(entry.get("rounds", recipe.samples)) + recipe.samples
+                entry["rounds"] += recipe.samples
             taken = look
             notes.append(f"look {look} of {looks}: {', '.join(pending)} inconclusive at look {look - 1}; "
                          f"{recipes[0].samples} more rounds each")
@@ -414,7 +426,7 @@ def run_ab(
     _write_text(output_dir / "summary.md", compare_markdown(comparison, details=False))
     return AbResult(output_dir, pairing, base_rev, head_rev, comparison, time.monotonic() - started, seed,
                     tuple(r.name for r in recipes), recipes[0].samples,
-                    tuple((str(e["recipe"]), int(e["rounds"])) for e in entries), taken, code, envs or None)
+                    tuple((e["recipe"], e["rounds"]) for e in entries), taken, code, envs or None)
 
 
 def look_again(comparison: Comparison) -> tuple[str, ...]:

@@ -20,13 +20,16 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perfsuite import __version__
 from perfsuite.cli._common import Command, FixtureResolver, OneLineParser, default_resolve_fixture, describe_error
 from perfsuite.cli._console import configure
-from perfsuite.cli._run import DEFAULT_RUN_RECIPES
 from perfsuite.errors import PerfsuiteError, Terminated
+from perfsuite.workloads.plan import DEFAULT_RUN_RECIPES
+
+if TYPE_CHECKING:
+    from types import FrameType
 
 __all__ = ["DEFAULT_RUN_RECIPES", "build_parser", "load_probe_hook", "main", "resolve_fixture_hook",
            "results_writer_hook"]
@@ -94,7 +97,7 @@ def add_verbosity(parser: argparse.ArgumentParser, default: object) -> None:
                        help="print more detail (e.g. every export path)")
 
 
-def _raise_terminated(signum: int, frame: Any) -> None:
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
     raise Terminated(f"signal {signum}")
 
 

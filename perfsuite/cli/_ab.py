@@ -7,9 +7,10 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perfsuite.cli._common import (
+    Subparsers,
     add_gate_option,
     bounded_int,
     finite_float,
@@ -22,6 +23,11 @@ from perfsuite.cli._console import console
 from perfsuite.cli._formats import add_format_option
 from perfsuite.errors import PerfsuiteError
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from perfsuite.harness import Recipe
+
 
 def default_recipes(cwd: Path) -> tuple[list[str], bool]:
     """What `ab` and `bisect` measure without -r (issue 28): ``[tool.perfsuite] recipes`` of the repository's
@@ -30,8 +36,8 @@ def default_recipes(cwd: Path) -> tuple[list[str], bool]:
     leave out recipes that import no code under test (only for the quick set, which is perfsuite's own)."""
     from perfsuite._paths import builtin_dir
     from perfsuite.ab import read_config, repo_root
-    from perfsuite.cli._run import DEFAULT_RUN_RECIPES
     from perfsuite.harness import list_recipes, recipe_dirs
+    from perfsuite.workloads.plan import DEFAULT_RUN_RECIPES
 
     try:
         root = repo_root(cwd)
@@ -51,7 +57,7 @@ def default_recipes(cwd: Path) -> tuple[list[str], bool]:
     return list(DEFAULT_RUN_RECIPES), True
 
 
-def load_ab_recipes(args: argparse.Namespace) -> tuple[list[Any], bool]:
+def load_ab_recipes(args: argparse.Namespace) -> tuple[list[Recipe], bool]:
     """The recipes of `ab` / `bisect` with the command line's overrides, and whether to skip machine-only ones."""
     from perfsuite.ab import AB_SAMPLES
     from perfsuite.harness import check_parameters, list_recipes, load_recipe, resolve_factories
@@ -142,7 +148,7 @@ def _cmd_ab(args: argparse.Namespace) -> int:
     return result.comparison.exit_status
 
 
-def note_printer() -> Any:
+def note_printer() -> Callable[[str], None]:
     """Progress before the first sample (environments built, their time), one line each on stderr (hidden by
     -q): stdout keeps the verdict, and JSON output stays one document."""
     out = console()
@@ -189,7 +195,7 @@ def add_measure_options(parser: argparse.ArgumentParser) -> None:
     add_gate_option(parser)
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     """`ab`."""
     ab = sub.add_parser(
         "ab",

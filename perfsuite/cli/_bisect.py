@@ -7,25 +7,29 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from perfsuite.cli._ab import add_measure_options, load_ab_recipes, note_printer
-from perfsuite.cli._common import fixture_hook, non_empty, output_dir, thresholds
+from perfsuite.cli._common import Subparsers, fixture_hook, non_empty, output_dir, thresholds
 from perfsuite.cli._console import console
 
+if TYPE_CHECKING:
+    from perfsuite.ab import BisectResult, BisectStep
 
-def _step_line(step: Any, left: int) -> str:
+
+def _step_line(step: BisectStep, left: int) -> str:
     more = f"; at most {left} more step{'s' if left != 1 else ''}" if left else ""
     evidence = "; ".join(step.evidence) or "no tracked metric moved"
     return (f"step {step.number}: {step.commit[:12]} ({step.position}) {step.verdict} against GOOD "
             f"(ab exit {step.exit_status}, {step.seconds:.0f} s): {evidence}{more}")
 
 
-def _first_line(result: Any) -> str:
+def _first_line(result: BisectResult) -> str:
     tracked = ", ".join(result.metrics) or "none"
-    if result.status == "found":
-        step = next(s for s in result.steps if s.commit == result.first_bad)
-        return (f"perfsuite bisect: first regressed commit {result.first_bad[:12]} \"{step.subject}\" "
+    first_bad = result.first_bad  # a found regression names its commit
+    if result.status == "found" and first_bad is not None:
+        step = next(s for s in result.steps if s.commit == first_bad)
+        return (f"perfsuite bisect: first regressed commit {first_bad[:12]} \"{step.subject}\" "
                 f"({step.position} of {len(result.commits)} after GOOD) [tracked: {tracked}]")
     if result.status == "no-regression":
         return (f"perfsuite bisect: no regression: BAD {result.bad[:12]} does not regress against GOOD "
@@ -48,7 +52,7 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
     out = console()
     note = note_printer()
 
-    def on_step(step: Any, left: int) -> None:
+    def on_step(step: BisectStep, left: int) -> None:
         note(_step_line(step, left))
 
     result = bisect(
@@ -77,7 +81,7 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
     return result.exit_status
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     """`bisect`."""
     bisect = sub.add_parser(
         "bisect",

@@ -6,9 +6,13 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perfsuite.cli._common import non_empty
+
+if TYPE_CHECKING:
+    from perfsuite.cli._console import Console
+    from perfsuite.crash import Progress as CampaignProgress
 
 
 def add_cluster_options(parser: argparse.ArgumentParser, what: str, *,
@@ -24,7 +28,7 @@ def add_cluster_options(parser: argparse.ArgumentParser, what: str, *,
 
 
 @contextmanager
-def progress_bar(console: Any, noun: str) -> Iterator[Callable[[Any], None]]:
+def progress_bar(console: Console, noun: str) -> Iterator[Callable[[CampaignProgress], None]]:
     """A rich progress bar on stderr (only on a terminal: in a pipe or a log it would only add lines), one
     row per unit; yields the ``on_progress`` callback of a campaign (:class:`perfsuite.crash.Progress`)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -35,7 +39,7 @@ def progress_bar(console: Any, noun: str) -> Iterator[Callable[[Any], None]]:
     with Progress(*columns, console=err, disable=not err.is_terminal, transient=False) as bar:
         rows: dict[str, Any] = {}
 
-        def update(event: Any) -> None:
+        def update(event: CampaignProgress) -> None:
             if event.unit not in rows:
                 rows[event.unit] = bar.add_task(event.unit, total=event.total, violations=0)
             bar.update(rows[event.unit], completed=event.done, total=max(event.total, event.done),

@@ -13,16 +13,24 @@ import shutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, TypedDict
 
 from perfsuite.cli._console import console
 from perfsuite.errors import PerfsuiteError
+
+if TYPE_CHECKING:
+    from perfsuite.report import Floor, Result
+    from perfsuite.workloads.fixtures import FixtureProgress
 
 Command = Callable[[argparse.Namespace], int]
 FixtureResolver = Callable[[str | None, str | None], tuple[Path | None, dict[str, Any]]]
 
 
 # -- one-line errors (house rule 4) ----------------------------------------------------------------
+
+
+#: the ``sub`` every command module's ``register`` adds its parser to (``build_parser``'s subparsers)
+Subparsers: TypeAlias = "argparse._SubParsersAction[OneLineParser]"
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -285,18 +293,12 @@ def default_resolve_fixture(name: str | None, session: str | None) -> tuple[Path
         raise PerfsuiteError(f"--session: no such session directory: {session}")
     if name is None and session is None:
         return None, {}
-    try:
-        from perfsuite.workloads.fixtures import resolve_fixture  # type: ignore[attr-defined]
-    except ImportError:
-        resolve_fixture = None
-    if resolve_fixture is not None:
-        return resolve_fixture(name, session, progress=fixture_notices)
-    if session is not None:
-        return Path(session), {"name": name, "source": "session", "session": str(Path(session).resolve())}
-    raise PerfsuiteError(f"unknown fixture {name!r} (no fixture builder is available yet; try --session PATH)")
+    from perfsuite.workloads.fixtures import resolve_fixture
+
+    return resolve_fixture(name, session, progress=fixture_notices)
 
 
-def fixture_notices(event: Any) -> None:
+def fixture_notices(event: FixtureProgress) -> None:
     """Progress of a first-use fixture build during `run`: one line when it starts, one when it ends."""
     if console().quiet:
         return
@@ -306,9 +308,21 @@ def fixture_notices(event: Any) -> None:
         print(f"perfsuite: fixture {event.fixture} built in {event.elapsed_s:.1f} s", file=sys.stderr)
 
 
-def thresholds(args: argparse.Namespace) -> dict[str, float]:
+class Thresholds(TypedDict, total=False):
+    """The keyword arguments --alpha and --factor give the library (absent: its defaults)."""
+
+    alpha: float
+    factor: float
+
+
+def thresholds(args: argparse.Namespace) -> Thresholds:
     """--alpha / --factor when given (the library's defaults otherwise)."""
-    return {k: v for k, v in (("alpha", args.alpha), ("factor", args.factor)) if v is not None}
+    given = Thresholds()
+    if args.alpha is not None:
+        given["alpha"] = float(args.alpha)
+    if args.factor is not None:
+        given["factor"] = float(args.factor)
+    return given
 
 
 def traced(command: Command, name: str) -> Command:
@@ -359,7 +373,7 @@ def add_phase_options(parser: argparse.ArgumentParser) -> None:
                         "results file)")
 
 
-def phase_outputs(results: Sequence[Any], phase_dir: str | None) -> None:
+def phase_outputs(results: Sequence[Result], phase_dir: str | None) -> None:
     """--phase: per results document, the phase table and ``<stem>.phases.png`` (plain path lines)."""
     from perfsuite.report import phase_breakdown, phase_table, write_phase_plot
 
@@ -375,7 +389,7 @@ def phase_outputs(results: Sequence[Any], phase_dir: str | None) -> None:
         out.line(f"phases: {write_phase_plot(breakdown, directory / f'{stem}.phases.png')}")
 
 
-def verdict_lines(result: Any, floor: Any = None) -> list[str]:
+def verdict_lines(result: Result, floor: Floor | None = None) -> list[str]:
     """``-q`` of `run` and `report`: one line per mode, ``recipe mode: verdict (max gap median X ms)``."""
     from perfsuite.report import summary_rows
 

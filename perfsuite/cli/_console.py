@@ -23,7 +23,12 @@ import re
 import shutil
 import sys
 import textwrap
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, TypeGuard
+
+if TYPE_CHECKING:
+    from rich.console import Console as RichConsole
+    from rich.console import RenderableType
+    from rich.table import Table
 
 __all__ = ["DEFAULT_WIDTH", "NAME_COLUMNS", "Console", "abbreviate", "configure", "console", "console_width"]
 
@@ -88,7 +93,7 @@ class Console:
     def _out(self) -> IO[str]:
         return self.file or sys.stdout
 
-    def _rich(self, width: int, file: IO[str]) -> Any:
+    def _rich(self, width: int, file: IO[str]) -> RichConsole:
         from rich.console import Console as RichConsole
 
         target = self._out()
@@ -118,7 +123,7 @@ class Console:
         out.write(_strip(text) + "\n")
         out.flush()
 
-    def table(self, table: Any, *, quiet_ok: bool = False) -> None:
+    def table(self, table: Table, *, quiet_ok: bool = False) -> None:
         """Print a rich ``Table`` fitted to the width (see the module docstring); hidden by ``-q`` unless
         ``quiet_ok`` (a table that is itself the verdict)."""
         if self.quiet and not quiet_ok:
@@ -144,7 +149,7 @@ class Console:
             self._write(textwrap.fill(text, width=self.width, subsequent_indent="  ", break_on_hyphens=False))
         self._write("")  # a blank line between one table and what follows
 
-    def render(self, renderable: Any) -> None:
+    def render(self, renderable: RenderableType) -> None:
         """Print any rich renderable at the console's width, without trailing padding (hidden by ``-q``)."""
         if self.quiet:
             return
@@ -152,7 +157,8 @@ class Console:
         self._rich(self.width, buffer).print(renderable)
         self._write(buffer.getvalue().rstrip("\n"))
 
-    def print(self, renderable: Any = "", *, markup: bool = True, verdict: bool = False, **_: Any) -> None:
+    def print(self, renderable: RenderableType = "", *, markup: bool = True, verdict: bool = False,
+              **_: object) -> None:
         """rich's ``Console.print`` for command modules written against it: a table is fitted, text is a
         plain line (its markup rendered away unless ``markup=False``); ``verdict=True`` survives ``-q``."""
         if isinstance(renderable, str):
@@ -161,23 +167,29 @@ class Console:
 
                 renderable = Text.from_markup(renderable).plain
             (self.verdict if verdict else self.line)(renderable)
-        elif hasattr(renderable, "columns") and hasattr(renderable, "add_row"):
+        elif _is_table(renderable):
             self.table(renderable, quiet_ok=verdict)
         else:
             self.render(renderable)
 
-    def rich(self, stderr: bool = False) -> Any:
+    def rich(self, stderr: bool = False) -> RichConsole:
         """A rich console for live displays (progress bars): on stderr by default, as wide as this one."""
         return self._rich(self.width, sys.stderr if stderr else self._out())
 
 
-def _measure(table: Any, rich: Any) -> int:
+def _is_table(renderable: RenderableType) -> TypeGuard[Table]:
+    from rich.table import Table
+
+    return isinstance(renderable, Table)
+
+
+def _measure(table: Table, rich: RichConsole) -> int:
     from rich.measure import Measurement
 
     return Measurement.get(rich, rich.options, table).maximum
 
 
-def _plain(cell: Any) -> str | None:
+def _plain(cell: RenderableType) -> str | None:
     if isinstance(cell, str):
         from rich.text import Text
 
@@ -185,7 +197,7 @@ def _plain(cell: Any) -> str | None:
     return getattr(cell, "plain", None)
 
 
-def fit(table: Any, width: int, rich: Any) -> list[tuple[str, str]]:
+def fit(table: Table, width: int, rich: RichConsole) -> list[tuple[str, str]]:
     """Make ``table`` fit ``width`` without wrapping: every column ``no_wrap``, name columns shortened with
     :func:`abbreviate` as far as needed, the widest first, one character at a time (never below 8
     characters or the header), and never into two equal names. ``rich`` is a console wide enough to
@@ -231,7 +243,7 @@ def fit(table: Any, width: int, rich: Any) -> list[tuple[str, str]]:
                 continue
             short = abbreviate(plain, target[key])
             legend[short] = plain
-            text = Text.from_markup(cell) if isinstance(cell, str) else cell
+            text = Text.from_markup(cell) if isinstance(cell, str) else cell if isinstance(cell, Text) else Text(plain)
             style = text.spans[0].style if text.spans else text.style
             cells.append(Text(short, style=style or ""))
         column._cells[:] = cells

@@ -4,14 +4,26 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
 from perfsuite.cli._cluster import add_cluster_options, progress_bar
-from perfsuite.cli._common import bounded_int, non_empty, non_negative_int, output_dir, output_file
+from perfsuite.cli._common import Subparsers, bounded_int, non_empty, non_negative_int, output_dir, output_file
 from perfsuite.errors import PerfsuiteError
 
+if TYPE_CHECKING:
+    from perfsuite.cli._console import Console
+    from perfsuite.crash import (
+        CampaignReport,
+        CorruptConfig,
+        CorruptReport,
+        CrashConfig,
+        Execution,
+        KillConfig,
+        KillReport,
+    )
 
-def _execution(args: argparse.Namespace) -> Any:
+
+def _execution(args: argparse.Namespace) -> Execution:
     """Where the campaign runs and what it resumes from (issue 32)."""
     from perfsuite.crash import Execution
 
@@ -20,7 +32,8 @@ def _execution(args: argparse.Namespace) -> Any:
     return Execution(cluster=args.cluster, scheduler=args.scheduler, checkpoint=args.checkpoint, resume=args.resume)
 
 
-def _write_document(args: argparse.Namespace, kind: str, report: Any, config: Any, console: Any) -> None:
+def _write_document(args: argparse.Namespace, kind: str, report: CampaignReport | KillReport | CorruptReport,
+                    config: CrashConfig | KillConfig | CorruptConfig, console: Console) -> None:
     """``--json OUT``: the result document, written atomically (its ``answer`` is the same on every back end)."""
     if not args.json:
         return
@@ -108,7 +121,7 @@ def _check_campaign_options(args: argparse.Namespace) -> None:
                                  f"{campaign} campaign")
 
 
-def _crashcheck_kill(args: argparse.Namespace, console: Any) -> int:
+def _crashcheck_kill(args: argparse.Namespace, console: Console) -> int:
     """``crashcheck --kill N``: the SIGKILL campaign (issue 10 item 4); exit 1 on any violation."""
     from perfsuite.crash import PROFILES, KillConfig, run_kill_campaign
 
@@ -145,7 +158,7 @@ def _crashcheck_kill(args: argparse.Namespace, console: Any) -> int:
     return 1 if report.violations else 0
 
 
-def _crashcheck_corrupt(args: argparse.Namespace, console: Any) -> int:
+def _crashcheck_corrupt(args: argparse.Namespace, console: Console) -> int:
     """``crashcheck --corrupt``: the corruption campaign (issue 14); exit 1 on any violation (with
     ``--seeded-bug``: exit 0 only if the bug was caught)."""
     from rich.table import Table
@@ -188,7 +201,7 @@ def _crashcheck_corrupt(args: argparse.Namespace, console: Any) -> int:
     return 1 if report.violations else 0
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     from perfsuite.crash import MODELS, SEEDED_BUGS, WORKLOADS
 
     crash = sub.add_parser("crashcheck", help="enumerate crash states of engine workloads and check recovery",

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING
 
-from perfsuite.cli._common import fixture_notices, non_empty
+if TYPE_CHECKING:
+    from rich.progress import TaskID
+
+    from perfsuite.workloads.fixtures import FixtureProgress
+
+from perfsuite.cli._common import Subparsers, fixture_notices, non_empty
 from perfsuite.cli._console import console
 from perfsuite.errors import PerfsuiteError
 
@@ -48,7 +53,7 @@ def _cmd_fixtures(args: argparse.Namespace) -> int:
         for spec in specs:
             task = progress.add_task(spec.name, total=1.0)
 
-            def update(event: Any, task: Any = task) -> None:
+            def update(event: FixtureProgress, task: TaskID = task) -> None:
                 progress.update(task, completed=event.fraction, description=f"{event.fixture}: {event.step}")
 
             built.append(fx.build_fixture(spec, force=args.force, progress=update))
@@ -60,7 +65,7 @@ def _cmd_fixtures(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     fixtures = sub.add_parser("fixtures", help="list, build and locate the generated fixtures (SPEC M6)",
                               description="Generated fixtures are cached by spec digest outside git and built "
                               "on first use; `build` with no NAME builds them all.")

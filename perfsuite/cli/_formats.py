@@ -14,7 +14,14 @@ import math
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+    from rich.table import Table
+
+    from perfsuite.report import Bar, Comparison, Floor, History, Result, Stat
+    from perfsuite.whatif import WhatIf
 
 __all__ = [
     "FORMATS",
@@ -51,7 +58,7 @@ def output_schema() -> dict[str, Any]:
     return json.loads(resources.files("perfsuite.cli").joinpath("output.schema.json").read_text("utf-8"))
 
 
-def _finite(value: Any) -> Any:
+def _finite(value: object) -> object:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, Mapping):
@@ -67,14 +74,14 @@ def emit_json(command: str, body: Mapping[str, Any]) -> None:
     sys.stdout.write(json.dumps(_finite(document), indent=1, allow_nan=False) + "\n")
 
 
-def _cell(cell: Any) -> str:
+def _cell(cell: RenderableType) -> str:
     from rich.text import Text
 
     text = Text.from_markup(cell).plain if isinstance(cell, str) else getattr(cell, "plain", str(cell))
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def markdown_table(table: Any) -> str:
+def markdown_table(table: Table) -> str:
     """A rich ``Table`` as a GitHub Markdown table (title as a bold line, caption after it)."""
     columns = list(table.columns)
     head = [_cell(c.header) for c in columns]
@@ -99,7 +106,7 @@ def _stat(summary: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return {k: summary.get(k) for k in ("n", "median", "min", "max", "ci_low", "ci_high")}
 
 
-def report_json(results: Sequence[Any], floors: Sequence[Any]) -> dict[str, Any]:
+def report_json(results: Sequence[Result], floors: Sequence[Floor | None]) -> dict[str, Any]:
     """`report`: per results document, per mode (then the idle control) the table's figures, unrounded."""
     out = []
     from perfsuite.report import summary_rows
@@ -120,8 +127,8 @@ def report_json(results: Sequence[Any], floors: Sequence[Any]) -> dict[str, Any]
                 "max_gap_ms": _stat(summary.get("max_gap_ms")),
                 "submission_ms": None if control else _stat(summary.get("submission_ms")),
                 "ack_ms": None if control else _stat(summary.get("ack_ms")),
-                "ack_over_floor": (ack / floor.ack_ms.median
-                                   if ratio and not control and ack is not None and floor.ack_ms.median > 0 else None),
+                "ack_over_floor": (ack / floor.ack_ms.median if ratio and floor is not None and not control
+                                   and ack is not None and floor.ack_ms.median > 0 else None),
                 "gc_samples": sum(1 for s in body.get("samples") or [] if (s.get("gc") or {}).get("collections")),
                 "verdict": None if verdict is None else {k: verdict.get(k) for k in
                                                          ("met", "target_ms", "samples", "missed", "missed_with_gc",
@@ -142,11 +149,12 @@ def report_json(results: Sequence[Any], floors: Sequence[Any]) -> dict[str, Any]
     return {"results": out}
 
 
-def _stat_of(stat: Any) -> dict[str, Any]:
-    return {k: getattr(stat, k, None) for k in ("n", "median", "min", "max", "ci_low", "ci_high")}
+def _stat_of(stat: Stat) -> dict[str, Any]:
+    return {"n": stat.n, "median": stat.median, "min": stat.min, "max": stat.max, "ci_low": stat.ci_low,
+            "ci_high": stat.ci_high}
 
 
-def compare_json(comparison: Any) -> dict[str, Any]:
+def compare_json(comparison: Comparison) -> dict[str, Any]:
     """`compare` and `ab`: the verdict line, the gate's exit status and every compared metric (issue 15: the
     kind of comparison, a timing's smallest detectable ratio, a cost's tolerance; inconclusive is no pass)."""
     from perfsuite.report import compare_headline
@@ -163,23 +171,23 @@ def compare_json(comparison: Any) -> dict[str, Any]:
             "p_value": c.p_value,
             "status": c.status,
             "gating": bool(c.gating),
-            "headline": bool(getattr(c, "headline", False)),
-            "underpowered": bool(getattr(c, "underpowered", False)),
-            "kind": getattr(c, "kind", "timing"),
-            "detectable": getattr(c, "detectable", None),
-            "tolerance": getattr(c, "tolerance", None),
-            "reference": getattr(c, "reference", None),
-            "test": getattr(c, "test", None),
-            "p_adjusted": getattr(c, "p_adjusted", None),
+            "headline": c.headline,
+            "underpowered": c.underpowered,
+            "kind": c.kind,
+            "detectable": c.detectable,
+            "tolerance": c.tolerance,
+            "reference": c.reference,
+            "test": c.test,
+            "p_adjusted": c.p_adjusted,
         })
     return {
         "base": str(comparison.base),
         "new": str(comparison.new),
         "alpha": comparison.alpha,
         "factor": comparison.factor,
-        "looks": int(getattr(comparison, "looks", 1)),
-        "correction": str(getattr(comparison, "correction", "none")),
-        "level": float(getattr(comparison, "level", comparison.alpha)),
+        "looks": comparison.looks,
+        "correction": comparison.correction,
+        "level": comparison.level,
         "exit_status": int(comparison.exit_status),
         "regressions": len(comparison.regressions),
         "improvements": len(comparison.improvements),
@@ -192,33 +200,33 @@ def compare_json(comparison: Any) -> dict[str, Any]:
         "cross_machine": list(comparison.cross_machine),
         "incomplete": list(comparison.incomplete),
         "flags": list(comparison.flags),
-        "timing_note": getattr(comparison, "timing_note", None),
-        "loaded": list(getattr(comparison, "loaded", ())),
+        "timing_note": comparison.timing_note,
+        "loaded": list(comparison.loaded),
     }
 
 
-def history_json(hist: Any) -> dict[str, Any]:
+def history_json(hist: History) -> dict[str, Any]:
     """`history`: the detected steps and the method's parameters."""
     return {
         "runs": hist.runs,
         "series": len(hist.series),
         "penalty_per_log_n": hist.penalty_per_log_n,
         "min_change": hist.min_change,
-        "machines": [{"key": m.key, "label": m.label} for m in getattr(hist, "machines", ())],
+        "machines": [{"key": m.key, "label": m.label} for m in hist.machines],
         "steps": [{
-            "machine": getattr(st, "machine", None), "recipe": st.recipe, "mode": st.mode, "metric": st.metric,
+            "machine": st.machine, "recipe": st.recipe, "mode": st.mode, "metric": st.metric,
             "commit": st.commit, "previous_commit": st.previous_commit, "date": st.date, "before": st.before,
-            "after": st.after, "ratio": st.ratio, "kind": st.kind, "method": getattr(st, "method", None),
+            "after": st.after, "ratio": st.ratio, "kind": st.kind, "method": st.method,
         } for st in hist.steps],
     }
 
 
-def bars_json(judged: Iterable[Any]) -> dict[str, Any]:
+def bars_json(judged: Iterable[Bar]) -> dict[str, Any]:
     """`bars`: every bar of SPEC section 8 with its verdict (``met`` null: not measured)."""
     return {"bars": [{"bar": b.bar, "recipe": b.recipe, "measured": b.measured, "target": b.target, "met": b.met}
                      for b in judged]}
 
 
-def whatif_json(report: Any) -> dict[str, Any]:
+def whatif_json(report: WhatIf) -> dict[str, Any]:
     """`whatif`: the sweep (what ``--json FILE`` writes)."""
     return {"sweep": report.to_json()}

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
-from perfsuite.cli._common import non_empty
+from perfsuite.cli._common import Subparsers, non_empty
 from perfsuite.cli._console import console
 from perfsuite.errors import PerfsuiteError
 
@@ -36,7 +35,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     """`init`."""
     init = sub.add_parser(
         "init",

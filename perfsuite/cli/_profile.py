@@ -8,10 +8,9 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from perfsuite._extras import require
-from perfsuite.cli._common import add_recipes_option, bounded_int, fixture_hook, non_empty, output_dir
+from perfsuite.cli._common import Subparsers, add_recipes_option, bounded_int, fixture_hook, non_empty, output_dir
 from perfsuite.cli._console import console
 from perfsuite.errors import PerfsuiteError
 
@@ -74,7 +73,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     from perfsuite.profile import DEFAULT_REPEAT, PROFILERS
 
     p = sub.add_parser(

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 import textwrap
-from typing import Any
+from typing import TYPE_CHECKING
 
 from perfsuite.cli._common import (
+    Subparsers,
     add_gate_option,
     add_phase_options,
     finite_float,
@@ -30,8 +31,11 @@ from perfsuite.cli._formats import (
 )
 from perfsuite.errors import PerfsuiteError
 
+if TYPE_CHECKING:
+    from perfsuite.report import Bar, Comparison, Result
 
-def _read(paths: list[str], skip_bad: bool) -> list[Any]:
+
+def _read(paths: list[str], skip_bad: bool) -> list[Result]:
     """Every results document under ``paths``; with ``--skip-bad``, one stderr line per document left out."""
     from perfsuite.report import scan_results
 
@@ -122,7 +126,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return comparison.exit_status
 
 
-def print_comparison(comparison: Any, command: str, *, fmt: str, everything: bool) -> None:
+def print_comparison(comparison: Comparison, command: str, *, fmt: str, everything: bool) -> None:
     """The verdict line first (issue 15), then the table; or the Markdown, or the JSON document."""
     from perfsuite.report import compare_headline, compare_markdown, compare_table
 
@@ -143,7 +147,7 @@ def print_comparison(comparison: Any, command: str, *, fmt: str, everything: boo
         out.table(compare_table(comparison, everything=everything or out.verbose))
 
 
-def _store_comparison(args: argparse.Namespace) -> Any:
+def _store_comparison(args: argparse.Namespace) -> Comparison:
     """``compare --store S BASE NEW``: runs of one machine chosen by commit, run id, latest or previous."""
     from perfsuite.errors import PerfsuiteError
     from perfsuite.report import compare_results, machine_of, open_store, select_runs
@@ -244,7 +248,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bar_lines(bar: Any, width: int) -> list[str]:
+def _bar_lines(bar: Bar, width: int) -> list[str]:
     """One bar as a block: the verdict and the bar on the first line, then what was measured and the target,
     wrapped at ``width`` under a hanging indent (a list, not a table: long sentences never wrap in a cell)."""
     verdict = "not measured" if bar.met is None else "met" if bar.met else "NOT MET"
@@ -316,7 +320,7 @@ def _skip_bad(p: argparse.ArgumentParser) -> None:
                    "stopping with exit 2 (issue 14)")
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     """Register report, evidence, compare, history and dashboard (exit 2 on unusable input)."""
     report = sub.add_parser("report", help="the summary table of results files (as `run` prints it)")
     report.add_argument("results", nargs="+", metavar="RESULT", type=non_empty,

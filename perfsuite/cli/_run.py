@@ -8,10 +8,11 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perfsuite._extras import require
 from perfsuite.cli._common import (
+    Subparsers,
     add_phase_options,
     add_recipes_option,
     bounded_int,
@@ -28,6 +29,12 @@ from perfsuite.cli._common import (
 from perfsuite.cli._console import console
 from perfsuite.errors import PerfsuiteError, Terminated
 from perfsuite.workloads.plan import DEFAULT_RUN_RECIPES
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
+    from rich.table import Table
+
+    from perfsuite.report import Floor, Result
 
 
 def add_condition_options(parser: argparse.ArgumentParser) -> None:
@@ -59,7 +66,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 # -- perfsuite run (issue 5; SPEC M4, M7, M8) -------------------------------------------------------
 
-def _run_table(doc: Mapping[str, Any], floor: Any = None) -> Any:
+def _run_table(doc: Mapping[str, Any], floor: Floor | None = None) -> Table:
     """The summary table (:func:`perfsuite.report.summary_table`); ``floor`` adds the ack/floor column."""
     from perfsuite.report import summary_table
 
@@ -77,7 +84,7 @@ def _kept(path: Path) -> tuple[int, int] | None:
         return None
 
 
-def _print_measured(documents: list[tuple[Path, Mapping[str, Any], tuple[Path, ...]]]) -> list[Any]:
+def _print_measured(documents: list[tuple[Path, Mapping[str, Any], tuple[Path, ...]]]) -> list[Result]:
     """The summary table of every finished document (``-q``: its verdict lines), then one plain ``results:``
     line per document (scripts read them; ``-v`` adds every export path)."""
     from perfsuite.report import Result, find_floor
@@ -175,7 +182,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             done = (_kept(path) or (0, 0))[0] if args.resume else 0
             task = progress.add_task(recipe.name, total=len(plan_order(recipe)), completed=done, gap="")
 
-            def on_sample(event: SampleEvent, task: Any = task) -> None:
+            def on_sample(event: SampleEvent, task: TaskID = task) -> None:
                 what = event.kind if event.mode is None else f"{event.mode} {event.kind} {event.index}"
                 gap = f"max gap {event.max_gap_ms:.2f} ms" if event.max_gap_ms is not None else ""
                 progress.update(
@@ -210,15 +217,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
                       f"continue with: perfsuite run --resume {path}", file=sys.stderr)
                 return 1
             finished.append((result.path, result.document, tuple(result.exports)))
-    measured = _print_measured(finished)
+    results = _print_measured(finished)
     for line in skipped:  # one line per recipe that could not run here, with the reason
         out.verdict(line)
     if getattr(args, "phase", False):
-        phase_outputs(measured, args.phase_dir)
-    return _say_load(measured, baseline, output)
+        phase_outputs(results, args.phase_dir)
+    return _say_load(results, baseline, output)
 
 
-def _say_load(measured: list[Any], baseline: bool, output: Path) -> int:
+def _say_load(measured: list[Result], baseline: bool, output: Path) -> int:
     """Issue 28: how loaded the machine was (its idle control), one line; a baseline measured loaded is exit 1."""
     from perfsuite.harness import LOADED_EXCESS_MS
 
@@ -241,7 +248,7 @@ def _say_load(measured: list[Any], baseline: bool, output: Path) -> int:
     return 0
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     """`demo` and `run`."""
     demo = sub.add_parser("demo", help="write, sync and fork a conversation with the engine; show the disk")
     demo.add_argument("directory", nargs="?", type=output_dir, help="where to write (default: a temporary directory)")

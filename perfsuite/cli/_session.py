@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from perfsuite.cli._common import non_empty
+from perfsuite.cli._common import Subparsers, non_empty
 from perfsuite.cli._console import console
 from perfsuite.errors import PerfsuiteError
 
@@ -28,7 +27,7 @@ def _cmd_session(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     session = sub.add_parser("session", help="maintain an engine session (repair what open refuses)",
                              description="Exit status: 0 repaired or nothing to repair, 2 cannot be repaired.")
     actions = session.add_subparsers(dest="action", metavar="ACTION", required=True)

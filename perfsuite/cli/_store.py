@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from perfsuite.cli._common import non_empty, output_dir
+from perfsuite.cli._common import Subparsers, non_empty, output_dir
 from perfsuite.cli._console import console
 
 
@@ -69,7 +68,7 @@ def _cmd_pull(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     """Register `store` and its subcommands (exit 2 on unusable input)."""
     store = sub.add_parser(
         "store",

@@ -8,10 +8,20 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from pathlib import Path
+
+    from rich.progress import Progress
+
+    from perfsuite.harness import RunResult, SampleEvent
+    from perfsuite.workloads.conditions import SweepPlan, SweepSetting
 
 from perfsuite.cli._cluster import add_cluster_options
 from perfsuite.cli._common import (
+    Subparsers,
     bounded_int,
     fixture_hook,
     non_empty,
@@ -59,7 +69,8 @@ def _print_sweeps(paths: list[Path], plot: str | None) -> int:
     return 0
 
 
-def _sweep_on_cluster(args: argparse.Namespace, plan: Any, fixture: Any, info: Any, progress: Any) -> list[Any]:
+def _sweep_on_cluster(args: argparse.Namespace, plan: SweepPlan, fixture: Path | None, info: Mapping[str, Any],
+                      progress: Progress) -> list[RunResult]:
     """Issue 32: every setting is one task on one worker, at most one setting per host at a time (timing
     work never shares or mixes machines); a LocalCluster gets one worker (this machine measures one setting
     at a time, as without a cluster)."""
@@ -71,11 +82,11 @@ def _sweep_on_cluster(args: argparse.Namespace, plan: Any, fixture: Any, info: A
                              "temp dir")
     rows: dict[int, Any] = {}
 
-    def started(setting: Any, host: str) -> None:
+    def started(setting: SweepSetting, host: str) -> None:
         rows[setting.index] = progress.add_task(f"[{setting.index + 1}/{len(plan.settings)}] {setting.label} on {host}",
                                                 total=1, gap="")
 
-    def done(setting: Any, result: Any) -> None:
+    def done(setting: SweepSetting, result: RunResult) -> None:
         progress.update(rows[setting.index], completed=1)
 
     with make_runner(1, cluster=args.cluster, scheduler=args.scheduler) as runner:
@@ -92,7 +103,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from perfsuite.harness import SampleEvent, load_recipe, plan_order
+    from perfsuite.harness import load_recipe, plan_order
     from perfsuite.workloads.conditions import parse_heaps, plan_sweep, run_sweep
 
     if os.getcwd() not in sys.path:
@@ -115,7 +126,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     # the bar is for a terminal; in a pipe or a log it would only add lines to stderr
     with Progress(*columns, console=err, disable=not err.is_terminal) as progress:
 
-        def on_setting(setting: Any, total: int) -> Any:
+        def on_setting(setting: SweepSetting, total: int) -> Callable[[SampleEvent], None]:
             label = f"[{setting.index + 1}/{total}] {setting.label}"
             task = progress.add_task(label, total=len(plan_order(setting.recipe)), gap="")
 
@@ -142,7 +153,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     """`sweep`."""
     sweep = sub.add_parser(
         "sweep", help="the crossover grid: a recipe under storage profiles x live-heap sizes x gc.freeze()",

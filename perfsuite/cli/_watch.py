@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from perfsuite.watch import WatchEvent
 
 from perfsuite._extras import require
 from perfsuite.cli._common import (
+    Subparsers,
     non_empty,
     non_negative_float,
     output_dir,
@@ -31,7 +35,7 @@ class _Progress:
         self.target_ms = target_ms
         self.windows = self.over = 0
 
-    def __call__(self, event: Any) -> None:
+    def __call__(self, event: WatchEvent) -> None:
         out = console()
         if out.quiet or event.source != "program":
             return
@@ -118,7 +122,7 @@ def _cmd_typing(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     w = sub.add_parser(
         "watch", help="run an asyncio program unchanged with the heartbeat, stall monitor and GC in its loop",
         description="Runs PROGRAM in its own interpreter with perfsuite's instruments in every asyncio event loop "

@@ -6,11 +6,11 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from perfsuite._extras import require
 from perfsuite.cli._cluster import add_cluster_options
 from perfsuite.cli._common import (
+    Subparsers,
     bounded_float,
     bounded_int,
     interval_list,
@@ -142,7 +142,7 @@ def _whatif_cached() -> bool:
     return cache_path().is_file()
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     w = sub.add_parser(
         "whatif", help="replay a trace through the real schedulers for a grid of debounce/checkpoint settings",
         description="Replays an event trace in virtual time through the engine's real Debouncer, CheckpointTimer "

@@ -12,7 +12,7 @@ reports at least one violation with it and none without it. What ``wrap`` does a
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 
 from perfsuite.crash._model import CrashCheckError
@@ -72,7 +72,7 @@ class NoTempFsync(DelegatingFileSystem):
         super().write_new(path, data, exclusive=exclusive, sync=sync and TEMP_MARK not in os.path.basename(path))
 
 
-def _sidecar_before_transcript(steps: Iterator[Step]) -> Iterator[Step]:
+def _sidecar_before_transcript(steps: Generator[Step, None, None]) -> Generator[Step, None, None]:
     """File-backed sessions replace the sidecar (their commit point) *before* the barrier of the
     transcripts it describes: a crash in between leaves a sidecar whose removals and checkpoint marker
     outrun the transcript text (E3, E7). A step order for ``FaultHooks.reorder_steps``."""

@@ -309,10 +309,13 @@ def _explore(trace: Trace, workload: Workload, model: str, config: CrashConfig, 
     cap = config.max_states or workload.max_states or DEFAULT_MAX_STATES
     saved = checkpoint.get(unit) if checkpoint is not None else None
     violations: list[Violation] = []
-    counts = {"states": 0, "recovery": 0, "violating": 0, "trace": 0, "batches": 0, "seconds": 0.0}
+    counts = {"states": 0, "recovery": 0, "violating": 0, "trace": 0, "batches": 0}
+    seconds = 0.0  # spent by the runs a resume continues (checkpointed beside the counts)
     if saved is not None:
         violations = [decode(Violation, v) for v in saved["violations"]]
-        counts.update(saved["counts"])
+        saved_counts = dict(saved["counts"])
+        seconds = float(saved_counts.pop("seconds", 0.0))
+        counts.update(saved_counts)
         keeper.restore(trace.workload, model, saved["kept"], saved.get("keep_dir"))
     else:
         found = _violations(trace, tl, workload, None, None, "trace")
@@ -328,7 +331,7 @@ def _explore(trace: Trace, workload: Workload, model: str, config: CrashConfig, 
     def save(force: bool) -> None:
         if checkpoint is not None:
             checkpoint.put(unit, lambda: {
-                "counts": {**counts, "seconds": counts["seconds"] + time.perf_counter() - started},
+                "counts": {**counts, "seconds": seconds + time.perf_counter() - started},
                 "violations": [encode(v) for v in violations], "kept": keeper.kept.get((trace.workload, model), 0),
                 "keep_dir": keeper.keep_dir, "done": force}, force=force)
 
@@ -362,7 +365,7 @@ def _explore(trace: Trace, workload: Workload, model: str, config: CrashConfig, 
         on_progress(Progress(unit, counts["states"], counts["states"], prior + len(violations)))
     return RunResult(trace.workload, model, len(trace.ops), len(tl.micro), len(tl.persistence_points),
                      len(trace.oracle.acks), counts["states"], counts["recovery"], counts["violating"],
-                     tuple(violations), counts["seconds"] + time.perf_counter() - started)
+                     tuple(violations), seconds + time.perf_counter() - started)
 
 
 def _check_outcome(trace: Trace, tl: Timeline, workload: Workload, model: str, state_id: int, crash: CrashState,

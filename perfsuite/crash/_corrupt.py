@@ -321,17 +321,20 @@ def _run_workload(trace: Trace, workload: Workload, config: CorruptConfig, runne
     expects = {base: expect for base, (_state, expect) in states.items()}
     cases = cases_for(states, profile, config)
     saved = checkpoint.get(workload.name) if checkpoint is not None else None
-    counts = {"opened": 0, "refused": 0, "undetectable": 0, "cases": 0, "violating": 0, "batches": 0, "seconds": 0.0}
+    counts = {"opened": 0, "refused": 0, "undetectable": 0, "cases": 0, "violating": 0, "batches": 0}
+    seconds = 0.0  # spent by the runs a resume continues (checkpointed beside the counts)
     violations: list[CorruptViolation] = []
     if saved is not None:
-        counts.update(saved["counts"])
+        saved_counts = dict(saved["counts"])
+        seconds = float(saved_counts.pop("seconds", 0.0))
+        counts.update(saved_counts)
         violations = [decode(CorruptViolation, v) for v in saved["violations"]]
         keeper.restore(workload.name, saved["kept"], saved.get("keep_dir"))
 
     def save(force: bool) -> None:
         if checkpoint is not None:
             checkpoint.put(workload.name, lambda: {
-                "counts": {**counts, "seconds": counts["seconds"] + time.perf_counter() - started},
+                "counts": {**counts, "seconds": seconds + time.perf_counter() - started},
                 "violations": [encode(v) for v in violations], "kept": keeper.kept.get(workload.name, 0),
                 "keep_dir": keeper.keep_dir, "done": force}, force=force)
 
@@ -370,4 +373,4 @@ def _run_workload(trace: Trace, workload: Workload, config: CorruptConfig, runne
         on_progress(Progress(workload.name, counts["cases"], counts["cases"], prior + len(violations)))
     return CorruptResult(workload.name, profile, counts["cases"], counts["opened"], counts["refused"],
                          counts["undetectable"], counts["violating"], tuple(violations),
-                         counts["seconds"] + time.perf_counter() - started)
+                         seconds + time.perf_counter() - started)

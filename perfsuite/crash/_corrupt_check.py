@@ -28,13 +28,14 @@ import tempfile
 import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from perfsuite.crash._bugs import seeded_bug
 from perfsuite.crash._damage import NONE, apply, damaged_range
+from perfsuite.crash._driver import settings
 from perfsuite.crash._model import FsState, materialize
 from perfsuite.crash._session_invariants import SESSION, acknowledged_problems, mail_problems
-from perfsuite.crash._sessions import _release, recovery_view, settings, snapshot_session
+from perfsuite.crash._sessions import _release, recovery_view, snapshot_session
 from perfsuite.crash._trace import CRASHED, Ack, Note, owner_alive_after_crash
 from perfsuite.engine import (
     FileSession,
@@ -78,12 +79,16 @@ class Expect:
     transcripts: Mapping[str, bytes]  # conversation -> base bytes of its main transcript (file-backed)
 
 
+#: what open and recovery did with one damaged tree (issue 14)
+CaseStatus = Literal["opened", "refused", "undetectable", "failed"]
+
+
 @dataclass(frozen=True, slots=True)
 class CaseOutcome:
     """``status``: opened, refused (at open or a later step), undetectable, or failed (a traceback)."""
 
     case: Case
-    status: str
+    status: CaseStatus
     detail: str
     violations: tuple[tuple[str, str], ...]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -212,7 +212,7 @@ def damaged_pieces(data: bytes, *, messages: bool) -> list[tuple[int, bytes, str
     return out
 
 
-def _kept_from(scope: str, ctx: CheckContext, recovered: list[tuple[str, bytes | None]]) -> Iterator[str]:
+def _kept_from(scope: str, ctx: CheckContext, recovered: Sequence[tuple[str, bytes | None]]) -> Iterator[str]:
     """Issue 27 class 6: the bytes recovery sets aside (torn tails, quarantined lines) are durable before
     the transcript that held them is rewritten. So whatever recovery had done when it crashed, the damaged
     pieces of the tree it started from (and of the workload's initial tree, which a workload's own open

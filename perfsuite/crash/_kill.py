@@ -31,7 +31,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,12 +102,16 @@ class KillReport:
 
 
 # -- the child --------------------------------------------------------------------------------------------
+#: a child's waiter: submits with an acknowledgement callback, True once it ran without error
+Waiter = Callable[[Callable[[Callable[[BaseException | None], None]], object]], Awaitable[bool]]
+
+
 class _Child:
     """One child's mixed workload; ``emit`` prints a flushed line the parent reads."""
 
     def __init__(self, directory: str, profile: str, seed: int, tag: str, bug: str | None = None,
                  tear: int = 0) -> None:
-        from perfsuite.crash._sessions import settings
+        from perfsuite.crash._driver import settings
         from perfsuite.engine import FileSession, Session, SystemClock
 
         self.rng = random.Random(seed)
@@ -164,7 +168,7 @@ class _Child:
     def find_mail(self, to: str, body: str) -> Any:
         return next(r for r in self.session.sidecar.mailboxes.get(to, ()) if r.body == body)
 
-    async def step(self, waiter: Callable[[], Any]) -> None:
+    async def step(self, waiter: Waiter) -> None:
         s, rng = self.session, self.rng
         op = rng.choices(("turn", "auto", "mail", "background", "deliver", "activity", "spawn", "settle",
                           "retire", "control", "discard"),
@@ -237,11 +241,16 @@ class _Child:
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
 
-        async def waiter(submit: Callable[[Callable[[BaseException | None], None]], Any]) -> bool:
+        async def waiter(submit: Callable[[Callable[[BaseException | None], None]], object]) -> bool:
             """Submit with an acknowledgement callback; True once it ran without error. A submission
             that coalesced into an earlier one (``False``) never acknowledges: not waited for."""
             done: asyncio.Future[BaseException | None] = loop.create_future()
-            if submit(lambda error: done.done() or loop.call_soon_threadsafe(done.set_result, error)) is False:
+
+            def ack(error: BaseException | None) -> None:
+                if not done.done():
+                    loop.call_soon_threadsafe(done.set_result, error)
+
+            if submit(ack) is False:
                 return False
             return await done is None
 
@@ -301,7 +310,7 @@ class TearingFileSystem(DelegatingFileSystem):
 def create_session(directory: str, profile: str) -> None:
     """The session every child continues: created with one committed turn, in this process (the window
     before the first HEAD adoption has known engine bugs; ``session-create`` explores it)."""
-    from perfsuite.crash._sessions import settings
+    from perfsuite.crash._driver import settings
     from perfsuite.engine import FileSession, Message, Session
 
     cls = Session if profile == "portable" else FileSession
@@ -314,7 +323,8 @@ def create_session(directory: str, profile: str) -> None:
 def recover_view(directory: str, profile: str, bug: str | None = None) -> dict[str, Any]:
     """The engine's recovery of a killed child's session (real liveness: the child is dead), as the view
     the session invariants read; the session is closed afterwards."""
-    from perfsuite.crash._sessions import _recover, settings
+    from perfsuite.crash._driver import settings
+    from perfsuite.crash._sessions import _recover
     from perfsuite.engine import FileSession, Session
 
     fs, _faults = layer(bug)

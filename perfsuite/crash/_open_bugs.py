@@ -118,12 +118,17 @@ MID_TRANSCRIPT_CUT = FaultHooks(cut_at_first_bad_line=True)
 
 
 # -- head-lost-previous (issue 27 class 5) ------------------------------------------------------------------
+def _manifest_seq(name: str) -> int:
+    """A manifest's sequence number from its name (0 for a name that is not a manifest's)."""
+    match = _MANIFEST.search(name)
+    return int(match.group(1)) if match else 0
+
+
 def previous_recover_head(store: Any, hint: HeadRef | None, problems: list[str]
                           ) -> tuple[HeadRef | None, Any, dict[str, bytes], list[str]]:
     """Off by one: a lost or torn HEAD is recovered to the newest intact manifest that another one names as
     its parent, i.e. the generation *before* the newest, silently (``FaultHooks.recover_head``)."""
-    names = sorted(store.list_manifests(), key=lambda n: (int(_MANIFEST.search(n).group(1)) if _MANIFEST.search(n)
-                                                         else 0), reverse=True)
+    names = sorted(store.list_manifests(), key=_manifest_seq, reverse=True)
     parents = _named_as_parent(store, names)
     for name in names:
         if name not in parents or (hint is not None and name == hint.manifest):

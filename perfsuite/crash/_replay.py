@@ -252,12 +252,12 @@ def build_timeline(ops: Iterable[FsOp], root: str, model: str, *, initial: FsSta
         raise CrashCheckError(f"unknown crash model {model!r} (choose from {', '.join(MODELS)})")
     ops = tuple(ops)
     initial = initial or FsState(())
-    replay = _Replayer(root, model, initial, set(capture))  # type: ignore[arg-type]
+    replay = _Replayer(root, model, initial, set(capture))
     replay.run(ops)
     versions = {inode: (*replay.versions.get(inode, []), content) for inode, content in replay.content.items()}
     return Timeline(
         root=replay.root,
-        model=model,  # type: ignore[arg-type]
+        model=model,
         ops=ops,
         micro=tuple(replay.micro),
         forced_at=tuple(replay.forced.get(m.index) for m in replay.micro),

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from perfsuite.crash._driver import ROOT, SessionDriver, _ids, settings
@@ -29,6 +29,15 @@ from perfsuite.engine import Fault, FileSession, FileSystem, Message, SaveFailed
 
 
 # -- workloads ---------------------------------------------------------------------------------------------
+def _resolving(future: asyncio.Future[tuple[int, BaseException | None]], env: WorkloadEnv
+               ) -> Callable[[BaseException | None], None]:
+    """An acknowledgement that resolves ``future`` once, with the trace's mark when it ran and its error."""
+    def ack(error: BaseException | None) -> None:
+        if not future.done():
+            future.set_result((env.mark(), error))
+    return ack
+
+
 def open_portable(env: WorkloadEnv, offload: str = "inline") -> Session:
     return Session.open(env.path(SESSION), create=True, fs=env.fs, clock=VirtualClock(), settings=settings(offload),
                         faults=env.faults,
@@ -211,7 +220,7 @@ def run_session_async(env: WorkloadEnv) -> None:
             done: asyncio.Future[tuple[int, BaseException | None]] = loop.create_future()
             body = f"completion {r}"
             session.deliver_background(ROOT, body, sender="a1",
-                                       ack=lambda e, f=done: f.done() or f.set_result((env.mark(), e)))
+                                       ack=_resolving(done, env))
             at, error = await done
             await settled()
             if error is None:
@@ -220,7 +229,7 @@ def run_session_async(env: WorkloadEnv) -> None:
             d.deliver(ROOT)
             d.add(ROOT, f"reply to completion {r}")
             checkpointed: asyncio.Future[tuple[int, BaseException | None]] = loop.create_future()
-            session.request_checkpoint(ROOT, ack=lambda e, f=checkpointed: f.done() or f.set_result((env.mark(), e)))
+            session.request_checkpoint(ROOT, ack=_resolving(checkpointed, env))
             at, error = await checkpointed
             await settled()
             if error is None:
@@ -257,7 +266,7 @@ def run_session_group(env: WorkloadEnv) -> None:
             done: list[asyncio.Future[tuple[int, BaseException | None]]] = [loop.create_future() for _ in bodies]
             for i, body in enumerate(bodies):
                 session.deliver_background(ROOT, body, sender="bg", admission=admission if i == 0 else None,
-                                           ack=lambda e, f=done[i]: f.done() or f.set_result((env.mark(), e)))
+                                           ack=_resolving(done[i], env))
             admission.release()
             for body, future in zip(bodies, done):
                 at, error = await future
@@ -267,7 +276,7 @@ def run_session_group(env: WorkloadEnv) -> None:
             d.deliver(ROOT)
             d.add(ROOT, f"reply to round {r}")
             checkpointed: asyncio.Future[tuple[int, BaseException | None]] = loop.create_future()
-            session.request_checkpoint(ROOT, ack=lambda e, f=checkpointed: f.done() or f.set_result((env.mark(), e)))
+            session.request_checkpoint(ROOT, ack=_resolving(checkpointed, env))
             at, error = await checkpointed
             await settled()
             if error is None:

@@ -121,17 +121,17 @@ def _pass_specs(tl: Timeline, limits: Enumeration, p: int) -> Iterator[CrashSpec
                 yield CrashSpec(k, "keep-one", frozenset({index}))
     elif p == 5:
         for k in _points(tl, limits, p):
-            pending = sorted(tl.pending(k))
-            if len(pending) < 3:
+            ordered = sorted(tl.pending(k))
+            if len(ordered) < 3:
                 continue  # already covered by passes 1 and 4
-            if len(pending) <= limits.subset_limit:
-                for size in range(2, len(pending) - 1):
-                    for combo in itertools.combinations(pending, size):
+            if len(ordered) <= limits.subset_limit:
+                for size in range(2, len(ordered) - 1):
+                    for combo in itertools.combinations(ordered, size):
                         yield CrashSpec(k, "subset", frozenset(combo))
             else:
                 rng = random.Random(f"{limits.seed}:{k}")
                 for _ in range(limits.samples):
-                    yield CrashSpec(k, "sample", frozenset(i for i in pending if rng.random() < 0.5))
+                    yield CrashSpec(k, "sample", frozenset(i for i in ordered if rng.random() < 0.5))
 
 
 def enumerate_states(tl: Timeline, limits: Enumeration) -> Iterator[CrashState]:

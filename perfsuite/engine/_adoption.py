@@ -87,12 +87,12 @@ def survey(store: GenerationStore) -> list[Candidate]:
     staged = store.staged_publications()
     out: list[Candidate] = []
     for name in names:
-        manifest = manifests.get(name)
-        publication = str(manifest.meta.get("publication", manifest_tag(name))) if manifest else manifest_tag(name)
+        found = manifests.get(name)
+        publication = str(found.meta.get("publication", manifest_tag(name))) if found else manifest_tag(name)
         strong = name in children
         if strong:
             proof: str | None = f"{children[name]} names it as its parent"
-        elif manifest is not None and publication not in staged:
+        elif found is not None and publication not in staged:
             proof = f"its publication {publication} left no staging directory"
         else:
             proof = None

@@ -171,7 +171,7 @@ class ConversationBuffer:
         self._ends = []
         self.receipts = {}
         self.user_lines = []
-        self.user_offsets: list[int] = []  # prompt index: byte offset of each user message, kept as we go
+        self.user_offsets = []  # prompt index: byte offset of each user message, kept as we go
         self.first_user_preview = self.latest_user_preview = ""
         for line in lines:
             self._add(line, None)

@@ -317,7 +317,7 @@ class FileSession(Session):
     def publication(self, batch: Batch) -> FilePublication:  # type: ignore[override]
         return FilePublication(batch, self)
 
-    def _finish(self, publication: Any) -> None:  # type: ignore[override]
+    def _finish(self, publication: Any) -> None:
         batch = publication.batch
         self._install(batch, {})
         for name, data in batch.attachments.items():

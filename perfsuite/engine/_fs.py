@@ -389,7 +389,7 @@ class DelegatingFileSystem(FileSystem):
         return self.inner.for_worker()
 
     @property
-    def fault_hooks(self) -> Any:  # type: ignore[override]
+    def fault_hooks(self) -> Any:
         """A wrapper carries the hooks of the layer it wraps (issue 19)."""
         return self.inner.fault_hooks
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures as cf
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,7 +117,7 @@ class PublicationJob:
         self.done = False
         self._draining = False
         self._failed_round = False
-        self._steps: Iterator[Step] = driven_steps(publication)
+        self._steps: Generator[Step, None, None] = driven_steps(publication)
         self._next: Step | None = None  # a step the worker pulled at the end of a chain, for the loop to run
         self._current: Step | None = None
         self._future: cf.Future[Any] | None = None
@@ -143,8 +143,13 @@ class PublicationJob:
         try:
             while not self.done and self._driver == driver:
                 if not self.admission.released:  # the round (the first, or an absorbed one) waits
-                    released = asyncio.get_running_loop().create_future()
-                    self.admission.on_release(lambda f=released: f.done() or f.set_result(None))
+                    released: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+                    def wake(f: asyncio.Future[None] = released) -> None:
+                        if not f.done():
+                            f.set_result(None)
+
+                    self.admission.on_release(wake)
                     await released
                     continue
                 started = time.perf_counter_ns()
@@ -174,12 +179,12 @@ class PublicationJob:
         self.trace.max_advance_ms = max(self.trace.max_advance_ms, elapsed)
 
     @staticmethod
-    def _for(step: Step) -> tuple[Publication, tuple[Publication, ...]]:
+    def _for(step: Step) -> tuple[Publication | None, tuple[Publication, ...]]:
         """The publication a step runs for, and every publication it acts on (a round's commit and adopt
         act on all of its members)."""
-        owner = getattr(step, "owner", None)
-        shared = getattr(step, "shared", ())
-        return owner, tuple(shared) or ((owner,) if owner is not None else ())
+        owner: Publication | None = getattr(step, "owner", None)
+        shared: tuple[Publication, ...] = tuple(getattr(step, "shared", ()))
+        return owner, shared or ((owner,) if owner is not None else ())
 
     def _account(self, step: Step, main: float, wall: float) -> None:
         self.trace.add(step.phase, main, wall)

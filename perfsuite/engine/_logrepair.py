@@ -175,6 +175,7 @@ def _write(store: LogStore, number: int, header: LogHeader, state: LogState, use
     base_state, payload = store._copied(state, copy)
     _placed, base = store.roll_over((), state=base_state, epoch=epoch, session=header.session, compact=False,
                                     inline=payload)
+    assert store.current is not None  # roll_over names its new log current
     store.state = base
     lines.append(f"{store.path(HEAD)}: now names {store.log_path(store.current.number)}, holding generation "
                  f"{base.generation} (adopted from {store.log_path(number)})")

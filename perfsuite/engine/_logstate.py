@@ -186,6 +186,7 @@ def apply_ops(doc: dict[str, Any], ops: Iterable[Sequence[Any]]) -> None:
     """Apply a GEN record's sidecar operations to ``doc`` in place: ``put``/``del`` of a key, ``index``
     (prompt-index offsets appended), ``madd``/``mdel`` (mail records appended to a mailbox, removed by
     id). Values are deep-copied so the document shares nothing with a caller."""
+    value: Any  # a JSON value: its type is the operation's
     for op in ops:
         verb, section, name, value = op[0], op[1], op[2], (op[3] if len(op) > 3 else None)
         value = copy.deepcopy(value)

@@ -6,12 +6,13 @@ asynchronous job (``_warm``)."""
 from __future__ import annotations
 
 from perfsuite.engine._gate import Token
+from perfsuite.engine._sessionstate import SessionState
 from perfsuite.engine._sessiontypes import Ack
 from perfsuite.engine._sidecar import ROOT, MailRecord
 from perfsuite.engine._transcript import Message
 
 
-class Mail:
+class Mail(SessionState):
     """Mailbox append, delivery and discard (mixed into ``Session``)."""
 
     def append_mail(self, to: str, body: str, *, sender: str = ROOT, kind: str = "message",

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
 
 from perfsuite.engine._events import (
     GateAdmitted,
@@ -18,12 +17,14 @@ from perfsuite.engine._events import (
     SchedulerDeferred,
     SchedulerFired,
 )
+from perfsuite.engine._pipeline import Publication
+from perfsuite.engine._sessionstate import SessionState
 
 
-class Observing:
+class Observing(SessionState):
     """Publication, gate and scheduler events (mixed into ``Session``; inputs are in ``Session._input``)."""
 
-    def _watch(self, publication: Any, driver: str) -> None:
+    def _watch(self, publication: Publication, driver: str) -> None:
         """A publication enters a driver: report it and, while someone listens, its phases (E4)."""
         if not self.observers:
             return
@@ -40,7 +41,7 @@ class Observing:
         else:
             self.observers.emit(PhaseStarted(self.root, publication, phase))
 
-    def _settled(self, publication: Any) -> None:
+    def _settled(self, publication: Publication) -> None:
         """The publication left its driver: acknowledged (adopted, noop, or failed after adoption) or
         failed before adoption (now pending)."""
         if not self.observers:

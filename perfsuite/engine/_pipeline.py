@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -455,7 +455,7 @@ class Publication:
     on_phase: PhaseObserver | None = None
     # Fault hooks (issue 19, ``FaultHooks``): acknowledge early after this phase; a rewritten step order.
     early_ack: tuple[str, Callable[[], None]] | None = None
-    reorder: Callable[[Iterator[Step]], Iterator[Step]] | None = None
+    reorder: Callable[[Generator[Step, None, None]], Generator[Step, None, None]] | None = None
     process: bool = False  # the job's offload is a worker process: stage jobs carry their bytes
 
     @property
@@ -471,7 +471,7 @@ class Publication:
         self.jobs = [j.materialised() for j in jobs] if self.process else jobs
         self._view = view
 
-    def front_steps(self, view: BaseView) -> Iterator[Step]:
+    def front_steps(self, view: BaseView) -> Generator[Step, None, None]:
         """stage, hash and select against ``view`` (a group runs these per member, then one commit)."""
         self.prepare(view)
         assert self.jobs is not None
@@ -488,7 +488,7 @@ class Publication:
         yield Step("select", select_changes, (self.batch, self.jobs, self.staged, self.hashed, view),
                    self._set("selection"), True, local=True)
 
-    def steps(self) -> Iterator[Step]:
+    def steps(self) -> Generator[Step, None, None]:
         round_ = Round([self], self.store, self.lease)
         return round_.steps()
 
@@ -535,7 +535,7 @@ class Round:
         for member in self.members:
             member.group = len(self.members)
 
-    def steps(self) -> Iterator[Step]:
+    def steps(self) -> Generator[Step, None, None]:
         before: list[Changes] = []
         live: list[Publication] = []
         broken: BaseException | None = None
@@ -641,7 +641,7 @@ def run_inline(publication: Publication) -> None:
         step_done(publication, step.phase)
 
 
-def driven_steps(publication: Any) -> Iterator[Step]:
+def driven_steps(publication: Any) -> Generator[Step, None, None]:
     """The steps a driver runs: the publication's own, in the order a fault hook may rewrite."""
     steps = publication.steps()
     return publication.reorder(steps) if publication.reorder is not None else steps

@@ -27,6 +27,7 @@ from perfsuite.engine._pipeline import (
     SaveFailed,
     run_inline,
 )
+from perfsuite.engine._sessionstate import SessionState
 from perfsuite.engine._sessiontypes import (
     ATTACHMENT_PREFIX,
     Ack,
@@ -38,7 +39,7 @@ from perfsuite.engine._sessiontypes import (
 from perfsuite.engine._sidecar import ROOT, SidecarCapture
 
 
-class Publishing:
+class Publishing(SessionState):
     """Freeze, publish, finish and install; the pending publication (mixed into ``Session``)."""
 
     # -- freeze (E4 phase 1) ---------------------------------------------------------------------------
@@ -72,8 +73,9 @@ class Publishing:
         }
         # The sidecar marker names the committed transcripts only (no publication id), so a save that
         # changes nothing selects nothing.
-        marker = {"epoch": self.epoch, "conversations": dict((self.sidecar.checkpoint or {}).get("conversations", {}))}
-        marker["conversations"].update({c: {"size": t.size, "messages": t.count} for c, t in texts.items()})
+        conversations = dict((self.sidecar.checkpoint or {}).get("conversations", {}))
+        conversations.update({c: {"size": t.size, "messages": t.count} for c, t in texts.items()})
+        marker = {"epoch": self.epoch, "conversations": conversations}
         candidate["marker"] = marker
         committing = receipts
         if self.faults is not None and self.faults.drop_consumed:  # a seeded bug (FaultHooks, issue 27)
@@ -143,7 +145,7 @@ class Publishing:
         While it runs, the gate is owned by this stack: gated work queues, drains fail fast (E5)."""
         return self._drive(self.publication(batch), acks)
 
-    def _drive(self, publication: Any, acks: Iterable[Ack]) -> PublicationReport:
+    def _drive(self, publication: Publication, acks: Iterable[Ack]) -> PublicationReport:
         """Run ``publication``'s steps inline."""
         ack_set = list(acks)
         self._apply_faults(publication, ack_set)
@@ -164,7 +166,7 @@ class Publishing:
         AckSet(ack_set).resolve(None)
         return report
 
-    def _apply_faults(self, publication: Any, acks: list[Ack]) -> None:
+    def _apply_faults(self, publication: Publication, acks: list[Ack]) -> None:
         """Documented fault hooks (``FaultHooks``; a checker's broken engine, never production)."""
         faults = self.faults
         if faults is None:
@@ -182,7 +184,7 @@ class Publishing:
                      acks: Iterable[Ack] = (), sidecar: bool = True) -> PublicationReport:
         return self.publish(self.freeze(kind, conversations, owner=owner, sidecar=sidecar), acks)
 
-    def _after_failure(self, publication: Any, acks: list[Ack], exc: BaseException) -> PublicationReport:
+    def _after_failure(self, publication: Publication, acks: list[Ack], exc: BaseException) -> PublicationReport:
         report = publication.report()
         self.reports.append(report)
         if publication.adopted:  # failure after adoption: durable, only logged (E4)
@@ -195,7 +197,7 @@ class Publishing:
         raise SaveFailed(self.save_failed or "save failed", phase=publication.failed_phase or "?",
                          publication=publication.batch.id) from exc
 
-    def _retain(self, publication: Any, acks: list[Ack], exc: BaseException) -> None:
+    def _retain(self, publication: Publication, acks: list[Ack], exc: BaseException) -> None:
         """Failure before adoption: keep the frozen batch as the pending publication (in memory), report
         save failed. A record that reached the log uninstalled poisons it (fsyncgate: never appended to or
         synced again; the retry rolls over from memory)."""
@@ -267,7 +269,7 @@ class Publishing:
             self.pending = None
             self.save_failed = None
 
-    def _noop_install(self, publication: Any) -> None:
+    def _noop_install(self, publication: Publication) -> None:
         """An empty selection is a successful no-op; it installs nothing it did not publish (E4 phase 4)."""
         batch = publication.batch
         hashed = getattr(publication, "hashed", None)  # the file-backed pipeline keeps no hasher memos

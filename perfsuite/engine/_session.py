@@ -25,7 +25,7 @@ import itertools
 import os
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Self
 
 from perfsuite.engine._buffer import ConversationBuffer
 from perfsuite.engine._clock import Clock, SystemClock
@@ -153,7 +153,7 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
         runner: JobRunner | None = None,
         faults: FaultHooks | None = None,
         entropy: Callable[[], str] | None = None,
-    ) -> Session:
+    ) -> Self:
         """Open (or create) a portable session: take the lease with a new epoch, adopt HEAD after
         verifying every digest, recover pending publications from staging. A lost HEAD is recovered
         only to a generation proven adopted, and a damaged newest generation refuses open rather than

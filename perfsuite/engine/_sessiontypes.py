@@ -3,7 +3,7 @@ publications, artifact names). No behaviour beyond running acknowledgements once
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,7 +130,7 @@ class FaultHooks:
     wrote (issue 27 defect 3, planted back)."""
 
     acknowledge_after: str | None = None
-    reorder_steps: Callable[[Iterator[Step]], Iterator[Step]] | None = None
+    reorder_steps: Callable[[Generator[Step, None, None]], Generator[Step, None, None]] | None = None
     torn_lease_owned: bool = False
     recover_head: Callable[[Any, Any, list[str]], tuple[Any, Any, dict[str, bytes], list[str]]] | None = None
     retire_newer: bool = False

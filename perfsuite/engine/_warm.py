@@ -15,11 +15,12 @@ from perfsuite.engine._job import Admission, PublicationJob
 from perfsuite.engine._offload import Offload, ProcessOffload, make_offload
 from perfsuite.engine._pipeline import Batch, SaveFailed
 from perfsuite.engine._schedulers import Notification
+from perfsuite.engine._sessionstate import SessionState
 from perfsuite.engine._sessiontypes import Ack, AckSet
 from perfsuite.engine._sidecar import ROOT
 
 
-class WarmLocal:
+class WarmLocal(SessionState):
     """The gate, the job and the schedulers of a warm local session (mixed into ``Session``)."""
 
     @property

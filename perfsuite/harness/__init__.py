@@ -55,7 +55,7 @@ from perfsuite.harness._operation import (
     resolve_operation,
 )
 from perfsuite.harness._params import Param, accepts, check_params, declared_parameters, did_you_mean, param_value
-from perfsuite.harness._plan import check_parameters, resolve_factories
+from perfsuite.harness._plan import PlanEntry, SampleKind, check_parameters, resolve_factories
 from perfsuite.harness._provenance import CI_VARIABLES, check_commit, measured_repository
 from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe, recipe_dirs
 from perfsuite.harness._results import (
@@ -140,6 +140,7 @@ __all__ = [
     "Operation",
     "OperationContext",
     "Param",
+    "PlanEntry",
     "Recipe",
     "ResultsBusy",
     "ResultsLock",
@@ -147,6 +148,7 @@ __all__ = [
     "RunResult",
     "SampleEvent",
     "SampleFailed",
+    "SampleKind",
     "SampleRecord",
     "SampleSpec",
     "StallEntry",

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import importlib
 import os
 import shutil
 import time
 import tracemalloc
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,9 +116,10 @@ def memray_totals(capture: Path) -> tuple[int, int, int]:
     Uses memray's own statistics (what ``memray stats`` prints) when available, else sums the
     allocation records through the public :class:`memray.FileReader`.
     """
-    try:
-        from memray._memray import compute_statistics  # the engine of `memray stats`
-    except ImportError:  # pragma: no cover - older/newer memray layouts
+    compute_statistics: Callable[[str], Any] | None
+    try:  # the engine of `memray stats`
+        compute_statistics = importlib.import_module("memray._memray").compute_statistics
+    except (ImportError, AttributeError):  # pragma: no cover - older/newer memray layouts
         compute_statistics = None
     if compute_statistics is not None:
         stats = compute_statistics(str(capture))
@@ -148,6 +150,8 @@ async def measure_allocation(spec: SampleSpec, factory: OperationFactory | None 
             await call_optional(op, "wait_idle")
             gc.collect()
             ack = _Ack(asyncio.get_running_loop())
+            total: int | None
+            count: int | None
             if tracker == "memray":
                 total, count, peak, ack_ms = await _traced_memray(spec, op, ack, root / "alloc.memray")
             else:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import errno
+import functools
 import hashlib
 import os
 import platform
@@ -186,7 +187,7 @@ def describe_fixture(path: Path | None, info: Mapping[str, Any] | None = None) -
             if need_digest:
                 h.update(b"F" + os.fsencode(rel) + b"\0" + str(st.st_size).encode() + b"\0")
                 with open(full, "rb") as fh:
-                    for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
+                    for chunk in iter(functools.partial(fh.read, 1 << 20), b""):
                         h.update(chunk)
     data.setdefault("files", files)
     data.setdefault("bytes", total)

@@ -98,14 +98,16 @@ def export_pyperf(document: Mapping[str, Any], path: Path) -> Path | None:
             continue
         flat = [sample_metrics(s) for s in samples]
         keys = sorted({k for f in flat for k in f if _offered(k, mode) and all(k in g for g in flat)})
-        exported, side = [], []
+        exported: list[tuple[str, str, float]] = []  # (metric, pyperf unit, scale)
+        side: list[str] = []
         for key in keys:
             values = [f[key] for f in flat]
-            unit = _pyperf_unit(key, values)
-            (exported if unit and all(v > 0 for v in values) else side).append(key)
-        for key in exported:
-            values = [f[key] for f in flat]
-            unit, scale = _pyperf_unit(key, values)  # type: ignore[misc]
+            found = _pyperf_unit(key, values)
+            if found and all(v > 0 for v in values):
+                exported.append((key, *found))
+            else:
+                side.append(key)
+        for key, unit, scale in exported:
             name = f"{recipe}.{mode}.{key}"
             runs = []
             for sample, f in zip(samples, flat):

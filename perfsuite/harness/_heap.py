@@ -112,7 +112,8 @@ def build_heap(objects: int, seed: int) -> LiveHeap:
             totals[k] += n
         made += sum(counts)
         i += 1
-    return LiveHeap(records, made, *totals, phase=phase, build_ms=(time.perf_counter() - started) * 1e3)
+    dicts, lists, strings, numbers = totals
+    return LiveHeap(records, made, dicts, lists, strings, numbers, phase, (time.perf_counter() - started) * 1e3)
 
 
 def probe_full_collection() -> float:

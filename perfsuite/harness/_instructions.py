@@ -48,10 +48,10 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness._callgrind import (
@@ -197,7 +197,8 @@ def serve_instructions(request: Mapping[str, Any]) -> dict[str, Any]:
     client = callgrind_client(request.get("library"))
     hooks = None
     if request.get("hooks"):
-        hook_factory = resolve_operation(str(request["hooks"]["factory"]))
+        # the resolver imports any "module:function"; a hooks factory takes the hooks' params, not a context
+        hook_factory = cast("Callable[[dict[str, Any]], Any]", resolve_operation(str(request["hooks"]["factory"])))
         hooks = hook_factory(dict(request["hooks"].get("params") or {}))
     return asyncio.run(window_instructions(spec, factory, client, hooks))
 

@@ -114,8 +114,8 @@ class Operation(ABC):
         """Numbers read after the acknowledgement (default: none)."""
         return {}
 
-    def close(self) -> None:  # noqa: B027 - optional hook with a no-op default
-        """Release resources (default: nothing)."""
+    def close(self) -> Awaitable[None] | None:  # noqa: B027 - optional hook with a no-op default
+        """Release resources (default: nothing); may be ``async def`` (the harness awaits it then)."""
 
 
 OperationFactory = Callable[[OperationContext], "Any | Awaitable[Any]"]
@@ -192,7 +192,7 @@ def resolve_operation(spec: str, roots: Sequence[str] = ()) -> OperationFactory:
             ) from None
     if not callable(target):
         raise PerfsuiteError(f"operation {spec}: {attr!r} is not callable")
-    return target  # type: ignore[return-value]
+    return target
 
 
 def operation_spec(factory: object) -> str:

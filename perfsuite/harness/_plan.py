@@ -7,15 +7,36 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Literal, TypedDict, TypeVar
 
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness._operation import OperationFactory, resolve_operation
 from perfsuite.harness._params import check_params
 from perfsuite.harness._recipe import Recipe
 
-__all__ = ["check_conditions", "check_parameters", "plan_order", "plan_rounds", "resolve_factories",
-           "resolve_seed"]
+__all__ = ["PlanEntry", "SampleKind", "VariantPlanEntry", "check_conditions", "check_parameters", "plan_order",
+           "plan_rounds", "resolve_factories", "resolve_seed"]
+
+#: what a plan entry measures (M4): a warm-up, a sample, a control window, an allocation or instruction pass
+SampleKind = Literal["warmup", "sample", "control", "allocation", "instructions"]
+
+
+class PlanEntry(TypedDict):
+    """One entry of a run's plan, as the results document records it (``plan``): the sample ``index`` of
+    ``mode`` (``None`` for a control window), of this ``kind``."""
+
+    kind: SampleKind
+    mode: str | None
+    index: int
+
+
+class VariantPlanEntry(PlanEntry):
+    """An interleaved A/B plan's entry: also the variant it measures (``None`` for a shared control window)."""
+
+    variant: str | None
+
+
+_Entry = TypeVar("_Entry", PlanEntry, VariantPlanEntry)
 
 
 def resolve_factories(recipe: Recipe) -> dict[str, OperationFactory]:
@@ -55,14 +76,14 @@ def check_conditions(recipe: Recipe, factories: Mapping[str, OperationFactory]) 
                 "(it declares no 'storage' condition), so simulated storage latency would not be applied")
 
 
-def plan_order(recipe: Recipe) -> list[dict[str, Any]]:
+def plan_order(recipe: Recipe) -> list[PlanEntry]:
     """M4: the run's plan: warm-ups, rounds of one sample per mode with one control window per round, the
     allocation pass. Within every round the modes run in a random order drawn from ``recipe.seed``
     (``order = "random"``, the default) or in the recipe's order (``"fixed"``)."""
     modes = [m.name for m in recipe.modes]
     rng = random.Random(recipe.seed)
 
-    def round_of(kind: str, index: int) -> list[dict[str, Any]]:
+    def round_of(kind: SampleKind, index: int) -> list[PlanEntry]:
         names = list(modes)
         if recipe.order == "random":
             rng.shuffle(names)  # seeded: the same seed gives the same plan; the document records both
@@ -71,12 +92,12 @@ def plan_order(recipe: Recipe) -> list[dict[str, Any]]:
     return plan_rounds(recipe, round_of, lambda i: {"kind": "control", "mode": None, "index": i})
 
 
-def plan_rounds(recipe: Recipe, round_of: Callable[[str, int], list[dict[str, Any]]],
-                control: Callable[[int], dict[str, Any]]) -> list[dict[str, Any]]:
+def plan_rounds(recipe: Recipe, round_of: Callable[[SampleKind, int], list[_Entry]],
+                control: Callable[[int], _Entry]) -> list[_Entry]:
     """M4: the shape every plan shares (a run's and an interleaved A/B's): warm-up rounds, rounds of
     samples each followed by a control window, then the allocation and instruction passes. ``round_of``
     is called in that order, so a seeded shuffle inside it gives the same plan for the same seed."""
-    order: list[dict[str, Any]] = []
+    order: list[_Entry] = []
     for w in range(recipe.warmup):
         order += round_of("warmup", w)
     for i in range(max(recipe.samples, recipe.control_windows)):

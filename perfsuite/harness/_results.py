@@ -16,7 +16,10 @@ import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness._documents import read_json
@@ -160,7 +163,7 @@ def summarize(values: Sequence[float]) -> dict[str, float | int]:
     }
 
 
-def bootstrap_median_ci(values: Sequence[float]) -> tuple[float, float]:
+def bootstrap_median_ci(values: ArrayLike) -> tuple[float, float]:
     """The percentile bootstrap CI of the median: what ``scipy.stats.bootstrap(method="percentile")`` does.
 
     Same draws (``rng.integers(0, n, (resamples, n))`` from the seeded generator) and the same linear

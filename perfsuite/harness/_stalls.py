@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextvars
 import functools
 import heapq
 import inspect
@@ -38,7 +39,10 @@ import time
 from array import array
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, TypeVarTuple
+
+if TYPE_CHECKING:
+    from _typeshed import FileDescriptorLike
 
 __all__ = [
     "TOP_CALLBACKS",
@@ -55,6 +59,7 @@ __all__ = [
 TOP_CALLBACKS = 5
 
 T = TypeVar("T")
+_Ts = TypeVarTuple("_Ts")
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,16 +109,16 @@ class StallWindow:
         }
 
 
-class _Timed:
+class _Timed(Generic[*_Ts, T]):
     """The wrapper a callback runs in: times it while the monitor is armed (the M9 instrument)."""
 
     __slots__ = ("__wrapped__", "_monitor")
 
-    def __init__(self, callback: Callable[..., Any], monitor: StallMonitor) -> None:
+    def __init__(self, callback: Callable[[*_Ts], T], monitor: StallMonitor) -> None:
         self.__wrapped__ = callback
         self._monitor = monitor
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: *_Ts) -> T:
         monitor = self._monitor
         if not monitor.armed:
             return self.__wrapped__(*args)
@@ -142,7 +147,7 @@ class StallMonitor:
         self._ends = array("q")
         self._callbacks: list[Callable[..., Any]] = []
 
-    def wrap(self, callback: Callable[..., Any]) -> Callable[..., Any]:
+    def wrap(self, callback: Callable[[*_Ts], T]) -> Callable[[*_Ts], T]:
         """``callback`` wrapped in the timer (once: an already wrapped callback is returned as is; nothing is
         wrapped while the monitor is disabled)."""
         if isinstance(callback, _Timed) or not self.enabled:
@@ -281,8 +286,8 @@ def callback_name(callback: Callable[..., Any]) -> str:
         seen += 1
         if isinstance(callback, functools.partial):
             callback = callback.func
-        elif getattr(callback, "__wrapped__", None) is not None:
-            callback = callback.__wrapped__
+        elif (wrapped := getattr(callback, "__wrapped__", None)) is not None:
+            callback = wrapped
         else:
             break
     owner = getattr(callback, "__self__", None)
@@ -311,21 +316,25 @@ class InstrumentedLoop(asyncio.SelectorEventLoop):
         super().__init__()
         self.stall_monitor = monitor if monitor is not None else StallMonitor()
 
-    def call_soon(self, callback: Callable[..., Any], *args: Any, context: Any = None) -> asyncio.Handle:
+    # The signatures are asyncio's own (typeshed), so the loop stays substitutable for the base loop.
+    def call_soon(self, callback: Callable[[*_Ts], object], *args: *_Ts,
+                  context: contextvars.Context | None = None) -> asyncio.Handle:
         return super().call_soon(self.stall_monitor.wrap(callback), *args, context=context)
 
-    def call_soon_threadsafe(self, callback: Callable[..., Any], *args: Any, context: Any = None) -> asyncio.Handle:
+    def call_soon_threadsafe(self, callback: Callable[[*_Ts], object], *args: *_Ts,
+                             context: contextvars.Context | None = None) -> asyncio.Handle:
         return super().call_soon_threadsafe(self.stall_monitor.wrap(callback), *args, context=context)
 
     def call_at(
-        self, when: float, callback: Callable[..., Any], *args: Any, context: Any = None
+        self, when: float, callback: Callable[[*_Ts], object], *args: *_Ts,
+        context: contextvars.Context | None = None
     ) -> asyncio.TimerHandle:
         return super().call_at(when, self.stall_monitor.wrap(callback), *args, context=context)
 
-    def add_reader(self, fd: Any, callback: Callable[..., Any], *args: Any) -> None:
+    def add_reader(self, fd: FileDescriptorLike, callback: Callable[[*_Ts], Any], *args: *_Ts) -> None:
         return super().add_reader(fd, self.stall_monitor.wrap(callback), *args)
 
-    def add_writer(self, fd: Any, callback: Callable[..., Any], *args: Any) -> None:
+    def add_writer(self, fd: FileDescriptorLike, callback: Callable[[*_Ts], Any], *args: *_Ts) -> None:
         return super().add_writer(fd, self.stall_monitor.wrap(callback), *args)
 
 

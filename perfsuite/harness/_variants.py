@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite.errors import PerfsuiteError
-from perfsuite.harness._plan import plan_rounds
+from perfsuite.harness._plan import SampleKind, VariantPlanEntry, plan_rounds
 from perfsuite.harness._recipe import Recipe
 from perfsuite.harness._results import collect_environment, describe_fixture, git_state, now_iso, write_json_atomic
 from perfsuite.harness._runner import (
@@ -102,14 +102,14 @@ class VariantsResult:
     seed: int
 
 
-def plan_variants(recipe: Recipe, names: Sequence[str], seed: int) -> list[dict[str, Any]]:
+def plan_variants(recipe: Recipe, names: Sequence[str], seed: int) -> list[VariantPlanEntry]:
     """The interleaved plan: ``{"variant", "kind", "mode", "index"}`` entries (``variant`` is ``None`` for
     the shared control windows), each round's variant/mode pairs in a seeded random order."""
     rng = random.Random(seed)
     modes = [m.name for m in recipe.modes]
 
-    def round_of(kind: str, index: int) -> list[dict[str, Any]]:
-        pairs = [(v, m) for v in names for m in modes]
+    def round_of(kind: SampleKind, index: int) -> list[VariantPlanEntry]:
+        pairs: list[tuple[str | None, str | None]] = [(v, m) for v in names for m in modes]
         rng.shuffle(pairs)
         return [{"variant": v, "kind": kind, "mode": m, "index": index} for v, m in pairs]
 
@@ -268,7 +268,7 @@ def extend_variants(
     names = [v.name for v in variants]
     rng = random.Random(seed)
     modes = [m.name for m in recipe.modes]
-    plan: list[dict[str, Any]] = []
+    plan: list[VariantPlanEntry] = []
     for index in range(start, start + rounds):
         pairs = [(v, m) for v in names for m in modes]
         rng.shuffle(pairs)

@@ -99,7 +99,7 @@ def _program_path(operation: str) -> tuple[str, bool]:
     common = os.path.commonpath([package, where])
     if common == package or where.startswith(package + os.sep):
         return package, False
-    if common in ("", os.sep) or Path(common) == Path(common).anchor:
+    if common in ("", os.sep) or str(Path(common)) == Path(common).anchor:
         return package, True
     return common, False
 

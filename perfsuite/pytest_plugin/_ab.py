@@ -276,7 +276,7 @@ def run_ab(config: pytest.Config, write: Any) -> tuple[int, str]:
             subprocess.run(["git", "-C", str(path), "worktree", "remove", "--force", str(path)], capture_output=True,
                            check=False)
         shutil.rmtree(parent, ignore_errors=True)
-    per_side = {}
+    per_side: dict[str, dict[str, dict[str, Any]]] = {}
     for side in (base, head):
         by_round = [_documents(out / "rounds" / side.name / f"{i:03d}") for i in range(rounds)]
         names = set.intersection(*(set(r) for r in by_round)) if by_round else set()
@@ -287,8 +287,8 @@ def run_ab(config: pytest.Config, write: Any) -> tuple[int, str]:
                              "that measure, and check they exist at BASE)")
     entries = []
     for name in common:
-        for side in ("base", "head"):
-            write_json_atomic(out / side / f"{name}.json", per_side[side][name])
+        for side_name in ("base", "head"):
+            write_json_atomic(out / side_name / f"{name}.json", per_side[side_name][name])
         entries.append({"recipe": name, "base": f"base/{name}.json", "head": f"head/{name}.json", "seed": seed,
                         "rounds": rounds, "fixture": {"name": per_side["head"][name]["fixture"].get("name"),
                                                       "digest": per_side["head"][name]["fixture"].get("digest")}})

@@ -7,7 +7,7 @@ measured, the target, and whether it was met; a bar whose recipe is absent is re
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,12 +148,13 @@ def _delta_append(latest: Mapping[str, Result]) -> list[Bar]:
     if result is None:
         return [_not_measured("delta append writes the delta", "diagnostic-append", "bytes per flush = delta"),
                 _not_measured("full rewrite is O(size)", "diagnostic-append", "bytes per flush = log + delta")]
-    for mode, bar, target, check in (
+    checks: tuple[tuple[str, str, str, Callable[[Mapping[str, Any]], bool]], ...] = (
         ("delta", "delta append writes the delta", "bytes per flush = delta",
          lambda m: m.get("bytes_written") == m.get("delta_bytes")),
         ("rewrite", "full rewrite is O(size)", "bytes per flush = log + delta",
          lambda m: m.get("bytes_written") == (m.get("log_bytes") or 0) + (m.get("delta_bytes") or 0)),
-    ):
+    )
+    for mode, bar, target, check in checks:
         if mode not in result.modes:
             bars.append(_not_measured(bar, "diagnostic-append", target))
             continue

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from functools import cache
+from typing import Literal
 
 from perfsuite._extras import require
 from perfsuite.report._load import Stat
@@ -45,6 +46,10 @@ def _min_p(n_base: int, n_new: int) -> float:
     return float(mannwhitneyu(range(n_base), range(n_base, n_base + n_new), alternative="two-sided").pvalue)
 
 
+#: a compared metric's verdict; "changed": beyond the threshold, for a metric with no better direction
+ChangeStatus = Literal["unchanged", "regressed", "improved", "inconclusive", "changed"]
+
+
 @dataclass(frozen=True, slots=True)
 class MetricChange:
     """One recipe/mode/metric: medians, ratio (Hodges-Lehmann for timings, of medians for costs) and the
@@ -63,7 +68,7 @@ class MetricChange:
     new: Stat
     ratio: float
     p_value: float | None
-    status: str
+    status: ChangeStatus
     gating: bool
     underpowered: bool
     kind: str = "timing"
@@ -122,6 +127,7 @@ def cost_change(recipe: str, mode: str, metric: str, base: Sequence[float], new:
     b, n = Stat.from_values(base), Stat.from_values(new)
     delta = n.median - b.median
     tolerance = max(cost.tolerance(b.median), tolerance or 0.0)
+    status: ChangeStatus
     if delta == 0 or abs(delta) < tolerance:
         status = "unchanged"
     elif (delta > 0) == (cost.direction == LOWER):
@@ -207,7 +213,8 @@ def timing_change(
     )
 
 
-def _timing_status(beyond: bool, p: float, alpha: float, gating: bool, direction: str | None, ratio: float) -> str:
+def _timing_status(beyond: bool, p: float, alpha: float, gating: bool, direction: str | None, ratio: float
+                   ) -> ChangeStatus:
     if not beyond:
         return "unchanged"
     if p >= alpha:

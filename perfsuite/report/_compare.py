@@ -491,7 +491,7 @@ def compare(
 
 
 def _compare_pairing(path: Path | str, *, alpha: float | None, factor: float | None, gate: str | None,
-                     timings: str, **options: bool) -> Comparison:
+                     timings: str, require_all: bool, cross_machine: bool, allow_incomplete: bool) -> Comparison:
     from perfsuite.report._load import read_result
 
     if find_pairing(path) is None:
@@ -513,5 +513,6 @@ def _compare_pairing(path: Path | str, *, alpha: float | None, factor: float | N
         gate=str(recorded.get("gate", "all")) if gate is None else gate,
         # a pairing written before rounds were paired (no such option) keeps the verdict it had
         paired=bool(recorded.get("paired", False)), looks=int(recorded.get("looks", 1)),
-        correction=str(recorded.get("correction", "none")), timings=timings, **options,
+        correction=str(recorded.get("correction", "none")), timings=timings, require_all=require_all,
+        cross_machine=cross_machine, allow_incomplete=allow_incomplete,
     )

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 from perfsuite.report._compare import Comparison, MetricChange
 from perfsuite.report._format import fmt_bytes, fmt_ms
@@ -157,7 +161,7 @@ def _lists(comparison: Comparison) -> list[str]:
     return [*comparison.notes, *(f"skipped: {s}" for s in comparison.skipped)]
 
 
-def compare_table(comparison: Comparison, everything: bool = False) -> object:
+def compare_table(comparison: Comparison, everything: bool = False) -> Table:
     """A rich ``Table`` of the headline and changed metrics (every metric with ``everything``); print
     :func:`compare_headline` above it."""
     from rich import box

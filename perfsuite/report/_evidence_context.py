@@ -88,7 +88,9 @@ def fsync_floor(w: _Writer) -> str:
     if floor.result is w.result and not own:
         return f"This run is the fsync floor itself: {did} {acked}."
     size = ""
-    if not own and isinstance((floor.result.data["recipe"]["modes"].get(floor.mode) or {}).get("bytes"), int):
+    floor_mode = (floor.result.data["recipe"]["modes"].get(floor.mode) or {}) if floor.result is not None and not own \
+        else {}
+    if not own and isinstance(floor_mode.get("bytes"), int):
         size = " of " + w.f.one(source, ("recipe", "modes", floor.mode, "bytes"), fmt="bytes") + " bytes"
     where = f"`{floor.source}`" if not own else "measured beside the modes"
     return (f"The fsync floor of the same run ({where}: {did}{size}) {acked}, against acknowledgement medians "

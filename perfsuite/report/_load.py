@@ -19,10 +19,13 @@ run"), first match wins:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness import MachineLoad, load_results, machine_load, read_json, sample_metrics, validate_results
@@ -79,7 +82,7 @@ class Stat:
         )
 
     @classmethod
-    def from_values(cls, values: Sequence[float]) -> Stat:
+    def from_values(cls, values: ArrayLike) -> Stat:
         """min / median / max of raw values (numpy), without a CI."""
         import numpy as np
 

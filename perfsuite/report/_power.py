@@ -31,7 +31,11 @@ changes (the Walsh averages of the centred ``d``). ``n`` rounds can never go bel
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 __all__ = [
     "hodges_lehmann_ratio",
@@ -44,7 +48,7 @@ __all__ = [
 _NUDGE = 1e-6  # just past a crossing: the ratio reported is inside the interval where the test succeeds
 
 
-def hodges_lehmann_ratio(base: Sequence[float], new: Sequence[float]) -> float | None:
+def hodges_lehmann_ratio(base: ArrayLike, new: ArrayLike) -> float | None:
     """The median of all pairwise ratios ``new_j / base_i``; ``None`` unless every value is positive."""
     import numpy as np
 
@@ -56,7 +60,7 @@ def hodges_lehmann_ratio(base: Sequence[float], new: Sequence[float]) -> float |
 
 
 def smallest_detectable_ratio(
-    base: Sequence[float], new: Sequence[float], alpha: float, *, higher_is_better: bool = False
+    base: ArrayLike, new: ArrayLike, alpha: float, *, higher_is_better: bool = False
 ) -> float | None:
     """The smallest ratio (> 1) of a shift towards "worse" that reaches ``p < alpha``; see the module docstring."""
     import numpy as np
@@ -107,7 +111,7 @@ def _first_detected(candidates: list[float], least: float, detected: Callable[[f
     return candidates[hi]
 
 
-def _log_ratios(base: Sequence[float], new: Sequence[float]) -> object | None:
+def _log_ratios(base: ArrayLike, new: ArrayLike) -> object | None:
     import numpy as np
 
     b = np.asarray(base, dtype=float)
@@ -125,7 +129,7 @@ def _walsh_median(d: object) -> float:
     return float(np.median(((x[:, None] + x[None, :]) / 2.0)[upper]))
 
 
-def signed_rank_p(d: Sequence[float]) -> tuple[float, float]:
+def signed_rank_p(d: ArrayLike) -> tuple[float, float]:
     """(two-sided Wilcoxon signed-rank p, the statistic's distance above its mean) of the differences ``d``:
     positive when the differences lean positive. All-zero differences give ``(1.0, 0.0)``."""
     import numpy as np
@@ -145,7 +149,7 @@ def signed_rank_p(d: Sequence[float]) -> tuple[float, float]:
     return (1.0 if np.isnan(p) else p), lean
 
 
-def paired_ratio(base: Sequence[float], new: Sequence[float]) -> float | None:
+def paired_ratio(base: ArrayLike, new: ArrayLike) -> float | None:
     """``exp`` of the Hodges-Lehmann estimate of the per-round log ratios; ``None`` unless every value is
     positive and the two sides have one value per round each."""
     import numpy as np
@@ -155,7 +159,7 @@ def paired_ratio(base: Sequence[float], new: Sequence[float]) -> float | None:
 
 
 def paired_detectable_ratio(
-    base: Sequence[float], new: Sequence[float], alpha: float, *, higher_is_better: bool = False
+    base: ArrayLike, new: ArrayLike, alpha: float, *, higher_is_better: bool = False
 ) -> float | None:
     """The smallest ratio (> 1) of a shift towards "worse" the signed-rank test on these rounds would call
     significant at ``alpha``; ``None`` when none can (too few rounds); see the module docstring."""

@@ -203,9 +203,9 @@ def floor_caption(floor: Floor | None) -> str | None:
 
 def floors_caption(document: Mapping[str, Any] | Result, floor: Floor | None) -> str | None:
     """The caption naming every floor the table's ratio columns use, one per line; ``None`` without any."""
-    lines = [floor_caption(floor) if shows_floor_ratio(document, floor) else None,
-             floor_caption(find_publication_floor(_doc(document)))]
-    lines = [line for line in lines if line]
+    candidates = [floor_caption(floor) if shows_floor_ratio(document, floor) else None,
+                  floor_caption(find_publication_floor(_doc(document)))]
+    lines = [line for line in candidates if line]
     if any(r.stall == NOT_MEASURED for r in summary_rows(document, floor)):
         lines.append(f"{NOT_MEASURED}: not measured (no loop-stall record, M9, for those samples)")
     return "\n".join(lines) if lines else None

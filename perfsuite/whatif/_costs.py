@@ -119,7 +119,8 @@ class PublicationCosts:
                 if problem:
                     raise PerfsuiteError(f"{source}: kinds.{kind}.{key}: {problem}")
                 values.append(value)
-            kinds[kind] = KindCost(*values[:4], float(values[4]))
+            allocated, peak, written, staged = (int(v) for v in values[:4])  # integers: checked above
+            kinds[kind] = KindCost(allocated, peak, written, staged, float(values[4]))
         return cls(kinds, dict(data.get("machine") or {}), str(data.get("perfsuite", "?")),
                    str(data.get("measured_at", "?")), str(data.get("fixture", "?")),
                    str(data.get("tracker", "memray")), source)
@@ -184,10 +185,19 @@ async def _measure_kind(kind: str, fixture: Path, work: Path, timing_samples: in
         async with Heartbeat(5.0) as heartbeat:
             for index in range(timing_samples):
                 sample = await measure_sample(spec(index + 1, "sample"), heartbeat, recorder)
+                if sample.ack_ms is None:  # a measured sample is acknowledged; never counted as 0
+                    raise PerfsuiteError(f"whatif costs: {kind}: sample {index + 1} has no acknowledgement")
                 durations.append(sample.ack_ms)
-    metrics = record.metrics
-    return KindCost(record.total_bytes, record.peak_bytes, int(metrics.get("bytes_written", 0)),
-                    int(metrics.get("staged_bytes", 0)), round(statistics.median(durations), 4))
+    return KindCost(record.total_bytes, record.peak_bytes, _whole(record.metrics, "bytes_written", kind),
+                    _whole(record.metrics, "staged_bytes", kind), round(statistics.median(durations), 4))
+
+
+def _whole(metrics: Mapping[str, float | bool | None], key: str, kind: str) -> int:
+    """A byte count the operation reports (0 when it reports none); an unmeasured one is an error, not 0."""
+    value = metrics.get(key, 0)
+    if value is None:
+        raise PerfsuiteError(f"whatif costs: {kind}: {key} was not measured")
+    return int(value)
 
 
 def measure_costs(*, timing_samples: int = 3, work_root: Path | None = None) -> PublicationCosts:

@@ -121,6 +121,11 @@ def _s(value: float | None, unit: float = 1.0, digits: int = 2) -> str:
     return "-" if value is None else f"{value * unit:.{digits}f}"
 
 
+def _by_kind(kind: str) -> Callable[[SettingResult], str]:
+    """The table column of one publication kind: how many of it each setting made."""
+    return lambda r: str(r.by_kind.get(kind, 0))
+
+
 def build_table(report: WhatIf) -> Any:
     """A rich table: one row per setting, Pareto-optimal ones marked (the caller prints it). Columns
     that would be empty for this trace (a kind it never publishes, bytes without costs) are left out."""
@@ -140,7 +145,7 @@ def build_table(report: WhatIf) -> Any:
     ]
     for kind in report.kinds:
         if any(r.by_kind.get(kind) for r in results):
-            columns.append((kind, lambda r, k=kind: str(r.by_kind.get(k, 0))))
+            columns.append((kind, _by_kind(kind)))
     columns += [("gens", lambda r: str(r.generations)), ("pubs/min", lambda r: f"{r.per_minute_mean:.1f}"),
                 ("peak/min", lambda r: str(r.per_minute_peak))]
     if report.costs is not None or any(r.bytes_written is not None for r in results):

@@ -18,11 +18,13 @@ from __future__ import annotations
 import asyncio
 import selectors
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from concurrent.futures import Executor
+from typing import Any, TypeVar, TypeVarTuple
 
 __all__ = ["VirtualTimeLoop", "virtual_run"]
 
 T = TypeVar("T")
+_Ts = TypeVarTuple("_Ts")
 
 
 class _VirtualSelector(selectors.BaseSelector):
@@ -83,7 +85,7 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
             raise ValueError(f"the virtual clock cannot go back ({seconds:g} s)")
         self._now += seconds
 
-    def run_in_executor(self, executor: Any, func: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+    def run_in_executor(self, executor: Executor | None, func: Callable[[*_Ts], T], *args: *_Ts) -> asyncio.Future[T]:
         future = super().run_in_executor(executor, func, *args)
         self.executor_jobs += 1
         future.add_done_callback(self._job_done)  # runs on the loop's thread, after the result arrived

@@ -254,11 +254,14 @@ def drive(session: Session, event: TraceEvent, sink: EventSink) -> None:
         sink.message(conversation, event.size)
     elif kind == "mail":
         body, wake = "m" * event.size, sink.wake(conversation)
+
+        def notify(_error: BaseException | None, wake: Callable[[Observations], None] = wake) -> None:
+            session.notify(wake)
+
         if event.extra.get("path") == "sync":
-            session.append_mail(conversation, body, sender="background", ack=lambda _error: session.notify(wake))
+            session.append_mail(conversation, body, sender="background", ack=notify)
         else:
-            session.deliver_background(conversation, body, sender="background",
-                                       ack=lambda _error: session.notify(wake))
+            session.deliver_background(conversation, body, sender="background", ack=notify)
     elif kind == "spawn":
         session.spawn_agent(conversation)
     elif kind == "settle":

@@ -212,7 +212,7 @@ def resolve_target(spec: str) -> TargetFactory:
         target = getattr(target, part)
     if not callable(target):
         raise PerfsuiteError(f"replay target {spec}: {attr!r} is not callable")
-    return target  # type: ignore[return-value]
+    return target
 
 
 def target_name(target: str | TargetFactory) -> str:

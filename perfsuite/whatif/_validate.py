@@ -23,7 +23,7 @@ import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -231,7 +231,7 @@ async def _real_run(trace: Trace, setting: Setting, directory: Path) -> Observed
     return _reduce(fs, replayer, wall)
 
 
-RealRun = Callable[[Trace, Setting, Path], Awaitable[Observed]]
+RealRun = Callable[[Trace, Setting, Path], Coroutine[Any, Any, Observed]]
 
 
 def validate(trace: Trace, setting: Setting, *, speed: float = 10.0, seconds: float | None = 120.0,

@@ -319,7 +319,7 @@ def _build_storm(spec: Any, dest: Path, progress: Progress) -> dict[str, Any]:
 
     p = spec.params
     storm = StormSpec(decisions=int(spec.expect["decisions"]), minutes=int(spec.expect["duration_s"]) // 60,
-                      agents=int(p.get("agents", StormSpec.agents)), seed=int(spec.seed))
+                      agents=int(p.get("agents", StormSpec().agents)), seed=int(spec.seed))
     trace = permission_storm(storm)
     write_trace(trace, dest / "trace.jsonl")
     stamps = [e.time for e in trace.events]

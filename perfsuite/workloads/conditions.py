@@ -189,7 +189,7 @@ def plan_sweep(
             profiles[name] = load_profile_file(files[name])
         else:
             profiles[name] = load_profile(name)
-    settings = []
+    settings: list[SweepSetting] = []
     for name in storages:
         for heap in heaps:
             for frozen in freezes:

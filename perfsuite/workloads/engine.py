@@ -196,9 +196,13 @@ class _Checkpoint(SessionOperation):
                 if n:
                     self._edit(n)
                 if self.asynchronous:
-                    done = asyncio.get_running_loop().create_future()
-                    self.session.request_checkpoint(self.conversation,
-                                                    ack=lambda e, d=done: d.done() or d.set_result(e))
+                    done: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
+
+                    def ack(error: BaseException | None, d: asyncio.Future[BaseException | None] = done) -> None:
+                        if not d.done():
+                            d.set_result(error)
+
+                    self.session.request_checkpoint(self.conversation, ack=ack)
                     await done
                 else:
                     self.session.checkpoint(self.conversation)

@@ -119,14 +119,14 @@ async def record_publication(ctx: OperationContext, name: str, params: Mapping[s
         mark = op.fs.mark()
         done: asyncio.Future[tuple[BaseException | None, int]] = asyncio.get_running_loop().create_future()
 
-        def ack(exc: BaseException | None = None) -> None:
+        def ack(error: BaseException | None = None) -> None:
             if not done.done():
-                done.set_result((exc, op.fs.mark()))  # the log's position at the acknowledgement
+                done.set_result((error, op.fs.mark()))  # the log's position at the acknowledgement
 
         op.submit(ack)
-        exc, end = await asyncio.wait_for(done, 120)
-        if exc is not None:
-            raise PerfsuiteError(f"mode {ctx.mode}: the modelled {name} publication failed: {exc}")
+        failure, end = await asyncio.wait_for(done, 120)
+        if failure is not None:
+            raise PerfsuiteError(f"mode {ctx.mode}: the modelled {name} publication failed: {failure}")
         ops = op.fs.ops[mark:end]
     finally:
         op.close()

@@ -110,10 +110,9 @@ def _distribution(label: str, key: str, table: Mapping[str, Any]) -> Distributio
             return UniformDelay(low, high)
         if kind == "quantiles":
             points = table.get("points")
-            ok = isinstance(points, list) and all(
-                isinstance(p, list) and len(p) == 2 and all(isinstance(x, int | float) and not isinstance(x, bool)
-                                                            for x in p) for p in points)
-            if not ok:
+            if not isinstance(points, list) or not all(
+                    isinstance(p, list) and len(p) == 2 and all(isinstance(x, int | float) and not isinstance(x, bool)
+                                                                for x in p) for p in points):
                 raise _fail(label, f"{key}.points", "a list of [percentile, ms] pairs", points)
             for percentile, ms in points:
                 if check_limit("percentile", percentile) or check_limit("delay_ms", ms):

@@ -280,8 +280,9 @@ class _Typing(Operation):
                 keys.next += 1
                 if now - keys.due[i] > slow_ns:
                     loop.call_soon(attribute, i, now)
-            if keys.next >= self.n and not keys.done.done():
-                loop.call_soon(keys.done.set_result, None)  # after the last attribution
+            finished = keys.done
+            if keys.next >= self.n and finished is not None and not finished.done():
+                loop.call_soon(finished.set_result, None)  # after the last attribution
 
         self.app.on_frame = on_frame
         recorder.install()

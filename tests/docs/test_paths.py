@@ -27,7 +27,8 @@ def test_every_named_path_exists() -> None:
 
 
 def test_the_scan_finds_paths_in_prose_and_code() -> None:
-    text = "`scripts/acceptance/crossover.sh`, (perfsuite/harness/_heap.py), tests/ab/ and perfsuite/x/*.toml; myscripts/no"
+    text = ("`scripts/acceptance/crossover.sh`, (perfsuite/harness/_heap.py), tests/ab/ and perfsuite/x/*.toml; "
+            "myscripts/no")
     assert named_paths(text) == {"scripts/acceptance/crossover.sh", "perfsuite/harness/_heap.py", "tests/ab/",
                                  "perfsuite/x/*.toml"}
     assert len(set().union(*(named_paths(t) for t in pages().values()))) > 40
