@@ -16,9 +16,9 @@
 #
 # Bounded in time: every setting is one `perfsuite run` of the recipe (6 samples per mode alternated,
 # 1 warm-up, 6 idle-control windows, process isolation, no allocation pass); on 2 cores a setting
-# takes about 1-1.5 min (heap 1e6 and the 27 MB fixture are the slow ones): the whole script took
-# 3103 s (52 min) on 2 loaded cores (load average about 10) when the recipes had two modes; they now
-# also run a publication-floor mode, so budget about 1.5 hours. It prints, per
+# takes about 0.5-1 min (heap 1e6 and the 27 MB fixture are the slow ones): the whole script took
+# 1931 s (32 min) with CLUSTER="--cluster local" on 2 cores at load average 5-7 (format 2, three modes
+# per recipe); 3103 s (52 min) at load 10 with format 1 and two modes. It prints, per
 # recipe, the crossover table, the plot's path and the evidence
 # paragraph; documents go to $OUT/<sweep id>/ (default results/local/crossover, git-ignored).
 # Storage latency is simulated from the sourced profiles in perfsuite/workloads/storage_profiles/.
