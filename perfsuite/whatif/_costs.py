@@ -119,7 +119,8 @@ class PublicationCosts:
                 if problem:
                     raise PerfsuiteError(f"{source}: kinds.{kind}.{key}: {problem}")
                 values.append(value)
-            allocated, peak, written, staged = (int(v) for v in values[:4])  # integers: checked above
+            peak, written, staged = (int(v) for v in values[1:4])  # integers: checked above
+            allocated = None if values[0] is None else int(values[0])  # None: not measured (tracemalloc)
             kinds[kind] = KindCost(allocated, peak, written, staged, float(values[4]))
         return cls(kinds, dict(data.get("machine") or {}), str(data.get("perfsuite", "?")),
                    str(data.get("measured_at", "?")), str(data.get("fixture", "?")),

@@ -56,7 +56,8 @@ def test_json_keys_are_the_documented_ones() -> None:
     report = json.loads(_cli("report", str(MAILBOX), "--format", "json").stdout)
     [result] = report["results"]
     assert list(result) == ["path", "recipe", "status", "created_at", "commit", "floor", "modes", "branch", "load"]
-    assert result["load"]["loaded"] is True  # the committed baseline was measured on a loaded machine
+    # the load section is the document's own verdict (the committed baseline was re-measured quietly)
+    assert result["load"]["loaded"] is json.loads(MAILBOX.read_text())["load"]["loaded"] is False
     sync = result["modes"][0]
     assert list(sync) == ["mode", "control", "n", "max_gap_ms", "submission_ms", "ack_ms", "ack_over_floor",
                           "gc_samples", "verdict"]
@@ -79,9 +80,10 @@ def test_json_keys_are_the_documented_ones() -> None:
                          for c in costs)
     ack = next(c for c in compare["changes"] if (c["mode"], c["metric"]) == ("async", "ack_ms"))
     assert ack["kind"] == "timing" and not ack["gating"]  # issue 28: separate runs' timings are information
-    # issue 28: why timings did not gate, and which runs were measured on a loaded machine (the baseline's was)
+    # issue 28: why timings did not gate, and which runs were measured on a loaded machine (none: the committed
+    # baseline was re-measured quietly; tests/report/test_separate_runs.py lists planted loaded runs)
     assert compare["timing_note"].startswith("separate runs: timings are information")
-    assert [line.split(":")[0] for line in compare["loaded"]] == ["BASE " + MAILBOX.name, "NEW " + MAILBOX.name]
+    assert compare["loaded"] == []
 
 
 def test_history_json_with_a_step_and_a_ratio_from_zero() -> None:

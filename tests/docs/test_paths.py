@@ -34,11 +34,8 @@ def test_the_scan_finds_paths_in_prose_and_code() -> None:
     assert len(set().union(*(named_paths(t) for t in pages().values()))) > 40
 
 
-#: scripts no page names yet (issue 30 item 6: docs/scripts.md, written on the install branch, names each one;
-#: when it lands this set empties, and the test below says which entries to remove)
-NOT_YET_NAMED = {"scripts/dev/execute_notebooks.py", "scripts/measure_mailbox_delivery.py",
-                 "scripts/measure_transcript_append.py", "scripts/acceptance/pytest_plugin_demo.sh",
-                 "scripts/dev/relativize_results.py", "scripts/dev/results_readme.py"}
+#: scripts no page names yet (issue 30 item 6: docs/scripts.md names each one, so none)
+NOT_YET_NAMED: set[str] = set()
 
 
 def test_every_script_is_named_in_the_docs() -> None:

@@ -135,8 +135,9 @@ def _alloc_recipe(total: int) -> Recipe:
 def test_the_allocation_pass_on_tracemalloc_measures_the_peak_and_says_the_sum_is_not_measured(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """issue 30: the core's default tracker is the standard library's; what it cannot see is None, never 0."""
-    monkeypatch.delenv("PERFSUITE_ALLOCATION_TRACKER", raising=False)
+    """issue 30: the core's tracker (the standard library's; chosen here, since memray is the default wherever
+    it is installed); what it cannot see is None, never 0."""
+    monkeypatch.setenv("PERFSUITE_ALLOCATION_TRACKER", "tracemalloc")
     total = 4 << 20
     result = run_recipe(_alloc_recipe(total), output_dir=tmp_path, work_root=tmp_path / "w")
     alloc: dict[str, Any] = result.document["modes"]["a"]["allocation"]
@@ -181,3 +182,16 @@ def test_allocation_pass_sums_allocations(tmp_path: Path, monkeypatch: pytest.Mo
     # the allocation pass is never one of the latency samples
     assert len(result.document["modes"]["a"]["samples"]) == 1
     validate_results(result.document)
+
+
+def test_the_allocation_pass_defaults_to_memray_where_it_is_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SPEC M3 asks for the sum of allocations, which only memray measures: it is the default wherever the
+    alloc extra is installed; the environment variable still chooses either (tests/test_extras.py: the core
+    without memray falls back to tracemalloc)."""
+    pytest.importorskip("memray")
+    from perfsuite.harness import allocation_tracker
+
+    monkeypatch.delenv("PERFSUITE_ALLOCATION_TRACKER", raising=False)
+    assert allocation_tracker() == "memray"
+    monkeypatch.setenv("PERFSUITE_ALLOCATION_TRACKER", "tracemalloc")
+    assert allocation_tracker() == "tracemalloc"

@@ -42,7 +42,7 @@ def test_costs_on_tracemalloc_say_bytes_allocated_are_not_measured_and_are_never
     """issue 30: the core's tracemalloc pass cannot sum allocations (None, not 0), and a cached file of one
     method is measured again for the other, so what-if never mixes them."""
     monkeypatch.setenv("PERFSUITE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("PERFSUITE_ALLOCATION_TRACKER", raising=False)
+    monkeypatch.setenv("PERFSUITE_ALLOCATION_TRACKER", "tracemalloc")  # the core's (memray's is the default here)
     costs = load_costs()
     assert costs.tracker == "tracemalloc" and "tracemalloc allocation pass" in costs.describe()
     assert all(c.allocated_bytes is None and c.peak_bytes > 0 for c in costs.kinds.values())
