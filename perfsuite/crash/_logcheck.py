@@ -2,7 +2,7 @@
 parses HEAD and the log itself, from the documented framing, without the engine's code, so an engine bug
 in its own reader cannot hide from the check.
 
-Framing (``perfsuite.engine._logformat``): a 512-byte header (magic ``PSLOG\\x02\\r\\n``, u32 length,
+Framing (docs/engine.md, "Session format and its version"): a 512-byte header (magic ``PSLOG\\x02\\r\\n``, u32 length,
 u32 crc32, JSON); 8-aligned records of a 40-byte header (``PSR2``, type, flags, 0, body length, salt, seq,
 epoch, crc32 of the first 32 bytes, 0), a body (u32 meta length, meta JSON, payload), zero padding, and a
 48-byte trailer (sha256 of header and body, seq, end magic).
