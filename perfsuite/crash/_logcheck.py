@@ -85,6 +85,19 @@ def records(data: bytes, salt: int) -> tuple[list[Rec], int]:
     return out, offset
 
 
+def logs_of(store: Any) -> Iterator[tuple[int, dict[str, Any], list[Rec]]]:
+    """Every readable log of a format-2 store, in number order: (number, header, valid records); a log that
+    cannot be read or whose header does not verify is skipped (the seeded recoveries walk them so)."""
+    for number in store.log_numbers():
+        try:
+            data = store.fs.read(store.log_path(number))
+        except OSError:
+            continue
+        header = log_header(data)
+        if header is not None:
+            yield number, header, records(data, int(str(header.get("salt", "0" * 8))[:8], 16))[0]
+
+
 def head_problems(files: Mapping[str, bytes | None], prefix: str, acked: int, loaded: Any = None) -> Iterator[str]:
     """Invariant 3 in format 2: HEAD names a log that exists, whose header names this session, number and
     salt and whose size is its capacity, whose records chain (a BASE with HEAD's seq, then GENs by seq,

@@ -199,6 +199,14 @@ def run_session_create(env: WorkloadEnv) -> None:
     d.shutdown("shutdown")
 
 
+async def _settled(session: Session) -> None:
+    """Until the session's job and queue are empty (the workloads await every step before the next mutation,
+    so the session's I/O never interleaves)."""
+    while session.activity().job is not None or session.activity().queued:
+        await asyncio.sleep(0.001)
+    await asyncio.sleep(0)
+
+
 def run_session_async(env: WorkloadEnv) -> None:
     """The warm-local path for real: an asyncio loop, the job's blocking steps on the offload thread,
     acknowledgements on the loop. Every step is awaited before the next mutation, so the session's I/O
@@ -209,11 +217,6 @@ def run_session_async(env: WorkloadEnv) -> None:
         d = SessionDriver(env, session)
         loop = asyncio.get_running_loop()
 
-        async def settled() -> None:
-            while session.activity().job is not None or session.activity().queued:
-                await asyncio.sleep(0.001)
-            await asyncio.sleep(0)
-
         d.turn("turn 1", ROOT, "question", "answer")
         d.spawn("spawn a1", "a1", "background research")
         for r in range(3):
@@ -222,7 +225,7 @@ def run_session_async(env: WorkloadEnv) -> None:
             session.deliver_background(ROOT, body, sender="a1",
                                        ack=_resolving(done, env))
             at, error = await done
-            await settled()
+            await _settled(session)
             if error is None:
                 d.ack_mail(f"background completion {r} (job)", d.find_mail(ROOT, body), at)
             d.idle()
@@ -231,7 +234,7 @@ def run_session_async(env: WorkloadEnv) -> None:
             checkpointed: asyncio.Future[tuple[int, BaseException | None]] = loop.create_future()
             session.request_checkpoint(ROOT, ack=_resolving(checkpointed, env))
             at, error = await checkpointed
-            await settled()
+            await _settled(session)
             if error is None:
                 d.ack_transcript(f"root checkpoint {r} (job)", ROOT, at)
             d.idle()
@@ -254,11 +257,6 @@ def run_session_group(env: WorkloadEnv) -> None:
         d = SessionDriver(env, session)
         loop = asyncio.get_running_loop()
 
-        async def settled() -> None:
-            while session.activity().job is not None or session.activity().queued:
-                await asyncio.sleep(0.001)
-            await asyncio.sleep(0)
-
         d.turn("turn 1", ROOT, "question", "answer")
         for r in range(2):
             admission = Admission(released=False)
@@ -272,13 +270,13 @@ def run_session_group(env: WorkloadEnv) -> None:
                 at, error = await future
                 if error is None:
                     d.ack_mail(f"{body} (group)", d.find_mail(ROOT, body), at)
-            await settled()
+            await _settled(session)
             d.deliver(ROOT)
             d.add(ROOT, f"reply to round {r}")
             checkpointed: asyncio.Future[tuple[int, BaseException | None]] = loop.create_future()
             session.request_checkpoint(ROOT, ack=_resolving(checkpointed, env))
             at, error = await checkpointed
-            await settled()
+            await _settled(session)
             if error is None:
                 d.ack_transcript(f"root checkpoint {r} (job)", ROOT, at)
         d.shutdown("shutdown")

@@ -160,18 +160,7 @@ def test_an_unknown_allocation_tracker_is_one_line(tmp_path: Path, monkeypatch: 
 def test_allocation_pass_sums_allocations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PERFSUITE_ALLOCATION_TRACKER", "memray")  # the alloc extra: the sum of every allocation
     total = 4 << 20
-    recipe = Recipe(
-        name="alloc",
-        modes=(ModeSpec("a", f"{BASIC}:allocate", {"bytes": total, "chunk": 64 << 10}),),
-        samples=1,
-        warmup=0,
-        isolation="inline",
-        control_windows=1,
-        allocation=True,
-        allocation_samples=1,
-        settle_ms=0.0,
-    )
-    result = run_recipe(recipe, output_dir=tmp_path, work_root=tmp_path / "w")
+    result = run_recipe(_alloc_recipe(total), output_dir=tmp_path, work_root=tmp_path / "w")
     alloc: dict[str, Any] = result.document["modes"]["a"]["allocation"]
     rec = alloc["samples"][0]
     assert rec["total_bytes"] >= total  # the sum of allocations ...
