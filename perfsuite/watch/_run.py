@@ -133,6 +133,7 @@ class _Child:
         self.fd = read_fd
         self.buffer = b""
         self.open = True
+        self.heard = False  # a first message arrived: the agent is past its imports and handles KeyboardInterrupt
         self.signalled: list[tuple[float, int]] = []
 
     def lines(self) -> list[dict[str, Any]]:
@@ -153,6 +154,7 @@ class _Child:
                     out.append(json.loads(line))
                 except ValueError:
                     continue  # a torn line from a killed agent
+        self.heard = self.heard or bool(out)
         return out
 
     def signal(self, signum: int) -> None:
@@ -315,7 +317,9 @@ class _Watch:
                     self.request_stop("exited", signal_program=False)
                 if control_stop_at is None:
                     control_stop_at = now
-                    self.control.signal(signal.SIGINT)
+                    # a control still importing would print a KeyboardInterrupt traceback for a SIGINT: it has
+                    # measured nothing yet, so it is terminated (silently, Python's default for SIGTERM)
+                    self.control.signal(signal.SIGINT if self.control.heard else signal.SIGTERM)
                 elif now - control_stop_at > 10 and self.control.proc.poll() is None:
                     self.control.signal(signal.SIGKILL)
             self.escalate()
