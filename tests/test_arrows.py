@@ -127,7 +127,10 @@ def test_the_readme_states_the_checked_arrows() -> None:
     assert readme_arrows((ROOT / "docs" / "layout.md").read_text(encoding="utf-8")) == ARROWS
 
 
-@pytest.mark.parametrize("package", ["engine", "harness", "report", "whatif", "crash", "profile", "watch"])
+FACADES = ["engine", "engine.events", "engine.testing", "harness", "report", "whatif", "crash", "profile", "watch"]
+
+
+@pytest.mark.parametrize("package", FACADES)
 def test_each_facade_exports_exactly_its_public_names(package: str) -> None:
     """What ``__all__`` lists is what other packages may use; nothing public is left out of it."""
     module = importlib.import_module(f"perfsuite.{package}")

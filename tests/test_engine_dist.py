@@ -21,6 +21,8 @@ SEED = {"pip", "setuptools"}
 _USE = """
 import os, sys, tempfile
 import perfsuite.engine
+import perfsuite.engine.events
+import perfsuite.engine.testing
 from perfsuite.engine import Message, Session
 path = os.path.join(tempfile.mkdtemp(), "session")
 with Session.open(path, create=True) as session:
@@ -30,6 +32,7 @@ with Session.open(path) as session:
     print([m.content for m in session.conversation("root").messages()])
 third = sorted(m for m in sys.modules if m.split(".")[0] in {"numpy", "rich", "memray", "pyperf", "jsonschema"})
 print("engine:", perfsuite.engine.__file__)
+print("public modules:", perfsuite.engine.events.listen.__name__, perfsuite.engine.testing.VirtualClock.__name__)
 print("third-party modules:", third)
 """
 
@@ -63,6 +66,7 @@ def test_the_engine_wheel_installs_alone_and_keeps_a_session(tmp_path: Path) -> 
     assert "['hello from a bare venv']" in out
     assert f"engine: {env_dir}" in out  # the installed copy, not this checkout's
     assert "third-party modules: []" in out
+    assert "public modules: listen VirtualClock" in out  # events and testing ship in the wheel (issue 30)
 
     listed = _run([python, "-m", "pip", "list", "--format=freeze"], cwd=run_dir, env=env).stdout.split()
     names = {line.split("==")[0].lower() for line in listed}

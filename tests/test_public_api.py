@@ -6,7 +6,11 @@ import ast
 import pathlib
 import types
 
+import pytest
+
 import perfsuite.engine
+import perfsuite.engine.events
+import perfsuite.engine.testing
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "perfsuite"
 
@@ -16,9 +20,21 @@ def public_names(module: types.ModuleType) -> set[str]:
     return {n for n in dir(module) if not n.startswith("_") and not isinstance(getattr(module, n), types.ModuleType)}
 
 
-def test_engine_all_is_exactly_its_public_names():
-    assert set(perfsuite.engine.__all__) == public_names(perfsuite.engine)
-    assert len(set(perfsuite.engine.__all__)) == len(perfsuite.engine.__all__)
+@pytest.mark.parametrize("module", [perfsuite.engine, perfsuite.engine.events, perfsuite.engine.testing],
+                         ids=lambda m: m.__name__)
+def test_engine_all_is_exactly_its_public_names(module: types.ModuleType) -> None:
+    assert set(module.__all__) == public_names(module)
+    assert len(set(module.__all__)) == len(module.__all__)
+
+
+def test_the_engine_facade_is_the_session_api_alone() -> None:
+    """Issue 30: the events and the test doubles live in their own public modules, each name in one place;
+    the facade does not re-export them (that would not narrow it)."""
+    facade = set(perfsuite.engine.__all__)
+    assert facade.isdisjoint(perfsuite.engine.events.__all__)
+    assert facade.isdisjoint(perfsuite.engine.testing.__all__)
+    assert set(perfsuite.engine.events.__all__).isdisjoint(perfsuite.engine.testing.__all__)
+    assert {"Session", "SessionSettings", "OsFileSystem", "SystemClock", "Message"} <= facade
 
 
 def _imports(package: str) -> set[str]:

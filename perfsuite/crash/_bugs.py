@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from perfsuite.crash._model import CrashCheckError
 from perfsuite.crash._open_bugs import HEAD_LOST_FALLBACK, HEAD_LOST_PREVIOUS, LEASE_PID_ZERO, MID_TRANSCRIPT_CUT
-from perfsuite.engine import DelegatingFileSystem, FaultHooks, FileSystem, FsyncFailed, Step, with_fault_hooks
+from perfsuite.engine import DelegatingFileSystem, FileSystem, FsyncFailed
+from perfsuite.engine.testing import FaultHooks, Step, with_fault_hooks
 
 TEMP_MARK = ".tmp-"  # E1 atomic replace names its temp file ".<name>.tmp-<pid>-<serial>"
 

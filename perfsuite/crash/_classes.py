@@ -50,14 +50,13 @@ from perfsuite.crash._workloads import Workload, register_workload
 from perfsuite.engine import (
     DelegatingFileSystem,
     DirectoryFsyncUnsupported,
-    Fault,
     FileSession,
     OsFileSystem,
     SaveFailed,
     Session,
     SessionError,
-    VirtualClock,
 )
+from perfsuite.engine.testing import Fault, VirtualClock
 
 REFUSED = (SaveFailed, SessionError)
 

@@ -47,9 +47,9 @@ from perfsuite.engine import (
     Session,
     SessionError,
     TranscriptError,
-    VirtualClock,
     scan_lines,
 )
+from perfsuite.engine.testing import VirtualClock
 
 ENGINE_ERRORS = (SessionError, TranscriptError, SaveFailed, SaveAbandoned)
 OWNERSHIP = {"portable": f"{SESSION}/LEASE", "file": f"{SESSION}/session.pid"}

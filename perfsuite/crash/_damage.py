@@ -137,7 +137,8 @@ def foreign_log(seed: int, number: int = 1) -> bytes:
     import itertools
     import tempfile
 
-    from perfsuite.engine import Message, Session, SessionSettings, VirtualClock
+    from perfsuite.engine import Message, Session, SessionSettings
+    from perfsuite.engine.testing import VirtualClock
 
     rng = random.Random(f"foreign:{seed}")
     ids = itertools.count(1)

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from perfsuite.engine import FsOp
+from perfsuite.engine.testing import FsOp
 from perfsuite.errors import PerfsuiteError
 
 RenameModel = Literal["atomic-rename", "split-rename"]

@@ -13,7 +13,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from perfsuite.engine import FaultHooks, HeadRef, SessionError
+from perfsuite.engine import HeadRef, SessionError
+from perfsuite.engine.testing import FaultHooks
 
 #: a manifest's name: ``objects/manifest-<seq>-e<epoch>-<publication>.json`` (the tag is its staging dir)
 _MANIFEST = re.compile(r"manifest-(\d+)-e(\d+)-(.*)\.json$")

@@ -25,7 +25,7 @@ from perfsuite.crash._model import (
     split_path,
     write_at,
 )
-from perfsuite.engine import FsOp
+from perfsuite.engine.testing import FsOp
 
 
 class _Replayer:

@@ -25,7 +25,8 @@ from perfsuite.crash._driver import ROOT, SessionDriver, _ids, settings
 from perfsuite.crash._session_invariants import SESSION, session_invariants
 from perfsuite.crash._trace import WorkloadEnv, owner_alive_after_crash
 from perfsuite.crash._workloads import Workload, register_workload
-from perfsuite.engine import Fault, FileSession, FileSystem, Message, SaveFailed, Session, VirtualClock
+from perfsuite.engine import FileSession, FileSystem, Message, SaveFailed, Session
+from perfsuite.engine.testing import Fault, VirtualClock
 
 
 # -- workloads ---------------------------------------------------------------------------------------------

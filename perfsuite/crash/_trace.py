@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfsuite.crash._model import FsState
-from perfsuite.engine import FaultHooks, FileSystem, FsOp, RecordingFileSystem, owner_alive
+from perfsuite.engine import FileSystem, owner_alive
+from perfsuite.engine.testing import FaultHooks, FsOp, RecordingFileSystem
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,15 +20,8 @@ from perfsuite.crash._bugs import seeded_bug
 from perfsuite.crash._invariants import Invariant, transcript_invariants
 from perfsuite.crash._model import CrashCheckError, snapshot
 from perfsuite.crash._trace import Trace, TraceRecorder, WorkloadEnv, WorkloadRun
-from perfsuite.engine import (
-    Fault,
-    FaultyFileSystem,
-    FileSystem,
-    Message,
-    OsFileSystem,
-    TranscriptLog,
-    commit_turn,
-)
+from perfsuite.engine import FileSystem, Message, OsFileSystem, TranscriptLog, commit_turn
+from perfsuite.engine.testing import Fault, FaultyFileSystem
 
 Recover = Callable[[str, FileSystem], Mapping[str, Any]]
 LOG_DIR = "conv"  # the transcript workloads' log directory, relative to the workload root

@@ -5,7 +5,7 @@ both runners; only the passage of time differs.
 - :class:`LoopRunner` (default): a running asyncio loop advances the job off the loop thread; without
   one the job is drained inline (E4, E5); queued preparations are pumped with ``call_soon``.
 - :class:`VirtualRunner`: virtual time. The job stays accepted (the gate held) for a modelled duration
-  of its kind on a :class:`~perfsuite.engine.VirtualClock`, then runs its phases inline; the what-if
+  of its kind on a :class:`~perfsuite.engine.testing.VirtualClock`, then runs its phases inline; the what-if
   simulator replays traces through the real session this way (SPEC section 6).
 """
 

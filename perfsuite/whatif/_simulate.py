@@ -1,9 +1,9 @@
 """Virtual-time replay of a trace through the engine's own sessions (SPEC section 6, issue 19).
 
 Each trace session is a real :class:`~perfsuite.engine.Session` (not a subclass: one scheduling core) on
-a :class:`~perfsuite.engine.VirtualClock` and a :class:`~perfsuite.engine.MemoryFileSystem`: its gate,
+a :class:`~perfsuite.engine.testing.VirtualClock` and a :class:`~perfsuite.engine.testing.MemoryFileSystem`: its gate,
 schedulers, job acceptance, finish order and every publication phase are the engine's code. Only time
-is modelled: a :class:`~perfsuite.engine.VirtualRunner` keeps each accepted job (and the gate) for its
+is modelled: a :class:`~perfsuite.engine.testing.VirtualRunner` keeps each accepted job (and the gate) for its
 kind's measured duration before its phases run; the synchronous writer takes no virtual time.
 Publications and what each captured are read from the engine's events.
 """
@@ -17,20 +17,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from perfsuite.engine import (
-    Event,
-    MemoryFileSystem,
-    Message,
-    Observations,
-    PublicationAcknowledged,
-    PublicationFailed,
-    PublicationSubmitted,
-    Session,
-    SessionError,
-    SessionSettings,
-    VirtualClock,
-    VirtualRunner,
-)
+from perfsuite.engine import Message, Observations, Session, SessionError, SessionSettings
+from perfsuite.engine.events import Event, PublicationAcknowledged, PublicationFailed, PublicationSubmitted
+from perfsuite.engine.testing import MemoryFileSystem, VirtualClock, VirtualRunner
 from perfsuite.errors import PerfsuiteError
 from perfsuite.workloads.traces import OBSERVATIONAL, Trace, TraceEvent, is_user_kind
 

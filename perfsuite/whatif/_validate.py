@@ -29,14 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite._limits import check_limit
-from perfsuite.engine import (
-    OsFileSystem,
-    PublicationAcknowledged,
-    PublicationFailed,
-    PublicationSubmitted,
-    Session,
-    SystemClock,
-)
+from perfsuite.engine import OsFileSystem, Session, SystemClock
+from perfsuite.engine.events import PublicationAcknowledged, PublicationFailed, PublicationSubmitted
 from perfsuite.errors import PerfsuiteError
 from perfsuite.whatif._simulate import (
     DEFAULT_DURATIONS_S,

@@ -13,18 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from perfsuite.engine import (
-    Admission,
-    DelayModel,
-    FileSystem,
-    FsOp,
-    LatencyFileSystem,
-    OsFileSystem,
-    PublicationReport,
-    RecordingFileSystem,
-    Session,
-    SessionSettings,
-)
+from perfsuite.engine import Admission, FileSystem, OsFileSystem, PublicationReport, Session, SessionSettings
+from perfsuite.engine.testing import DelayModel, FsOp, LatencyFileSystem, RecordingFileSystem
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness import Operation, OperationContext
 from perfsuite.workloads._params import SESSION, value

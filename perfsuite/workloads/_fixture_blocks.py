@@ -13,14 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from perfsuite.engine import (
-    DiagnosticLog,
-    Message,
-    OsFileSystem,
-    Session,
-    SessionSettings,
-    VirtualClock,
-)
+from perfsuite.engine import DiagnosticLog, Message, OsFileSystem, Session, SessionSettings
+from perfsuite.engine.testing import VirtualClock
 from perfsuite.errors import PerfsuiteError
 from perfsuite.workloads._fixture_text import TextGen, log_uniform
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from perfsuite.engine import DelayModel
+from perfsuite.engine.testing import DelayModel
 from perfsuite.harness import AckCallback, Operation, OperationContext, Param, accepts
 from perfsuite.workloads._params import FREEZE, ms, value
 from perfsuite.workloads._params import count as bounded

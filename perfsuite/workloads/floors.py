@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfsuite.engine import DelayModel
+from perfsuite.engine.testing import DelayModel
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness import (
     AckCallback,

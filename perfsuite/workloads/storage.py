@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite._limits import LIMITS, check_limit
-from perfsuite.engine import (
+from perfsuite.engine.testing import (
     LATENCY_OPS,
     DelayModel,
     Distribution,
@@ -79,7 +79,7 @@ class StorageProfile:
         }
 
     def model(self, *, seed: int, sleep: Callable[[float], None] = time.sleep) -> DelayModel:
-        """A fresh :class:`~perfsuite.engine.DelayModel` of this profile (seeded: reproducible draws)."""
+        """A fresh :class:`~perfsuite.engine.testing.DelayModel` of this profile (seeded: reproducible draws)."""
         return DelayModel(self.distributions, seed=seed, sleep=sleep, name=self.name)
 
 

@@ -1,6 +1,6 @@
 """Recording what-if traces from engine events (SPEC section 6, issue 19): no patching, no sitecustomize.
 
-A :class:`TraceRecorder` listens to every session of its process (``perfsuite.engine.listen``) and
+A :class:`TraceRecorder` listens to every session of its process (``perfsuite.engine.events.listen``) and
 appends one JSON line per caller input and per finished publication (``O_APPEND``, one write per line,
 so several processes may share the file). ``perfsuite ... --record-trace`` installs one in the CLI's
 process and names the file in ``PERFSUITE_RECORD_TRACE`` (with the shared time origin in
@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from perfsuite.engine import Event, PublicationAcknowledged, PublicationFailed, SessionInput, listen
+from perfsuite.engine.events import Event, PublicationAcknowledged, PublicationFailed, SessionInput, listen
 from perfsuite.errors import PerfsuiteError
 from perfsuite.workloads.traces import parse_event
 

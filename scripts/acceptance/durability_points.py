@@ -38,15 +38,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from perfsuite.engine import (
-    DelegatingFileSystem,
-    FsOp,
-    Message,
-    OsFileSystem,
-    RecordingFileSystem,
-    Session,
-    SessionSettings,
-)
+from perfsuite.engine import DelegatingFileSystem, Message, OsFileSystem, Session, SessionSettings
+from perfsuite.engine.testing import FsOp, RecordingFileSystem
 
 #: engine-level operation -> the recipes whose modes publish through it
 RECIPES = {

@@ -39,7 +39,8 @@ GUARD = textwrap.dedent(
     import perfsuite.engine._fs as fs_module
     from perfsuite.crash import WORKLOADS
     from perfsuite.crash._trace import TraceRecorder, WorkloadEnv
-    from perfsuite.engine import FaultyFileSystem, OsFileSystem
+    from perfsuite.engine import OsFileSystem
+    from perfsuite.engine.testing import FaultyFileSystem
 
     FS_FILE = os.path.realpath(fs_module.__file__)
     STDLIB = tuple(os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib"))

@@ -23,15 +23,8 @@ from perfsuite.crash import (
 from perfsuite.crash._damage import LOG_KINDS, applicable, apply, damaged_range
 from perfsuite.crash._open_bugs import LEASE_PID_ZERO
 from perfsuite.crash._sessions import recover_portable, setup_portable
-from perfsuite.engine import (
-    Message,
-    OsFileSystem,
-    OwnerConflict,
-    Session,
-    SessionError,
-    SessionSettings,
-    with_fault_hooks,
-)
+from perfsuite.engine import Message, OsFileSystem, OwnerConflict, Session, SessionError, SessionSettings
+from perfsuite.engine.testing import with_fault_hooks
 
 BUDGET = 30  # cases per workload in the clean run (every case: `perfsuite crashcheck --corrupt`)
 

@@ -39,7 +39,8 @@ from perfsuite.engine import FileSession, Message, OsFileSystem, Session, Sessio
 CHILD = textwrap.dedent(
     """
     import sys
-    from perfsuite.engine import Fault, FaultyFileSystem, Message, OsFileSystem, Session
+    from perfsuite.engine import Message, OsFileSystem, Session
+    from perfsuite.engine.testing import Fault, FaultyFileSystem
     faults = {"pwrite": Fault("pwrite", path="*.log", nth=2, crash="after"),  # the first GEN, before its sync
               "head-replace": Fault("replace", path="HEAD", crash="before")}  # the creation's HEAD
     fs = FaultyFileSystem(OsFileSystem(), [faults[sys.argv[2]]], on_crash="kill")

@@ -8,7 +8,7 @@ import pytest
 
 from perfsuite.crash import FsState, build_timeline
 from perfsuite.crash._states import Enumeration, specs
-from perfsuite.engine import FsOp
+from perfsuite.engine.testing import FsOp
 
 ROOT = "/crash-root"  # the model never touches the disk: any absolute root will do
 CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL

@@ -6,7 +6,7 @@ import os
 
 from perfsuite.crash import Enumeration, build_timeline, enumerate_states
 from perfsuite.crash._states import describe_spec, tear_points
-from perfsuite.engine import FsOp
+from perfsuite.engine.testing import FsOp
 
 ROOT = "/crash-root"
 

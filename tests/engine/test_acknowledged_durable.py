@@ -24,8 +24,6 @@ import sys
 import pytest
 
 from perfsuite.engine import (
-    Fault,
-    FaultyFileSystem,
     FileSession,
     Message,
     OsFileSystem,
@@ -35,6 +33,7 @@ from perfsuite.engine import (
     SessionError,
     SessionSettings,
 )
+from perfsuite.engine.testing import Fault, FaultyFileSystem
 
 
 def turn(i: int) -> Message:
@@ -53,7 +52,8 @@ def contents(session: Session) -> list[str]:
 # -- 1. no acknowledgement while a pending publication holds back automatic checkpoints -------------------
 CHILD_THREE_TURNS = """
 import json, os, signal, sys
-from perfsuite.engine import Fault, FaultyFileSystem, FileSession, Message, OsFileSystem, Session
+from perfsuite.engine import FileSession, Message, OsFileSystem, Session
+from perfsuite.engine.testing import Fault, FaultyFileSystem
 profile = {"portable": Session, "file": FileSession}[sys.argv[2]]
 # turn 1's commit point: the log's third fdatasync (the creation's BASE, turn 0), the transcript's second fsync
 fault = (Fault("fdatasync", nth=3, path="*.log") if profile is Session

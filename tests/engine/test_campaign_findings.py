@@ -158,7 +158,8 @@ def test_an_abandon_rolls_over_durably_so_the_abandoned_record_never_comes_back(
     fdatasynced, then HEAD replaced and its directory fsynced; the failed log is never synced again, and a
     reopen does not have the abandoned turn although its record is in the old log (format 1: the failed
     attempt's manifest removed durably before its staging)."""
-    from perfsuite.engine import Fault, FaultyFileSystem, OsFileSystem, RecordingFileSystem
+    from perfsuite.engine import OsFileSystem
+    from perfsuite.engine.testing import Fault, FaultyFileSystem, RecordingFileSystem
 
     path = tmp_path / "s"
     recorder = RecordingFileSystem(FaultyFileSystem(OsFileSystem()))

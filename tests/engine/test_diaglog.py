@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 
-from perfsuite.engine import DiagnosticLog, FullRewriteLog, OsFileSystem, RecordingFileSystem, read_log
+from perfsuite.engine import DiagnosticLog, FullRewriteLog, OsFileSystem, read_log
+from perfsuite.engine.testing import RecordingFileSystem
 
 
 def test_delta_append_writes_exactly_the_delta_through_one_pinned_dir(tmp_path):

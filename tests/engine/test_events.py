@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from perfsuite.engine import (
+from perfsuite.engine import Session, SessionSettings
+from perfsuite.engine.events import (
     GateAdmitted,
     GateDrained,
     PhaseFinished,
@@ -14,13 +15,10 @@ from perfsuite.engine import (
     PublicationSubmitted,
     SchedulerDeferred,
     SchedulerFired,
-    Session,
     SessionInput,
-    SessionSettings,
-    VirtualClock,
-    VirtualRunner,
     listen,
 )
+from perfsuite.engine.testing import VirtualClock, VirtualRunner
 
 
 def test_a_synchronous_publication_reports_its_phases_and_acknowledgement(tmp_path: Path) -> None:

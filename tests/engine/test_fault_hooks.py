@@ -5,16 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from perfsuite.engine import (
-    FaultHooks,
-    Message,
-    OsFileSystem,
-    OwnerConflict,
-    RecordingFileSystem,
-    Session,
-    TranscriptLog,
-    with_fault_hooks,
-)
+from perfsuite.engine import Message, OsFileSystem, OwnerConflict, Session, TranscriptLog
+from perfsuite.engine.testing import FaultHooks, RecordingFileSystem, with_fault_hooks
 
 
 def test_the_hooks_ride_on_the_layer_and_through_its_wrappers() -> None:

@@ -6,16 +6,8 @@ import errno
 
 import pytest
 
-from perfsuite.engine import (
-    Fault,
-    FaultyFileSystem,
-    FileSession,
-    Message,
-    OsFileSystem,
-    OwnerConflict,
-    RecordingFileSystem,
-    SaveFailed,
-)
+from perfsuite.engine import FileSession, Message, OsFileSystem, OwnerConflict, SaveFailed
+from perfsuite.engine.testing import Fault, FaultyFileSystem, RecordingFileSystem
 
 
 def test_sidecar_replaced_after_transcript_is_durable(tmp_path):

@@ -19,11 +19,11 @@ from perfsuite.engine import (
     FormatTooNew,
     Message,
     OsFileSystem,
-    RecordingFileSystem,
     Session,
     SessionError,
     SessionSettings,
 )
+from perfsuite.engine.testing import RecordingFileSystem
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 SYNC = SessionSettings(asynchronous=False)
@@ -139,7 +139,7 @@ def test_a_format1_session_migrates_to_format2_on_open(tmp_path):
 
 
 def test_a_crash_before_head_v2_leaves_the_format1_session_to_migrate_again(tmp_path):
-    from perfsuite.engine import Fault, FaultyFileSystem, SimulatedCrash
+    from perfsuite.engine.testing import Fault, FaultyFileSystem, SimulatedCrash
 
     root, expected = _format1_copy(tmp_path)
     crashing = FaultyFileSystem(OsFileSystem(), [Fault("replace", path="HEAD", crash="before")])

@@ -9,15 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite.engine import (
-    DirectoryFsyncUnsupported,
-    Fault,
-    FaultyFileSystem,
-    FsyncFailed,
-    OsFileSystem,
-    RecordingFileSystem,
-    SimulatedCrash,
-)
+from perfsuite.engine import DirectoryFsyncUnsupported, FsyncFailed, OsFileSystem
+from perfsuite.engine.testing import Fault, FaultyFileSystem, RecordingFileSystem, SimulatedCrash
 
 
 def test_rejected_directory_fsync_warns_once_per_directory(tmp_path):

@@ -9,20 +9,18 @@ import os
 
 import pytest
 
-from perfsuite.engine import (
+from perfsuite.engine import FileSystem, FsyncFailed, OsFileSystem
+from perfsuite.engine._fs import O_TRUNC_CREATE
+from perfsuite.engine.testing import (
     DelayModel,
     Fault,
     FaultyFileSystem,
-    FileSystem,
     FixedDelay,
-    FsyncFailed,
     LatencyFileSystem,
     MemoryFileSystem,
-    OsFileSystem,
     RecordingFileSystem,
     SimulatedCrash,
 )
-from perfsuite.engine._fs import O_TRUNC_CREATE
 
 
 def _preallocated(fs: FileSystem, path: str, size: int) -> int:

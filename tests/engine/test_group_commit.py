@@ -11,15 +11,8 @@ import threading
 
 import pytest
 
-from perfsuite.engine import (
-    Admission,
-    DelegatingFileSystem,
-    Message,
-    OsFileSystem,
-    RecordingFileSystem,
-    Session,
-    SessionSettings,
-)
+from perfsuite.engine import Admission, DelegatingFileSystem, Message, OsFileSystem, Session, SessionSettings
+from perfsuite.engine.testing import RecordingFileSystem
 
 
 class HeldSync(DelegatingFileSystem):
@@ -127,7 +120,7 @@ def test_a_drain_absorbs_nothing_more(tmp_path):
 
 
 def test_a_failed_group_sync_fails_every_member_and_acknowledges_none(tmp_path):
-    from perfsuite.engine import Fault, FaultyFileSystem
+    from perfsuite.engine.testing import Fault, FaultyFileSystem
 
     faulty = FaultyFileSystem(OsFileSystem())
     held = HeldSync(faulty)

@@ -10,17 +10,10 @@ import errno
 
 import pytest
 
-from perfsuite.engine import (
-    Fault,
-    FaultyFileSystem,
-    Message,
-    OsFileSystem,
-    SaveFailed,
-    Session,
-    SessionSettings,
-)
+from perfsuite.engine import Message, OsFileSystem, SaveFailed, Session, SessionSettings
 from perfsuite.engine._gate import DrainRefused, DrainTimeout
 from perfsuite.engine._job import Admission
+from perfsuite.engine.testing import Fault, FaultyFileSystem
 
 
 def make(tmp_path, fs=None, **settings) -> Session:
@@ -240,7 +233,7 @@ def test_offload_settings_publish_the_same_bytes(tmp_path, offload):
 
 @pytest.mark.parametrize("agent_modified", [True, False])
 def test_shutdown_order_agents_then_registry_then_root_then_lease(tmp_path, agent_modified):
-    from perfsuite.engine import RecordingFileSystem
+    from perfsuite.engine.testing import RecordingFileSystem
 
     fs = RecordingFileSystem(OsFileSystem())
     session = make(tmp_path, fs=fs)
@@ -272,7 +265,7 @@ def test_a_thread_offloaded_job_hands_its_blocking_steps_to_the_worker_at_once(t
     select, commit and adopt, so the thread offload runs them in one hand-off, each accepted on the worker;
     while someone observes the phases (events on the loop thread, in order), each step is its own. The
     same publication either way: its phases, its one pwrite and fdatasync, its acknowledgement."""
-    from perfsuite.engine import RecordingFileSystem
+    from perfsuite.engine.testing import RecordingFileSystem
 
     recorder = RecordingFileSystem(OsFileSystem())
     session = make(tmp_path, fs=recorder, offload="thread")

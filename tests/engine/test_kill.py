@@ -29,7 +29,8 @@ CHILD_APPENDER = textwrap.dedent(
 CHILD_REWRITE = textwrap.dedent(
     """
     import sys
-    from perfsuite.engine import Fault, FaultyFileSystem, Message, OsFileSystem, TranscriptLog
+    from perfsuite.engine import Message, OsFileSystem, TranscriptLog
+    from perfsuite.engine.testing import Fault, FaultyFileSystem
     fs = FaultyFileSystem(OsFileSystem(), [Fault("replace", crash="before")], on_crash="kill")
     log = TranscriptLog.open(sys.argv[1], fs=fs)
     print("READY", flush=True)

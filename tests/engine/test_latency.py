@@ -15,24 +15,21 @@ import threading
 
 import pytest
 
-from perfsuite.engine import (
+from perfsuite.engine import FsyncFailed, OsFileSystem, Session, SessionSettings
+from perfsuite.engine._generations import GenerationStore
+from perfsuite.engine._offload import _portable
+from perfsuite.engine.testing import (
     LATENCY_OPS,
     DelayModel,
     Fault,
     FaultyFileSystem,
     FixedDelay,
-    FsyncFailed,
     LatencyFileSystem,
     LogNormalDelay,
-    OsFileSystem,
     QuantileDelay,
     RecordingFileSystem,
-    Session,
-    SessionSettings,
     UniformDelay,
 )
-from perfsuite.engine._generations import GenerationStore
-from perfsuite.engine._offload import _portable
 
 #: distinct delays per kind, so each recorded pause names its operation (seconds)
 DELAYS_MS = {"fsync": 5.0, "fsync_dir": 7.0, "replace": 11.0, "create": 13.0}

@@ -69,7 +69,8 @@ def one_line(exc: BaseException) -> str:
 # -- 1. a torn LEASE -------------------------------------------------------------------------------------
 CHILD_TORN_LEASE = """
 import sys
-from perfsuite.engine import Fault, FaultyFileSystem, OsFileSystem, Session
+from perfsuite.engine import OsFileSystem, Session
+from perfsuite.engine.testing import Fault, FaultyFileSystem
 fs = FaultyFileSystem(OsFileSystem(), [Fault("write", path="LEASE", crash="before")], on_crash="kill")
 print("OPENING", flush=True)
 Session.open(sys.argv[1], fs=fs)

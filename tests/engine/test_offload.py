@@ -11,7 +11,8 @@ import collections
 
 import pytest
 
-from perfsuite.engine import Message, OsFileSystem, RecordingFileSystem, Session, SessionSettings
+from perfsuite.engine import Message, OsFileSystem, Session, SessionSettings
+from perfsuite.engine.testing import RecordingFileSystem
 
 
 def _session(tmp_path, offload: str) -> tuple[Session, RecordingFileSystem]:

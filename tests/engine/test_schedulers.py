@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from perfsuite.engine import Message, Session, SessionSettings, VirtualClock
+from perfsuite.engine import Message, Session, SessionSettings
 from perfsuite.engine._schedulers import CheckpointTimer, Debouncer, NotificationQueue
+from perfsuite.engine.testing import VirtualClock
 
 
 class Flags:

@@ -10,12 +10,9 @@ import os
 import pytest
 
 from perfsuite.engine import (
-    Fault,
-    FaultyFileSystem,
     Message,
     OsFileSystem,
     OwnerConflict,
-    RecordingFileSystem,
     SaveAbandoned,
     SaveFailed,
     Session,
@@ -24,6 +21,7 @@ from perfsuite.engine import (
     StaleHead,
 )
 from perfsuite.engine import _pipeline as pipeline
+from perfsuite.engine.testing import Fault, FaultyFileSystem, RecordingFileSystem
 
 
 def turn(i: int, size: int = 200) -> Message:
@@ -340,7 +338,8 @@ def test_committed_projection_comes_from_committed_root(tmp_path):
 
 CHILD_CRASH_BEFORE_THE_COMMIT_POINT = """
 import sys
-from perfsuite.engine import Fault, FaultyFileSystem, Message, OsFileSystem, Session, SessionSettings
+from perfsuite.engine import Message, OsFileSystem, Session, SessionSettings
+from perfsuite.engine.testing import Fault, FaultyFileSystem
 fs = FaultyFileSystem(OsFileSystem(), [Fault("fdatasync", path="*.log", crash="before")], on_crash="kill")
 session = Session.open(sys.argv[1], fs=fs, settings=SessionSettings(chunk_size=1024))
 session.add_message("root", Message("user", "unpublished before the crash", 7.0))

@@ -9,17 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite.engine import (
-    DirectoryFsyncUnsupported,
-    Fault,
-    FaultyFileSystem,
-    FsyncFailed,
-    Message,
-    OsFileSystem,
-    RecordingFileSystem,
-    TranscriptLog,
-    commit_turn,
-)
+from perfsuite.engine import DirectoryFsyncUnsupported, FsyncFailed, Message, OsFileSystem, TranscriptLog, commit_turn
+from perfsuite.engine.testing import Fault, FaultyFileSystem, RecordingFileSystem
 
 
 def msg(i: int, size: int = 20) -> Message:

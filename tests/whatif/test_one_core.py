@@ -13,15 +13,9 @@ from typing import Any
 
 import pytest
 
-from perfsuite.engine import (
-    Message,
-    PublicationAcknowledged,
-    PublicationSubmitted,
-    Session,
-    SessionSettings,
-    VirtualClock,
-    VirtualRunner,
-)
+from perfsuite.engine import Message, Session, SessionSettings
+from perfsuite.engine.events import PublicationAcknowledged, PublicationSubmitted
+from perfsuite.engine.testing import VirtualClock, VirtualRunner
 from perfsuite.whatif import Setting, TraceEvent, make_trace, replay
 
 DURATIONS = {"registry": 0.01, "checkpoint": 0.5, "mail": 0.32}

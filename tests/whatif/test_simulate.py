@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from perfsuite.engine import MemoryFileSystem, VirtualClock
 from perfsuite.engine._schedulers import CheckpointTimer, Debouncer, NotificationQueue
+from perfsuite.engine.testing import MemoryFileSystem, VirtualClock
 from perfsuite.errors import PerfsuiteError
 from perfsuite.whatif import Setting, TraceEvent, make_trace, replay
 from perfsuite.whatif._simulate import _Model

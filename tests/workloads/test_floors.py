@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite.engine import OsFileSystem, RecordingFileSystem, Session
+from perfsuite.engine import OsFileSystem, Session
+from perfsuite.engine.testing import RecordingFileSystem
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness import OperationContext
 from perfsuite.workloads.floors import publication_floor, record_publication
@@ -124,7 +125,7 @@ def test_the_recording_layer_is_the_source(tmp_path: Path) -> None:
 
 def test_the_replay_pays_a_storage_profile_through_the_same_delay_model(tmp_path: Path, small_session: Path) -> None:
     """M10 (issue 20): the floor's raw calls settle with the profile at the kinds the latency layer delays."""
-    from perfsuite.engine import LATENCY_OPS
+    from perfsuite.engine.testing import LATENCY_OPS
 
     profile = {"name": "fixed", "source": "test", "operations": {
         k: {"kind": "fixed", "ms": 2.0, "source": "test"} for k in LATENCY_OPS}}

@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 import textwrap
 
-from perfsuite.engine import FsOp, Message, OsFileSystem, RecordingFileSystem, TranscriptLog
+from perfsuite.engine import Message, OsFileSystem, TranscriptLog
+from perfsuite.engine.testing import FsOp, RecordingFileSystem
 from perfsuite.harness import load_recipe, run_recipe
 from perfsuite.workloads.engine import io_counts
 

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from perfsuite.engine import LATENCY_OPS, FixedDelay, QuantileDelay
+from perfsuite.engine.testing import LATENCY_OPS, FixedDelay, QuantileDelay
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness import OperationContext
 from perfsuite.workloads.basic import fsync_floor
