@@ -42,7 +42,7 @@ ARROWS: dict[str, set[str]] = {
     "profile": {"report", "workloads"},
     "crash": {"workloads"},
     "whatif": {"workloads"},
-    "report": {"harness"},
+    "report": {"harness", "engine"},
     "workloads": {"engine", "harness", "cluster"},
     "cluster": {"harness"},
     "harness": {"base"},

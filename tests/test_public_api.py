@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import subprocess
+import sys
 import types
 
 import pytest
@@ -56,3 +58,17 @@ def test_engine_imports_nothing_from_the_rest_of_perfsuite():
 def test_harness_knows_nothing_about_the_engine():
     bad = {m for m in _imports("harness") if m.startswith("perfsuite.engine") or m.startswith("perfsuite.workloads")}
     assert bad == set()
+
+
+def test_phases_are_declared_once_by_the_engine_and_the_report_stays_off_its_import() -> None:
+    """``PHASES`` has one home (issue 30): the report orders its breakdown by the engine's name, and imports it
+    only when it orders one, so ``import perfsuite.report`` (the CI gate, the pytest plugin) loads no engine."""
+    declared = sorted(path.relative_to(ROOT).as_posix() for path in ROOT.rglob("*.py")
+                      for node in ast.parse(path.read_text()).body
+                      if isinstance(node, ast.Assign | ast.AnnAssign)
+                      and "PHASES" in {t.id for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                                       if isinstance(t, ast.Name)})
+    assert declared == ["engine/_pipeline.py"]
+    code = "import sys, perfsuite.report; print('perfsuite.engine' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "False"

@@ -49,7 +49,6 @@ from perfsuite.profile._summary import (
     svg_ok,
 )
 from perfsuite.report import (
-    PHASES,
     PhaseBreakdown,
     PhaseRow,
     breakdown_from_samples,
@@ -64,7 +63,6 @@ __all__ = [
     "DEFAULT_REPEAT",
     "GROWTH",
     "MAX_ATTEMPTS",
-    "PHASES",
     "PROFILERS",
     "FunctionChange",
     "ModeDiff",

@@ -1,7 +1,8 @@
 """Results into answers (SPEC section 5): tables, ADR evidence, the CI comparison gate, history, dashboard.
 
-Reads results documents through :mod:`perfsuite.harness` (never the engine) and never prints; the
-command line (``perfsuite report|evidence|compare|history|dashboard``) does. Typical use::
+Reads results documents through :mod:`perfsuite.harness` (of the engine, only its phase names, ``PHASES``)
+and never prints; the command line (``perfsuite report|evidence|compare|history|dashboard``) does. Typical
+use::
 
     from perfsuite.report import compare, evidence_for, history, dashboard
     gate = compare("results/baseline", "results/local")      # gate.exit_status: 0, 1 regression, 3 inconclusive
@@ -76,7 +77,6 @@ from perfsuite.report._metrics import (
 )
 from perfsuite.report._pairing import PAIRING_FILE, PAIRING_FORMAT, Pairing, read_pairing
 from perfsuite.report._phases import (
-    PHASES,
     PhaseBreakdown,
     PhaseRow,
     breakdown_from_samples,
@@ -122,7 +122,6 @@ __all__ = [
     "MIN_PELT_RUNS",
     "PAIRING_FILE",
     "PAIRING_FORMAT",
-    "PHASES",
     "SEPARATE_NOTE",
     "TIMINGS",
     "TIMING_HEADLINES",
