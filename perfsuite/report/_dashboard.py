@@ -20,7 +20,7 @@ from pathlib import Path
 
 from perfsuite.errors import PerfsuiteError
 from perfsuite.report._compare import Comparison, compare_results
-from perfsuite.report._history import History, Series, Step, history_results, order_results
+from perfsuite.report._history import History, LevelStep, Series, history_results, order_results
 from perfsuite.report._load import Result
 from perfsuite.report._machine import Machine, machine_of
 from perfsuite.report._pages import recipe_page, step_rows
@@ -54,7 +54,7 @@ class MachineStory:
     series: tuple[Series, ...]
 
     @property
-    def steps(self) -> list[Step]:
+    def steps(self) -> list[LevelStep]:
         """Every change point on this machine."""
         return [st for s in self.series for st in s.steps]
 

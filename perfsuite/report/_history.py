@@ -32,7 +32,7 @@ a 30% step it finds the step in 75% of 4-run series), and it can never place a s
 the last run, which is where a short history's news is.
 
 **Machines.** Series never mix machines: runs are grouped by :func:`~perfsuite.report.machine_fingerprint`
-first, and every series and step names its machine (``Series.machine``, ``Step.machine``: the key).
+first, and every series and step names its machine (``Series.machine``, ``LevelStep.machine``: the key).
 """
 
 from __future__ import annotations
@@ -61,9 +61,9 @@ __all__ = [
     "PENALTY_PER_LOG_N",
     "SEGMENT_AGREEMENT",
     "History",
+    "LevelStep",
     "Point",
     "Series",
-    "Step",
     "detect_steps",
     "history",
     "history_results",
@@ -105,7 +105,7 @@ class Point:
 
 
 @dataclass(frozen=True, slots=True)
-class Step:
+class LevelStep:
     """A detected change in level: the first run of the new level, its commit (and the one before: the
     range the change happened in), the levels on either side, the machine and the method that found it
     (``pelt``, or ``run-to-run`` for a short history)."""
@@ -146,7 +146,7 @@ class Series:
     mode: str
     metric: str
     points: tuple[Point, ...]
-    steps: tuple[Step, ...]
+    steps: tuple[LevelStep, ...]
     machine: str
 
 
@@ -161,7 +161,7 @@ class History:
     machines: tuple[Machine, ...] = ()
 
     @property
-    def steps(self) -> tuple[Step, ...]:
+    def steps(self) -> tuple[LevelStep, ...]:
         """All steps, in series order."""
         return tuple(step for s in self.series for step in s.steps)
 
@@ -282,13 +282,13 @@ def _metrics(runs: Sequence[Result], mode: str, metrics: Sequence[str] | None) -
 
 def _steps(
     key: str, recipe: str, mode: str, metric: str, points: Sequence[Point], found: Sequence[int], method: str
-) -> list[Step]:
+) -> list[LevelStep]:
     import numpy as np
 
     values = [p.median for p in points]
     bounds = [0, *found, len(values)]
     return [
-        Step(
+        LevelStep(
             recipe=recipe,
             mode=mode,
             metric=metric,

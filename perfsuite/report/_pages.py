@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from perfsuite.report._compare import Comparison, MetricChange
 from perfsuite.report._format import short_commit
-from perfsuite.report._history import Series, Step
+from perfsuite.report._history import LevelStep, Series
 from perfsuite.report._load import Result, find_floor
 from perfsuite.report._machine import Machine
 from perfsuite.report._plots import (
@@ -94,7 +94,7 @@ def comparison_rows(comparison: Comparison, reference: Mapping[str, str]) -> str
     return "".join(out)
 
 
-def _spark(series: Series, step: Step) -> str:
+def _spark(series: Series, step: LevelStep) -> str:
     """The series of a step as a sparkline, the new level in red, each point's value on hover."""
     def tip(i: int, v: float) -> str:
         return f"{series.mode} {series.metric} {fmt_value(series.metric, v)} at {short_commit(series.points[i].commit)}"
@@ -103,7 +103,7 @@ def _spark(series: Series, step: Step) -> str:
 
 
 def step_rows(
-    steps: Sequence[Step], commit_url: str | None, *, recipe_column: bool, series: Sequence[Series] = ()
+    steps: Sequence[LevelStep], commit_url: str | None, *, recipe_column: bool, series: Sequence[Series] = ()
 ) -> str:
     """Change points as a table: where (recipe, mode, metric), the commit range, levels, kind and, with
     ``series``, a sparkline of the series around it."""
