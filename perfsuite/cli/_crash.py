@@ -54,7 +54,7 @@ def _cmd_crashcheck(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from perfsuite.cli._console import console as shared_console
-    from perfsuite.crash import MODELS, CrashConfig, RunResult, run_campaign
+    from perfsuite.crash import MODELS, CrashConfig, CrashResult, run_campaign
 
     console = shared_console()
     if args.kill is not None and args.corrupt:
@@ -69,7 +69,7 @@ def _cmd_crashcheck(args: argparse.Namespace) -> int:
         seed=args.seed, seeded_bug=args.seeded_bug, jobs=args.jobs or os.cpu_count() or 1, keep_dir=args.keep,
     )
 
-    def progress(result: RunResult) -> None:
+    def progress(result: CrashResult) -> None:
         console.print(f"{result.workload} / {result.model}: {result.states} states + {result.recovery_states} "
                       f"recovery-crash states, {len(result.violations)} violations, {result.seconds:.1f} s",
                       markup=False)

@@ -91,8 +91,8 @@ class Violation:
 
 
 @dataclass(frozen=True, slots=True)
-class RunResult:
-    """One workload under one model: what was explored, what broke, how long it took."""
+class CrashResult:
+    """One workload under one crash model: what was explored, what broke, how long it took."""
 
     workload: str
     model: str
@@ -111,7 +111,7 @@ class RunResult:
 class CampaignReport:
     """Every run of a campaign, where violating states were kept, and the total time."""
 
-    results: tuple[RunResult, ...]
+    results: tuple[CrashResult, ...]
     seconds: float
     seeded_bug: str | None = None
     keep_dir: str | None = None
@@ -298,7 +298,7 @@ def _batch_task(trace: Trace, model: str, nested: Enumeration, config: CrashConf
 
 def _explore(trace: Trace, workload: Workload, model: str, config: CrashConfig, runner: Runner,
              keeper: _Keeper, checkpoint: Checkpoint | None = None, on_progress: OnProgress | None = None,
-             prior: int = 0) -> RunResult:
+             prior: int = 0) -> CrashResult:
     """Explore one workload under one model: stream its crash states to ``runner`` in batches and fold the
     outcomes in batch order (the same answer on every back end), checkpointing the fold as it goes.
     ``prior``: violations of the units before this one (for progress)."""
@@ -363,9 +363,9 @@ def _explore(trace: Trace, workload: Workload, model: str, config: CrashConfig, 
     save(True)
     if on_progress is not None:
         on_progress(Progress(unit, counts["states"], counts["states"], prior + len(violations)))
-    return RunResult(trace.workload, model, len(trace.ops), len(tl.micro), len(tl.persistence_points),
-                     len(trace.oracle.acks), counts["states"], counts["recovery"], counts["violating"],
-                     tuple(violations), seconds + time.perf_counter() - started)
+    return CrashResult(trace.workload, model, len(trace.ops), len(tl.micro), len(tl.persistence_points),
+                       len(trace.oracle.acks), counts["states"], counts["recovery"], counts["violating"],
+                       tuple(violations), seconds + time.perf_counter() - started)
 
 
 def _check_outcome(trace: Trace, tl: Timeline, workload: Workload, model: str, state_id: int, crash: CrashState,
@@ -393,7 +393,7 @@ def make_executor(jobs: int) -> ProcessPoolExecutor:
 
 
 def run_campaign(config: CrashConfig, *, executor: Executor | None = None,
-                 on_result: Callable[[RunResult], None] | None = None, runner: Runner | None = None,
+                 on_result: Callable[[CrashResult], None] | None = None, runner: Runner | None = None,
                  execution: Execution | None = None, on_progress: OnProgress | None = None) -> CampaignReport:
     """Record each workload once, explore it under each model, and report (SPEC section 7).
 
@@ -413,7 +413,7 @@ def run_campaign(config: CrashConfig, *, executor: Executor | None = None,
         raise CrashCheckError("--max-states and --jobs must be at least 1")
     checkpoint = open_checkpoint(execution, campaign_key("crash", config, ("jobs", "keep_dir", "scratch_dir")))
     keeper = _Keeper(config.keep_dir, config.keep_limit)
-    results: list[RunResult] = []
+    results: list[CrashResult] = []
     with runner_for(config.jobs, executor, runner, execution) as pool, \
             tempfile.TemporaryDirectory(prefix="perfsuite-crash-record-") as work:
         for workload in workloads:
