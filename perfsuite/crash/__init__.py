@@ -35,7 +35,7 @@ from perfsuite.crash._kill import PROFILES, KillConfig, KillReport, KillViolatio
 from perfsuite.crash._model import MODELS, CrashCheckError, FsState, MicroOp, Timeline, materialize, snapshot
 from perfsuite.crash._replay import build_timeline
 from perfsuite.crash._states import CrashSpec, CrashState, Enumeration, enumerate_states
-from perfsuite.crash._trace import Ack, Note, Oracle, Trace, TraceRecorder, WorkloadEnv
+from perfsuite.crash._trace import Ack, Note, OpRecorder, OpTrace, Oracle, WorkloadEnv
 from perfsuite.crash._workloads import WORKLOADS, Workload, record_workload, register_workload
 
 __all__ = [
@@ -66,14 +66,14 @@ __all__ = [
     "MicroOp",
     "NoFlock",
     "Note",
+    "OpRecorder",
+    "OpTrace",
     "Oracle",
     "Outcome",
     "Progress",
     "SeededBug",
     "SessionDriver",
     "Timeline",
-    "Trace",
-    "TraceRecorder",
     "Violation",
     "Workload",
     "WorkloadEnv",

@@ -39,7 +39,7 @@ from perfsuite.crash._model import MODELS, CrashCheckError, FsState, Timeline, m
 from perfsuite.crash._replay import build_timeline
 from perfsuite.crash._session_invariants import SESSION
 from perfsuite.crash._states import CrashSpec, CrashState, Enumeration, describe_spec, enumerate_states
-from perfsuite.crash._trace import CRASHED, Trace, TraceRecorder
+from perfsuite.crash._trace import CRASHED, OpRecorder, OpTrace
 from perfsuite.crash._workloads import Workload, get_workload, standard_workloads
 from perfsuite.engine import FileSystem, OsFileSystem, SessionError
 
@@ -151,7 +151,7 @@ def _recover(workload: Workload, root: str, fs: FileSystem) -> tuple[FsState | N
 
 
 def _recover_twice(workload: Workload, bug: str | None, state: FsState, root: str, label: str,
-                   recorder: TraceRecorder | None = None, *, origin: FsState | None = None,
+                   recorder: OpRecorder | None = None, *, origin: FsState | None = None,
                    damage: str | None = None) -> Outcome:
     materialize(state, root)
     post, view, error, refused = _recover(workload, root, _fs_for(bug, recorder or OsFileSystem()))
@@ -196,7 +196,7 @@ def recover_batch(workload_name: str, model: str, bug: str | None, nested: Enume
     try:
         for state_id, state in states:
             root = os.path.join(base, f"s{state_id}")
-            recorder = TraceRecorder(OsFileSystem())
+            recorder = OpRecorder(OsFileSystem())
             first = _recover_twice(workload, bug, state, root, "recover", recorder)
             outcomes = [first]
             if recorder.ops and nested.max_states and first.post is not None:
@@ -218,7 +218,7 @@ def recover_batch(workload_name: str, model: str, bug: str | None, nested: Enume
 
 
 def _crash_recovery(workload: Workload, model: str, bug: str | None, nested: Enumeration, state: FsState,
-                    root: str, recorder: TraceRecorder, post: FsState, base: str) -> Iterator[Outcome]:
+                    root: str, recorder: OpRecorder, post: FsState, base: str) -> Iterator[Outcome]:
     """Crash states of recovery itself (from ``state``), each recovered again (SPEC 7.6)."""
     tl = build_timeline(recorder.ops, root, model, initial=state)
     known = {state.digest, post.digest}
@@ -247,7 +247,7 @@ class _Keeper:
         if self.keep_dir is None and keep_dir is not None and os.path.isdir(keep_dir):
             self.keep_dir = keep_dir
 
-    def keep(self, trace: Trace, model: str, name: str, outcome: Outcome | None, text: str) -> str | None:
+    def keep(self, trace: OpTrace, model: str, name: str, outcome: Outcome | None, text: str) -> str | None:
         """Keep one violating state (or, with no ``outcome``, the whole trace) as ``<workload>-<model>-<name>``."""
         key = (trace.workload, model)
         if self.kept.get(key, 0) >= self.limit:
@@ -266,14 +266,14 @@ class _Keeper:
         return target
 
 
-def _violations(trace: Trace, tl: Timeline, workload: Workload, spec: CrashSpec | None, outcome: Outcome | None,
+def _violations(trace: OpTrace, tl: Timeline, workload: Workload, spec: CrashSpec | None, outcome: Outcome | None,
                 per: str) -> list[tuple[str, str, str]]:
     ctx = CheckContext(trace, tl, spec, outcome)
     return [(inv.id, inv.name, message) for inv in workload.invariants if inv.per == per
             for message in inv.check(ctx)]
 
 
-def _batches(trace: Trace, tl: Timeline, model: str, limits: Enumeration, nested: Enumeration,
+def _batches(trace: OpTrace, tl: Timeline, model: str, limits: Enumeration, nested: Enumeration,
              config: CrashConfig, first: int) -> Iterator[Task]:
     """Batch ``k`` holds crash states ``k * BATCH`` to ``(k + 1) * BATCH - 1`` of the enumeration, pulled one
     batch at a time (issue 32: never the whole list); batches before ``first`` (resumed) are skipped."""
@@ -289,14 +289,14 @@ def _batches(trace: Trace, tl: Timeline, model: str, limits: Enumeration, nested
         yield _batch_task(trace, model, nested, config, chunk)
 
 
-def _batch_task(trace: Trace, model: str, nested: Enumeration, config: CrashConfig,
+def _batch_task(trace: OpTrace, model: str, nested: Enumeration, config: CrashConfig,
                 chunk: list[tuple[int, CrashState]]) -> Task:
     states = [(state_id, crash.state) for state_id, crash in chunk]
     args = (trace.workload, model, trace.seeded_bug, nested, states, config.scratch_dir, (trace.pid,))
     return Task(chunk[0][0] // BATCH, with_local_scratch, (recover_batch, 5, *args), context=dict(chunk))
 
 
-def _explore(trace: Trace, workload: Workload, model: str, config: CrashConfig, runner: Runner,
+def _explore(trace: OpTrace, workload: Workload, model: str, config: CrashConfig, runner: Runner,
              keeper: _Keeper, checkpoint: Checkpoint | None = None, on_progress: OnProgress | None = None,
              prior: int = 0) -> CrashResult:
     """Explore one workload under one model: stream its crash states to ``runner`` in batches and fold the
@@ -368,7 +368,7 @@ def _explore(trace: Trace, workload: Workload, model: str, config: CrashConfig, 
                        tuple(violations), seconds + time.perf_counter() - started)
 
 
-def _check_outcome(trace: Trace, tl: Timeline, workload: Workload, model: str, state_id: int, crash: CrashState,
+def _check_outcome(trace: OpTrace, tl: Timeline, workload: Workload, model: str, state_id: int, crash: CrashState,
                    outcome: Outcome, keeper: _Keeper, out: list[Violation]) -> bool:
     found = _violations(trace, tl, workload, crash.spec, outcome, "state")
     if not found:

@@ -55,7 +55,7 @@ from perfsuite.crash._model import CrashCheckError, FsState, materialize, snapsh
 from perfsuite.crash._replay import build_timeline
 from perfsuite.crash._session_invariants import SESSION
 from perfsuite.crash._sessions import recover_file, recover_portable
-from perfsuite.crash._trace import Trace
+from perfsuite.crash._trace import OpTrace
 from perfsuite.crash._workloads import Workload, get_workload, standard_workloads
 from perfsuite.engine import FileSession
 
@@ -135,7 +135,7 @@ def session_workloads() -> tuple[str, ...]:
     return tuple(n for n in standard_workloads() if profile_of(get_workload(n)) is not None)
 
 
-def bases(trace: Trace, profile: str) -> dict[str, tuple[FsState, Expect]]:
+def bases(trace: OpTrace, profile: str) -> dict[str, tuple[FsState, Expect]]:
     """Every base tree of the workload, with what is expected of it (see the module docstring)."""
     closed = snapshot(trace.root)
     out = {"closed": (closed, expectations(trace, profile, closed, len(trace.ops)))}
@@ -171,7 +171,7 @@ def _recovered(closed: FsState) -> FsState:
         return snapshot(work)
 
 
-def expectations(trace: Trace, profile: str, state: FsState, at: int) -> Expect:
+def expectations(trace: OpTrace, profile: str, state: FsState, at: int) -> Expect:
     """What must survive in ``state``: the acknowledgements given before trace index ``at``, HEAD's
     generation (portable) and the bytes of every file (for the damage a case applies)."""
     files = state.as_dict()
@@ -310,7 +310,7 @@ def run_corrupt_campaign(config: CorruptConfig, *, executor: Executor | None = N
     return CorruptReport(tuple(results), time.perf_counter() - started, config.seeded_bug, keeper.keep_dir)
 
 
-def _run_workload(trace: Trace, workload: Workload, config: CorruptConfig, runner: Runner, keeper: _Keeper,
+def _run_workload(trace: OpTrace, workload: Workload, config: CorruptConfig, runner: Runner, keeper: _Keeper,
                   states: dict[str, tuple[FsState, Expect]], checkpoint: Checkpoint | None = None,
                   on_progress: OnProgress | None = None, prior: int = 0) -> CorruptResult:
     """One workload's cases, streamed to ``runner`` in batches and folded in batch order (issue 32: the

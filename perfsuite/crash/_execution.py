@@ -22,7 +22,7 @@ from typing import Any
 import perfsuite
 from perfsuite.cluster import Checkpoint, PoolRunner, Runner, make_runner
 from perfsuite.crash._model import CrashCheckError, materialize, snapshot
-from perfsuite.crash._trace import Trace
+from perfsuite.crash._trace import OpTrace
 from perfsuite.crash._workloads import Workload, record_workload
 
 
@@ -96,7 +96,7 @@ def decode(cls: type, data: Mapping[str, Any]) -> Any:
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
 
 
-def recorded(workload: Workload, root: str, bug: str | None, checkpoint: Checkpoint | None) -> Trace:
+def recorded(workload: Workload, root: str, bug: str | None, checkpoint: Checkpoint | None) -> OpTrace:
     """``record_workload``, once per campaign: with a checkpoint the trace (and the tree it left) is kept
     beside it (``FILE.traces/``), and a resumed campaign checks that very trace. The engine writes wall-clock
     times into its event records, so a new recording would differ from the first in those bytes."""
@@ -107,7 +107,7 @@ def recorded(workload: Workload, root: str, bug: str | None, checkpoint: Checkpo
     if checkpoint.resume and path.is_file():
         with open(path, "rb") as handle:
             trace, tree = pickle.load(handle)
-        if not isinstance(trace, Trace) or trace.workload != workload.name or trace.seeded_bug != bug:
+        if not isinstance(trace, OpTrace) or trace.workload != workload.name or trace.seeded_bug != bug:
             raise CrashCheckError(f"{path}: not the recorded trace of {workload.name}")
         shutil.rmtree(trace.root, ignore_errors=True)  # (what the killed client left there)
         materialize(tree, trace.root)  # the corruption campaign damages copies of this tree
@@ -123,7 +123,7 @@ def recorded(workload: Workload, root: str, bug: str | None, checkpoint: Checkpo
     return trace
 
 
-def forget_recorded(trace: Trace, root: str) -> None:
+def forget_recorded(trace: OpTrace, root: str) -> None:
     """Remove the tree :func:`recorded` rebuilt for a resumed campaign (at the killed client's recording
     path, ``root`` being this run's), with the killed client's recording directory."""
     if os.path.realpath(trace.root) == os.path.realpath(root):

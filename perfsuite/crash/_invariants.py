@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from perfsuite.crash._model import FsState, Timeline
 from perfsuite.crash._states import CrashSpec
-from perfsuite.crash._trace import Ack, Trace
+from perfsuite.crash._trace import Ack, OpTrace
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +46,7 @@ class Outcome:
 class CheckContext:
     """Everything an invariant may read. ``spec`` and ``outcome`` are ``None`` for trace-level checks."""
 
-    trace: Trace
+    trace: OpTrace
     timeline: Timeline
     spec: CrashSpec | None = None
     outcome: Outcome | None = None

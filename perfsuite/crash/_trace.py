@@ -62,7 +62,7 @@ class Oracle:
 
 
 @dataclass(frozen=True, slots=True)
-class Trace:
+class OpTrace:
     """One recorded workload run: operations (absolute paths under ``root``), oracle, seeded bug."""
 
     workload: str
@@ -107,7 +107,7 @@ DIR_FSYNC_REJECTED = frozenset(c for c in (errno.EINVAL, getattr(errno, "ENOTSUP
                                if c is not None)
 
 
-class TraceRecorder(RecordingFileSystem):
+class OpRecorder(RecordingFileSystem):
     """Records like the engine's recording layer, and also logs failed syncs (``fsync_failed``,
     ``fdatasync_failed`` and ``fsync_dir_failed``) so the model can poison the file's pending data (E1
     fsyncgate, invariant 7), and directory fsyncs the file system rejects (``fsync_dir_rejected``: EINVAL,
@@ -141,7 +141,7 @@ class TraceRecorder(RecordingFileSystem):
 class WorkloadEnv:
     """What a workload runs with: the engine's file system, the root directory, and the oracle pen."""
 
-    def __init__(self, fs: FileSystem, recorder: TraceRecorder, root: str) -> None:
+    def __init__(self, fs: FileSystem, recorder: OpRecorder, root: str) -> None:
         self.fs = fs
         self.root = root
         self.faults: FaultHooks | None = None  # a seeded bug's engine fault hooks (issue 19), else None

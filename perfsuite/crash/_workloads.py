@@ -19,7 +19,7 @@ from typing import Any
 from perfsuite.crash._bugs import seeded_bug
 from perfsuite.crash._invariants import Invariant, transcript_invariants
 from perfsuite.crash._model import CrashCheckError, snapshot
-from perfsuite.crash._trace import Trace, TraceRecorder, WorkloadEnv, WorkloadRun
+from perfsuite.crash._trace import OpRecorder, OpTrace, WorkloadEnv, WorkloadRun
 from perfsuite.engine import FileSystem, Message, OsFileSystem, TranscriptLog, commit_turn
 from perfsuite.engine.testing import Fault, FaultyFileSystem
 
@@ -65,7 +65,7 @@ def standard_workloads() -> tuple[str, ...]:
     return tuple(name for name, w in WORKLOADS.items() if w.standard)
 
 
-def record_workload(workload: Workload, root: str, bug: str | None = None) -> Trace:
+def record_workload(workload: Workload, root: str, bug: str | None = None) -> OpTrace:
     """Run ``workload`` in the empty directory ``root`` on the recorder (under its faults, wrapped by the
     seeded ``bug`` if any) and return its trace. ``root`` must exist; it and what the workload's ``setup``
     builds in it (on the real file system, unrecorded) are taken as the durable initial tree."""
@@ -77,7 +77,7 @@ def record_workload(workload: Workload, root: str, bug: str | None = None) -> Tr
     inner: FileSystem = OsFileSystem()
     if workload.faults:
         inner = FaultyFileSystem(inner, workload.faults)
-    recorder = TraceRecorder(inner)
+    recorder = OpRecorder(inner)
     broken = seeded_bug(bug) if bug else None
     fs = broken.wrap(recorder) if broken else recorder
     env = WorkloadEnv(fs, recorder, root)
@@ -86,7 +86,7 @@ def record_workload(workload: Workload, root: str, bug: str | None = None) -> Tr
         workload.run(env)
     except Exception as exc:  # a broken engine may fail where the workload expects success: a finding
         env.note(f"the workload stopped: {type(exc).__name__}: {exc}", kind="unexpected")
-    return Trace(workload.name, root, tuple(recorder.ops), env.oracle(), bug, initial, os.getpid())
+    return OpTrace(workload.name, root, tuple(recorder.ops), env.oracle(), bug, initial, os.getpid())
 
 
 # -- transcript workloads ---------------------------------------------------------------------------------

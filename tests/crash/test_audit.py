@@ -38,7 +38,7 @@ GUARD = textwrap.dedent(
 
     import perfsuite.engine._fs as fs_module
     from perfsuite.crash import WORKLOADS
-    from perfsuite.crash._trace import TraceRecorder, WorkloadEnv
+    from perfsuite.crash._trace import OpRecorder, WorkloadEnv
     from perfsuite.engine import OsFileSystem
     from perfsuite.engine.testing import FaultyFileSystem
 
@@ -103,7 +103,7 @@ GUARD = textwrap.dedent(
             if workload.setup is not None:
                 workload.setup(root)
             inner = FaultyFileSystem(OsFileSystem(), workload.faults) if workload.faults else OsFileSystem()
-            recorder = TraceRecorder(inner)
+            recorder = OpRecorder(inner)
             workload.run(WorkloadEnv(recorder, recorder, root))
             workload.recover(root, OsFileSystem())
     # Self-test: a bypass of the I/O layer in the armed directory is caught.

@@ -33,7 +33,7 @@ import subprocess
 import sys
 import textwrap
 
-from perfsuite.crash import CrashConfig, TraceRecorder, build_timeline, materialize, run_campaign
+from perfsuite.crash import CrashConfig, OpRecorder, build_timeline, materialize, run_campaign
 from perfsuite.engine import FileSession, Message, OsFileSystem, Session, SessionSettings
 
 CHILD = textwrap.dedent(
@@ -86,7 +86,7 @@ def test_a_kill_before_the_first_head_replace_leaves_a_publishable_session(tmp_p
 def test_a_crash_during_creation_leaves_an_openable_session(tmp_path):
     root = tmp_path / "record"
     root.mkdir()
-    recorder = TraceRecorder(OsFileSystem())
+    recorder = OpRecorder(OsFileSystem())
     Session.open(root / "s", create=True, fs=recorder).close()
     tl = build_timeline(recorder.ops, str(root), "atomic-rename")
     # The crash point: right after the last mkdir, before the directory fsyncs; every pending operation
