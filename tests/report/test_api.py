@@ -4,6 +4,7 @@ prints the table."""
 from __future__ import annotations
 
 import ast
+import re
 import types
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,17 @@ def test_all_is_exactly_the_public_names() -> None:
     }
     assert set(perfsuite.report.__all__) == public
     assert len(set(perfsuite.report.__all__)) == len(perfsuite.report.__all__)
+
+
+def test_the_docstring_lists_every_public_name_once_by_concern() -> None:
+    """Issue 30: ``__all__`` stays sorted (ruff RUF022); the facade's docstring groups the same names by concern,
+    and a name added to one and not the other fails here."""
+    doc = perfsuite.report.__doc__ or ""
+    section = doc.split("Its names by concern", 1)[1]
+    groups = re.findall(r"^- ([^:]+): (.*?)[;.]$", re.sub(r"\n  ", " ", section), flags=re.M)
+    named = [name for _, names in groups for name in re.findall(r"``(\w+)``", names)]
+    assert len(groups) >= 10
+    assert sorted(named) == sorted(perfsuite.report.__all__)
 
 
 def test_report_never_imports_the_engine_and_never_prints() -> None:

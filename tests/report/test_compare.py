@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from perfsuite import cli
-from perfsuite.report import Result, compare, compare_markdown, compare_results, metric_direction
+from perfsuite.report import Result, compare, compare_markdown, compare_results
+from perfsuite.report._metrics import metric_direction
 
 from .conftest import SYNC_ASYNC, perfsuite_cli
 

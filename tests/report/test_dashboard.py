@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from perfsuite import cli
-from perfsuite.report import build_dashboard, dashboard, ingest, read_results
+from perfsuite.report import dashboard, ingest, read_results
+from perfsuite.report._dashboard import build_dashboard
 
 from ._browser import CHROMIUM, Browser
 from .conftest import SYNC_ASYNC, make_doc, make_floor_doc, write_doc

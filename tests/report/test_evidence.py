@@ -27,7 +27,8 @@ from typing import Any
 import pytest
 
 from perfsuite import cli
-from perfsuite.report import Result, evidence, evidence_for, find_floor
+from perfsuite.report import Result, evidence_for, find_floor
+from perfsuite.report._evidence import evidence
 
 NUMBER = re.compile(r"(?<![\w.])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
 CODE = re.compile(r"`[^`]*`")

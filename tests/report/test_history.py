@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from perfsuite import cli
-from perfsuite.report import detect_steps, history
+from perfsuite.report import history
+from perfsuite.report._history import detect_steps
 
 from .conftest import SYNC_ASYNC
 

@@ -10,16 +10,10 @@ from typing import Any
 from rich.console import Console
 
 from perfsuite.harness import instructions_section, validate_results
-from perfsuite.report import (
-    COST_METRICS,
-    Result,
-    build_dashboard,
-    compare_markdown,
-    compare_results,
-    evidence,
-    summary_rows,
-    summary_table,
-)
+from perfsuite.report import Result, compare_markdown, compare_results, summary_rows, summary_table
+from perfsuite.report._dashboard import build_dashboard
+from perfsuite.report._evidence import evidence
+from perfsuite.report._metrics import COST_METRICS
 
 from .test_evidence import unsourced
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from perfsuite.report import Result, read_results, reference_modes, references_markdown
+from perfsuite.report import Result, read_results, references_markdown
+from perfsuite.report._references import reference_modes
 
 ROOT = Path(__file__).resolve().parents[2]
 BASELINE = ROOT / "results" / "baseline"

@@ -16,7 +16,8 @@ import yaml
 
 from perfsuite import cli
 from perfsuite.errors import PerfsuiteError
-from perfsuite.report import branch_path, open_store, pull_results, push_results, read_results, rebuild_store
+from perfsuite.report import open_store, pull_results, push_results, read_results, rebuild_store
+from perfsuite.report._results_branch import branch_path
 
 from .conftest import make_doc, make_floor_doc, write_doc
 

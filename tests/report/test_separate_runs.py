@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from perfsuite import cli
-from perfsuite.report import SEPARATE_NOTE, Result, compare, compare_headline, compare_results
+from perfsuite.report import Result, compare, compare_headline, compare_results
+from perfsuite.report._compare import SEPARATE_NOTE
 
 from .conftest import SYNC_ASYNC, make_doc, write_doc
 

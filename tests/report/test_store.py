@@ -12,16 +12,8 @@ from perfsuite import cli
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness import HOST_LABEL_ENV
 from perfsuite.harness._results import collect_environment
-from perfsuite.report import (
-    Machine,
-    history,
-    ingest,
-    is_store,
-    machine_fingerprint,
-    open_store,
-    read_results,
-    select_runs,
-)
+from perfsuite.report import Machine, history, ingest, machine_fingerprint, open_store, read_results, select_runs
+from perfsuite.report._store import is_store
 
 from .conftest import SYNC_ASYNC
 

@@ -13,17 +13,9 @@ import pytest
 
 from perfsuite import cli
 from perfsuite.harness._results import verdict
-from perfsuite.report import (
-    Result,
-    conditions_of,
-    evidence,
-    read_results,
-    read_sweeps,
-    stall_ms,
-    summary_table,
-    sweep_evidence,
-    write_sweep_plot,
-)
+from perfsuite.report import Result, read_results, read_sweeps, summary_table, sweep_evidence, write_sweep_plot
+from perfsuite.report._conditions import conditions_of, stall_ms
+from perfsuite.report._evidence import evidence
 from perfsuite.workloads.storage import load_profile
 
 NUMBER = re.compile(r"(?<![\w.])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
