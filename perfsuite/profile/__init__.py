@@ -26,7 +26,7 @@ Typical use::
     run = profile_recipe(recipe, "py-spy", fixture=fixture, fixture_info=info, modes=["sync"])
     print(run.modes[0].summary)
 
-The phase breakdown of a results file lives in :mod:`perfsuite.report._phases` (re-exported here).
+The phase breakdown of a results file is the report's (``perfsuite.report.phase_breakdown``, ``phase_table``).
 Imports harness, workloads (through the CLI) and report; the engine never imports it.
 """
 
@@ -48,16 +48,6 @@ from perfsuite.profile._summary import (
     speedscope_summary,
     svg_ok,
 )
-from perfsuite.report import (
-    PhaseBreakdown,
-    PhaseRow,
-    breakdown_from_samples,
-    phase_breakdown,
-    phase_figure,
-    phase_table,
-    sample_phases,
-    write_phase_plot,
-)
 
 __all__ = [
     "DEFAULT_REPEAT",
@@ -67,23 +57,15 @@ __all__ = [
     "FunctionChange",
     "ModeDiff",
     "ModeProfile",
-    "PhaseBreakdown",
-    "PhaseRow",
     "ProfileDiff",
     "ProfileRun",
-    "breakdown_from_samples",
     "diff_profiles",
     "load_callgrind_profile",
-    "phase_breakdown",
-    "phase_figure",
-    "phase_table",
     "profile_recipe",
     "profiler_command",
-    "sample_phases",
     "scalene_samples",
     "scalene_summary",
     "speedscope_samples",
     "speedscope_summary",
     "svg_ok",
-    "write_phase_plot",
 ]
