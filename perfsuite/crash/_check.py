@@ -27,6 +27,7 @@ from perfsuite.crash._execution import (
     Progress,
     campaign_key,
     decode,
+    default_scratch,
     encode,
     forget_recorded,
     open_checkpoint,
@@ -45,13 +46,6 @@ from perfsuite.engine import FileSystem, OsFileSystem, SessionError
 
 BATCH = 8  # crash states per worker task
 DEFAULT_MAX_STATES = 5000  # unique crash states per workload and model, unless the workload or the config says
-
-
-def default_scratch() -> str | None:
-    """Where workers rebuild states: RAM-backed ``/dev/shm`` when usable (recovery's fsyncs need no real
-    disk, the model decides durability; about 5x faster than ext4), else the system temp directory."""
-    shm = "/dev/shm"
-    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 
 from perfsuite.cluster import Checkpoint, Runner, Task, stream
 from perfsuite.crash._bugs import seeded_bug
-from perfsuite.crash._check import default_scratch
 from perfsuite.crash._corrupt_check import OWNERSHIP, Case, CaseOutcome, Expect, run_cases
 from perfsuite.crash._damage import KINDS, NONE, applicable, apply
 from perfsuite.crash._execution import (
@@ -43,6 +42,7 @@ from perfsuite.crash._execution import (
     Progress,
     campaign_key,
     decode,
+    default_scratch,
     encode,
     forget_recorded,
     open_checkpoint,

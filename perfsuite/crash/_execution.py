@@ -52,6 +52,13 @@ class Execution:
     resume: bool = False
 
 
+def default_scratch() -> str | None:
+    """Where workers rebuild states: RAM-backed ``/dev/shm`` when usable (recovery's fsyncs need no real
+    disk, the model decides durability; about 5x faster than ext4), else the system temp directory."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
+
+
 @contextmanager
 def runner_for(jobs: int, executor: Executor | None, runner: Runner | None,
                execution: Execution | None) -> Iterator[Runner]:
@@ -137,7 +144,5 @@ def with_local_scratch(fn: Callable[..., Any], at: int, *args: Any) -> Any:
     its ``/dev/shm``) is replaced by this machine's default when this machine does not have it."""
     scratch = args[at]
     if scratch is not None and not os.path.isdir(scratch):
-        shm = "/dev/shm"
-        local = shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
-        args = (*args[:at], local, *args[at + 1 :])
+        args = (*args[:at], default_scratch(), *args[at + 1 :])
     return fn(*args)
