@@ -97,7 +97,7 @@ def test_the_check_can_fail() -> None:
         imp("perfsuite.engine._session", "perfsuite.errors", 1),  # the engine uses nothing else
         imp("perfsuite.harness._runner", "perfsuite.workloads.engine", 2),  # upward
         imp("perfsuite.whatif._simulate", "perfsuite.crash", 3),  # sideways
-        imp("perfsuite.crash._bugs", "perfsuite.engine._fs", 4),  # private module of another package
+        imp("perfsuite.crash.bugs._seeded", "perfsuite.engine._fs", 4),  # private module of another package
         imp("perfsuite.cli._run", "perfsuite.engine", 5),  # downward, through the facade: fine
         imp("perfsuite.workloads.engine", "perfsuite.workloads._fixture_gen", 6),  # its own private: fine
     ]

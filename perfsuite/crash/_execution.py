@@ -21,9 +21,9 @@ from typing import Any
 
 import perfsuite
 from perfsuite.cluster import Checkpoint, PoolRunner, Runner, make_runner
-from perfsuite.crash._model import CrashCheckError, materialize, snapshot
-from perfsuite.crash._trace import Trace
-from perfsuite.crash._workloads import Workload, record_workload
+from perfsuite.crash.model._model import CrashCheckError, materialize, snapshot
+from perfsuite.crash.model._trace import Trace
+from perfsuite.crash.workloads._registry import Workload, record_workload
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,6 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 from perfsuite.cluster import Checkpoint, Runner, Task, make_pool, stream
-from perfsuite.crash._bugs import seeded_bug
 from perfsuite.crash._execution import (
     Execution,
     OnProgress,
@@ -35,13 +34,14 @@ from perfsuite.crash._execution import (
     runner_for,
     with_local_scratch,
 )
-from perfsuite.crash._invariants import CheckContext, Outcome
-from perfsuite.crash._model import MODELS, CrashCheckError, FsState, Timeline, materialize, snapshot
-from perfsuite.crash._replay import build_timeline
-from perfsuite.crash._session_invariants import SESSION
-from perfsuite.crash._states import CrashSpec, CrashState, Enumeration, describe_spec, enumerate_states
-from perfsuite.crash._trace import CRASHED, Trace, TraceRecorder
-from perfsuite.crash._workloads import Workload, get_workload, standard_workloads
+from perfsuite.crash.bugs._seeded import seeded_bug
+from perfsuite.crash.invariants._checks import CheckContext, Outcome
+from perfsuite.crash.invariants._sessions import SESSION
+from perfsuite.crash.model._model import MODELS, CrashCheckError, FsState, Timeline, materialize, snapshot
+from perfsuite.crash.model._replay import build_timeline
+from perfsuite.crash.model._states import CrashSpec, CrashState, Enumeration, describe_spec, enumerate_states
+from perfsuite.crash.model._trace import CRASHED, Trace, TraceRecorder
+from perfsuite.crash.workloads._registry import Workload, get_workload, standard_workloads
 from perfsuite.engine import FileSystem, OsFileSystem, SessionError
 
 BATCH = 8  # crash states per worker task

@@ -10,8 +10,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from perfsuite.crash._session_invariants import SESSION
-from perfsuite.crash._trace import WorkloadEnv
+from perfsuite.crash.invariants._sessions import SESSION
+from perfsuite.crash.model._trace import WorkloadEnv
 from perfsuite.engine import MailRecord, Message, Session, SessionSettings
 
 ROOT = "root"
