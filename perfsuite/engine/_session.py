@@ -12,7 +12,7 @@ by concern into parts it mixes in, each reading the state ``__init__`` sets:
 - ``_warm``: the gate, the asynchronous job, the schedulers, notifications and the shutdown order;
 - ``_observing``: engine events (issue 19) for listeners of ``session.observers`` or the process.
 
-Settings and the small shared records are in ``_sessiontypes``; the file-backed profile (PID lock,
+Settings and the small shared records are in ``_session_values``; the file-backed profile (PID lock,
 transcripts written in place) is in ``_filesession``.
 """
 
@@ -54,7 +54,7 @@ from perfsuite.engine._publishing import Publishing
 from perfsuite.engine._repair import repair_portable
 from perfsuite.engine._runner import JobRunner, LoopRunner
 from perfsuite.engine._schedulers import CheckpointTimer, Debouncer, NotificationQueue
-from perfsuite.engine._sessiontypes import (
+from perfsuite.engine._session_values import (
     ATTACHMENT_PREFIX,
     CONVERSATION_PREFIX,
     Ack,
