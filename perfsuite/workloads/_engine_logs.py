@@ -1,5 +1,5 @@
 """Operations on the engine's logs (SPEC section 4): a diagnostic log append (E8) and the transcript log by length
-(E2). Split from ``engine`` (issue 19: smaller rooms); re-exported there, where recipes name them.
+(E2). Re-exported by ``engine``, where recipes name them.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The session crash workloads' oracle writer (SPEC section 7, issue 10): :class:`SessionDriver` runs acknowledged
 mutations on a session and records, for every acknowledgement, the trace index at which it was given, what it
-acknowledged and the files it rests on (invariant 7). Split from ``_sessions`` (issue 19: smaller rooms).
+acknowledged and the files it rests on (invariant 7). Every session workload (``_sessions``, ``_bug_classes``)
+drives its sessions through it, so they all write the oracle the same way.
 """
 
 from __future__ import annotations
