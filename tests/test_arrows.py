@@ -149,8 +149,7 @@ def test_scripts_use_public_names_only() -> None:
 
 
 #: tests that still reach into another package's private module, each with why (issue 19: named so the list
-#: cannot grow unseen). A test under tests/<package>/ may use its own package's privates; the top-level
-#: tests/test_cli*.py are the CLI's own tests.
+#: cannot grow unseen). A test under tests/<package>/ may use its own package's privates.
 TESTS_KNOWN = {
     "tests/ab/test_ab.py": "validates `perfsuite ab --format json` against the CLI's output schema (cli._formats)",
     "tests/crash/test_audit.py": "audits the engine's own I/O module file (perfsuite.engine._fs.__file__)",
@@ -165,9 +164,7 @@ TESTS_KNOWN = {
 
 def _test_owner(path: pathlib.Path) -> str:
     rel = path.relative_to(ROOT / "tests")
-    if len(rel.parts) > 1:
-        return rel.parts[0]
-    return "cli" if rel.name.startswith("test_cli") else ""
+    return rel.parts[0] if len(rel.parts) > 1 else ""
 
 
 def test_tests_use_other_packages_public_names() -> None:
