@@ -32,7 +32,7 @@ from perfsuite.engine._memfs import MemoryFileSystem
 from perfsuite.engine._pipeline import Step
 from perfsuite.engine._recording import FsOp, RecordingFileSystem
 from perfsuite.engine._runner import VirtualRunner
-from perfsuite.engine._sessiontypes import FaultHooks, with_fault_hooks
+from perfsuite.engine._session_values import FaultHooks, with_fault_hooks
 
 __all__ = [
     "LATENCY_OPS",

@@ -38,7 +38,7 @@ GUARD = textwrap.dedent(
 
     import perfsuite.engine._fs as fs_module
     from perfsuite.crash import WORKLOADS
-    from perfsuite.crash._trace import OpRecorder, WorkloadEnv
+    from perfsuite.crash.model._trace import OpRecorder, WorkloadEnv
     from perfsuite.engine import OsFileSystem
     from perfsuite.engine.testing import FaultyFileSystem
 
