@@ -8,6 +8,7 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from perfsuite.cli._common import (
+    CliServices,
     Subparsers,
     add_gate_option,
     add_phase_options,
@@ -48,7 +49,7 @@ def _read(paths: list[str], skip_bad: bool) -> list[Result]:
     return results
 
 
-def _cmd_report(args: argparse.Namespace) -> int:
+def _cmd_report(args: argparse.Namespace, services: CliServices) -> int:
     from perfsuite.report import find_floor, order_results, read_siblings, summary_table
 
     results = _read(args.results, args.skip_bad)
@@ -90,7 +91,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_evidence(args: argparse.Namespace) -> int:
+def _cmd_evidence(args: argparse.Namespace, services: CliServices) -> int:
     from pathlib import Path
 
     from perfsuite.report import evidence_for, read_results, read_sweeps, sweep_evidence
@@ -111,7 +112,7 @@ def _cmd_evidence(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_compare(args: argparse.Namespace) -> int:
+def _cmd_compare(args: argparse.Namespace, services: CliServices) -> int:
     from perfsuite.report import compare
 
     if args.store:
@@ -194,7 +195,7 @@ def _source(args: argparse.Namespace) -> str:
     return str(source)
 
 
-def _cmd_history(args: argparse.Namespace) -> int:
+def _cmd_history(args: argparse.Namespace, services: CliServices) -> int:
     from rich import box
     from rich.table import Table
 
@@ -260,7 +261,7 @@ def _bar_lines(bar: Bar, width: int) -> list[str]:
     return lines
 
 
-def _cmd_bars(args: argparse.Namespace) -> int:
+def _cmd_bars(args: argparse.Namespace, services: CliServices) -> int:
     from rich.table import Table
 
     from perfsuite.report import bars
@@ -297,7 +298,7 @@ def _cmd_bars(args: argparse.Namespace) -> int:
     return status
 
 
-def _cmd_dashboard(args: argparse.Namespace) -> int:
+def _cmd_dashboard(args: argparse.Namespace, services: CliServices) -> int:
     from perfsuite.report import dashboard
 
     site = dashboard(_source(args), args.output, machine=args.machine, commit_url=args.commit_url)

@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from perfsuite._extras import require
 from perfsuite.cli._common import (
+    CliServices,
     Subparsers,
     add_phase_options,
     add_recipes_option,
     bounded_int,
     commit_id,
     describe_error,
-    fixture_hook,
     non_empty,
     output_dir,
     output_file,
@@ -54,7 +54,7 @@ def add_condition_options(parser: argparse.ArgumentParser) -> None:
                         "the mitigation for full collections over a large live heap")
 
 
-def _cmd_demo(args: argparse.Namespace) -> int:
+def _cmd_demo(args: argparse.Namespace, services: CliServices) -> int:
     from perfsuite.engine import SaveFailed, SessionError, TranscriptError, demo
 
     try:
@@ -93,10 +93,9 @@ def _print_measured(documents: Sequence[RunResult]) -> list[Result]:
     return measured
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
+def _cmd_run(args: argparse.Namespace, services: CliServices) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    import perfsuite.cli
     from perfsuite.harness import SampleEvent
     from perfsuite.workloads.plan import RunOptions
     from perfsuite.workloads.runs import RunStarted, prepare_runs, run_plans
@@ -112,7 +111,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     batch = prepare_runs(args.recipes, options, output_dir=args.output_dir, resume=args.resume, all_recipes=args.all,
                          recipes_dir=args.recipes_dir, session=args.session, commit=args.commit, branch=args.branch,
                          allow_loaded=args.allow_loaded, work_root=args.work_dir, valgrind=args.valgrind,
-                         resolve_fixture=fixture_hook(), load_probe=perfsuite.cli.load_probe_hook)
+                         resolve_fixture=services.resolve_fixture, load_probe=services.load_probe)
     if batch.instructions_missing:  # one line, once: the pass records "not measured"
         print(f"perfsuite: instructions not measured: {batch.instructions_missing}", file=sys.stderr)
     out = console()
@@ -138,7 +137,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 tasks[-1], completed=event.done, total=event.total, description=f"{event.recipe}: {what}", gap=gap
             )
 
-        outcome = run_plans(batch, writer=perfsuite.cli.results_writer_hook, on_start=on_start, on_sample=on_sample)
+        outcome = run_plans(batch, writer=services.writer, on_start=on_start, on_sample=on_sample)
     results = _print_measured(outcome.documents)
     stopped = outcome.stopped
     if stopped is not None and stopped.error is not None:  # a failed sample, ENOSPC, a read-only output...

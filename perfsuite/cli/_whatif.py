@@ -10,6 +10,7 @@ from pathlib import Path
 from perfsuite._extras import require
 from perfsuite.cli._cluster import add_cluster_options
 from perfsuite.cli._common import (
+    CliServices,
     Subparsers,
     bounded_float,
     bounded_int,
@@ -23,7 +24,7 @@ from perfsuite.cli._formats import add_format_option, emit_json, markdown_table,
 from perfsuite.errors import PerfsuiteError
 
 
-def _cmd_whatif(args: argparse.Namespace) -> int:
+def _cmd_whatif(args: argparse.Namespace, services: CliServices) -> int:
     """Exit 0; with --validate: 0 when the simulation matches the real session, 1 when it does not."""
     from perfsuite import whatif
 
