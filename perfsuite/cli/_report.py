@@ -23,10 +23,7 @@ from perfsuite.cli._common import (
 from perfsuite.cli._console import console
 from perfsuite.cli._formats import (
     add_format_option,
-    bars_json,
-    compare_json,
     emit_json,
-    history_json,
     markdown_table,
     report_json,
 )
@@ -134,7 +131,7 @@ def print_comparison(comparison: Comparison, command: str, *, fmt: str, everythi
     for line in comparison.skipped:
         print(f"perfsuite: skipped {line}", file=sys.stderr)
     if fmt == "json":
-        emit_json(command, compare_json(comparison))
+        emit_json(command, comparison.to_json())
         return
     if fmt == "markdown":
         print(compare_markdown(comparison, everything=everything), end="")
@@ -205,7 +202,7 @@ def _cmd_history(args: argparse.Namespace, services: CliServices) -> int:
     hist = history(_source(args), metrics=args.metric, machine=args.machine,
                    **{k: v for k, v in options.items() if v is not None})
     if args.format == "json":
-        emit_json("history", history_json(hist))
+        emit_json("history", hist.to_json())
         return 0
     hosts = {m.key: m.host for m in hist.machines}
     table = Table(
@@ -270,7 +267,7 @@ def _cmd_bars(args: argparse.Namespace, services: CliServices) -> int:
     judged = bars(results)
     status = 1 if args.strict and any(b.met is False for b in judged) else 0
     if args.format == "json":
-        emit_json("bars", bars_json(judged))
+        emit_json("bars", {"bars": [bar.to_json() for bar in judged]})
         return status
     if args.format == "markdown":
         table = Table(title="SPEC section 8 bars (newest result of each recipe)")

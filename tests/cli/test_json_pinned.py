@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from perfsuite.cli._formats import bars_json, compare_json, history_json, report_json
+from perfsuite.cli._formats import report_json
 from perfsuite.report import (
     Bar,
     Comparison,
@@ -87,7 +87,7 @@ def _bars(judged: Iterable[Bar]) -> dict[str, Any]:
 def test_compare_json_is_the_hand_built_document() -> None:
     comparison = compare(BASELINE, BASELINE)
     assert comparison.changes  # something to pin
-    assert _text(compare_json(comparison)) == _text(_compare(comparison))
+    assert _text(comparison.to_json()) == _text(_compare(comparison))
 
 
 def test_history_json_is_the_hand_built_document() -> None:
@@ -95,13 +95,13 @@ def test_history_json_is_the_hand_built_document() -> None:
     made = History((Series("r", "m", "max_gap_ms", (), (step,), "vm-0123456789"),), 5, 5.0, 0.1)
     real = history(BASELINE)
     for hist in (made, real):
-        assert _text(history_json(hist)) == _text(_history(hist))
+        assert _text(hist.to_json()) == _text(_history(hist))
 
 
 def test_bars_json_is_the_hand_built_document() -> None:
     judged = bars(read_results(BASELINE))
     assert judged
-    assert _text(bars_json(judged)) == _text(_bars(judged))
+    assert _text({"bars": [b.to_json() for b in judged]}) == _text(_bars(judged))
 
 
 def test_report_json_floors_are_the_hand_built_ones() -> None:
@@ -113,3 +113,5 @@ def test_report_json_floors_are_the_hand_built_ones() -> None:
         expected = None if floor is None else {"source": str(floor.source), "mode": floor.mode,
                                                "ack_ms": _stat_of(floor.ack_ms)}
         assert _text(entry["floor"]) == _text(expected)
+        if floor is not None:
+            assert _text(floor.to_json()) == _text(expected)
