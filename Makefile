@@ -33,7 +33,8 @@ test: $(VENV)/.test-installed
 		|| echo "chromium not installed: the browser test is skipped"; fi
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q
+	@# every core (pytest-xdist), one test file per worker at a time: a file's module fixtures are built once
+	$(BIN)/python -m pytest -q -n auto --dist loadfile
 	@# the reference site (docs/, mkdocs.yml): a broken link or anchor fails the build
 	$(BIN)/python -m mkdocs build --strict --quiet --site-dir $(VENV)/site
 	PERFSUITE_CACHE=$(VENV)/cache $(BIN)/perfsuite run idle-control --samples 2 --output-dir $(VENV)/smoke

@@ -16,6 +16,10 @@ for _name in ("HOME", "MPLCONFIGDIR", "IPYTHONDIR", "JUPYTER_CONFIG_DIR", "JUPYT
     _path.mkdir(parents=True, exist_ok=True)
     os.environ[_name] = str(_path)
 os.environ.setdefault("MPLBACKEND", "Agg")
+# The console's width comes from $COLUMNS first: a developer's terminal, or pytest-xdist's workers (which set
+# 80x24), must not change what the CLI tests read; a test that needs a width sets it itself.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
 
 
 @pytest.fixture

@@ -97,7 +97,7 @@ def test_the_check_can_fail() -> None:
         imp("perfsuite.engine._session", "perfsuite.errors", 1),  # the engine uses nothing else
         imp("perfsuite.harness._runner", "perfsuite.workloads.engine", 2),  # upward
         imp("perfsuite.whatif._simulate", "perfsuite.crash", 3),  # sideways
-        imp("perfsuite.crash._bugs", "perfsuite.engine._fs", 4),  # private module of another package
+        imp("perfsuite.crash.bugs._seeded", "perfsuite.engine._fs", 4),  # private module of another package
         imp("perfsuite.cli._run", "perfsuite.engine", 5),  # downward, through the facade: fine
         imp("perfsuite.workloads.engine", "perfsuite.workloads._fixture_gen", 6),  # its own private: fine
     ]
@@ -149,8 +149,7 @@ def test_scripts_use_public_names_only() -> None:
 
 
 #: tests that still reach into another package's private module, each with why (issue 19: named so the list
-#: cannot grow unseen). A test under tests/<package>/ may use its own package's privates; the top-level
-#: tests/test_cli*.py are the CLI's own tests.
+#: cannot grow unseen). A test under tests/<package>/ may use its own package's privates.
 TESTS_KNOWN = {
     "tests/ab/test_ab.py": "validates `perfsuite ab --format json` against the CLI's output schema (cli._formats)",
     "tests/crash/test_audit.py": "audits the engine's own I/O module file (perfsuite.engine._fs.__file__)",
@@ -165,9 +164,7 @@ TESTS_KNOWN = {
 
 def _test_owner(path: pathlib.Path) -> str:
     rel = path.relative_to(ROOT / "tests")
-    if len(rel.parts) > 1:
-        return rel.parts[0]
-    return "cli" if rel.name.startswith("test_cli") else ""
+    return rel.parts[0] if len(rel.parts) > 1 else ""
 
 
 def test_tests_use_other_packages_public_names() -> None:

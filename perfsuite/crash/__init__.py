@@ -7,18 +7,10 @@ processes with the engine's real open path (crashing recovery too), and checks t
 workload instead, and checks that open, recovery and retirement lose nothing silently (issue 14).
 """
 
-from perfsuite.crash import _sessions  # noqa: F401  (importing it registers the session workloads)
-from perfsuite.crash._bugs import SEEDED_BUGS, SeededBug
-from perfsuite.crash._check import (
-    CampaignReport,
-    CrashConfig,
-    RunResult,
-    Violation,
-    make_executor,
-    run_campaign,
-)
-from perfsuite.crash._classes import NoFlock  # (importing it registers the issue 27 workloads)
-from perfsuite.crash._corrupt import (
+from perfsuite.crash._document import campaign_document
+from perfsuite.crash._execution import Execution, Progress
+from perfsuite.crash.bugs._seeded import SEEDED_BUGS, SeededBug
+from perfsuite.crash.corrupt._campaign import (
     CorruptConfig,
     CorruptReport,
     CorruptResult,
@@ -26,17 +18,25 @@ from perfsuite.crash._corrupt import (
     run_corrupt_campaign,
     session_workloads,
 )
-from perfsuite.crash._damage import KINDS as DAMAGE_KINDS
-from perfsuite.crash._document import campaign_document
-from perfsuite.crash._driver import SessionDriver
-from perfsuite.crash._execution import Execution, Progress
-from perfsuite.crash._invariants import CheckContext, Invariant, Outcome, transcript_invariants
-from perfsuite.crash._kill import PROFILES, KillConfig, KillReport, KillViolation, run_kill_campaign
-from perfsuite.crash._model import MODELS, CrashCheckError, FsState, MicroOp, Timeline, materialize, snapshot
-from perfsuite.crash._replay import build_timeline
-from perfsuite.crash._states import CrashSpec, CrashState, Enumeration, enumerate_states
-from perfsuite.crash._trace import Ack, Note, Oracle, Trace, TraceRecorder, WorkloadEnv
-from perfsuite.crash._workloads import WORKLOADS, Workload, record_workload, register_workload
+from perfsuite.crash.corrupt._damage import KINDS as DAMAGE_KINDS
+from perfsuite.crash.invariants._checks import CheckContext, Invariant, Outcome, transcript_invariants
+from perfsuite.crash.kill._campaign import PROFILES, KillConfig, KillReport, KillViolation, run_kill_campaign
+from perfsuite.crash.model._model import MODELS, CrashCheckError, FsState, MicroOp, Timeline, materialize, snapshot
+from perfsuite.crash.model._replay import build_timeline
+from perfsuite.crash.model._states import CrashSpec, CrashState, Enumeration, enumerate_states
+from perfsuite.crash.model._trace import Ack, Note, Oracle, Trace, TraceRecorder, WorkloadEnv
+from perfsuite.crash.states._campaign import (
+    CampaignReport,
+    CrashConfig,
+    RunResult,
+    Violation,
+    make_executor,
+    run_campaign,
+)
+from perfsuite.crash.workloads import _sessions  # noqa: F401  (importing it registers the session workloads)
+from perfsuite.crash.workloads._bug_classes import NoFlock  # (importing it registers the issue 27 workloads)
+from perfsuite.crash.workloads._driver import SessionDriver
+from perfsuite.crash.workloads._registry import WORKLOADS, Workload, record_workload, register_workload
 
 __all__ = [
     "DAMAGE_KINDS",

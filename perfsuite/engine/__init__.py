@@ -65,7 +65,7 @@ from perfsuite.engine._repair import RepairReport
 from perfsuite.engine._runner import JobRunner, LoopRunner, VirtualRunner
 from perfsuite.engine._schedulers import Observations
 from perfsuite.engine._session import SaveAbandoned, Session, SessionSettings
-from perfsuite.engine._sessiontypes import Activity, FaultHooks, SchedulerStats, with_fault_hooks
+from perfsuite.engine._session_values import Activity, FaultHooks, SchedulerStats, with_fault_hooks
 from perfsuite.engine._sidecar import ACTIVITY_FLAVOURS, ROOT, TERMINAL, MailRecord
 from perfsuite.engine._transcript import (
     TEMP_MARK,

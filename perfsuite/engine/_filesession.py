@@ -41,7 +41,7 @@ from perfsuite.engine._objects import digest_bytes
 from perfsuite.engine._pipeline import Batch, Step
 from perfsuite.engine._repair import Aside, RepairReport, repair_file_tree
 from perfsuite.engine._session import Session
-from perfsuite.engine._sessiontypes import ATTACHMENT_PREFIX, CONVERSATION_PREFIX, SessionSettings
+from perfsuite.engine._session_values import ATTACHMENT_PREFIX, CONVERSATION_PREFIX, SessionSettings
 from perfsuite.engine._sidecar import ROOT, SIDECAR_ARTIFACT, Sidecar, encode_sidecar
 from perfsuite.engine._transcript import MAIN_FILE, Message, TranscriptError, TranscriptLog
 

@@ -35,6 +35,8 @@ O_APPEND_CREATE = os.O_WRONLY | os.O_APPEND | os.O_CREAT
 O_TRUNC_CREATE = os.O_WRONLY | os.O_TRUNC | os.O_CREAT
 O_EXCL_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_O_BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
+_READ_SIZE = 1 << 16
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 
 
@@ -338,8 +340,19 @@ class OsFileSystem(FileSystem):
         return True
 
     def read(self, path: str) -> bytes:
-        with open(path, "rb") as handle:
-            return handle.read()
+        # raw descriptor reads: a control file (LEASE) is read before every log write and every acknowledgement
+        # (E3 fencing); a buffered file object costs more system calls and allocations (issue 29)
+        fd = os.open(path, os.O_RDONLY | _O_BINARY | _O_CLOEXEC)
+        try:
+            parts = [os.read(fd, _READ_SIZE)]
+            total = len(parts[0])
+            while parts[-1]:  # until end of file; a large file's rest in one read of its remaining size
+                want = _READ_SIZE if total < _READ_SIZE else max(_READ_SIZE, os.fstat(fd).st_size - total)
+                parts.append(os.read(fd, want))
+                total += len(parts[-1])
+        finally:
+            os.close(fd)
+        return parts[0] if len(parts) <= 2 else b"".join(parts)
 
     def listdir(self, path: str) -> list[str]:
         return sorted(os.listdir(path))

@@ -182,6 +182,20 @@ def doc_value(doc: Mapping[str, Any], section: str, name: str | None) -> Any:
     raise ValueError(f"unknown sidecar key {section!r}")
 
 
+def json_copy(value: Any) -> Any:
+    """A deep copy of a JSON value (dicts, lists, tuples of strings, numbers, booleans, None): what
+    ``copy.deepcopy`` gives for these, without its memo, at every publication's sidecar operations (issue 29)."""
+    if isinstance(value, dict):
+        return {k: json_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_copy(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(json_copy(v) for v in value)
+    if value is None or isinstance(value, (str, int, float)):
+        return value  # immutable (bool is an int)
+    return copy.deepcopy(value)
+
+
 def apply_ops(doc: dict[str, Any], ops: Iterable[Sequence[Any]]) -> None:
     """Apply a GEN record's sidecar operations to ``doc`` in place: ``put``/``del`` of a key, ``index``
     (prompt-index offsets appended), ``madd``/``mdel`` (mail records appended to a mailbox, removed by
@@ -189,7 +203,7 @@ def apply_ops(doc: dict[str, Any], ops: Iterable[Sequence[Any]]) -> None:
     value: Any  # a JSON value: its type is the operation's
     for op in ops:
         verb, section, name, value = op[0], op[1], op[2], (op[3] if len(op) > 3 else None)
-        value = copy.deepcopy(value)
+        value = json_copy(value)
         if verb in ("madd", "mdel"):  # a mailbox's delta: records appended, records removed by id
             table = doc.setdefault("mailboxes", {})
             box = list(table.get(name) or [])

@@ -6,8 +6,8 @@ asynchronous job (``_warm``)."""
 from __future__ import annotations
 
 from perfsuite.engine._gate import Token
+from perfsuite.engine._session_values import Ack
 from perfsuite.engine._sessionstate import SessionState
-from perfsuite.engine._sessiontypes import Ack
 from perfsuite.engine._sidecar import ROOT, MailRecord
 from perfsuite.engine._transcript import Message
 

@@ -15,8 +15,8 @@ from perfsuite.engine._layout import HEAD, LOG_DIR, LOGS, OBJECTS, NotAFile, Ses
 from perfsuite.engine._logadoption import candidate_head, recover_lost_head
 from perfsuite.engine._logstore import GenerationRef, HeadV2
 from perfsuite.engine._migrate import migrate_format1
+from perfsuite.engine._session_values import ATTACHMENT_PREFIX, CONVERSATION_PREFIX
 from perfsuite.engine._sessionstate import SessionState
-from perfsuite.engine._sessiontypes import ATTACHMENT_PREFIX, CONVERSATION_PREFIX
 from perfsuite.engine._sidecar import ROOT, Sidecar
 
 

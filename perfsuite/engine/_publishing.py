@@ -27,8 +27,7 @@ from perfsuite.engine._pipeline import (
     SaveFailed,
     run_inline,
 )
-from perfsuite.engine._sessionstate import SessionState
-from perfsuite.engine._sessiontypes import (
+from perfsuite.engine._session_values import (
     ATTACHMENT_PREFIX,
     Ack,
     AckSet,
@@ -36,6 +35,7 @@ from perfsuite.engine._sessiontypes import (
     SaveAbandoned,
     artifact_for,
 )
+from perfsuite.engine._sessionstate import SessionState
 from perfsuite.engine._sidecar import ROOT, SidecarCapture
 
 

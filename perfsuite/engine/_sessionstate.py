@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from perfsuite.engine._pipeline import Batch, Publication, PublicationReport
     from perfsuite.engine._runner import JobRunner
     from perfsuite.engine._schedulers import CheckpointTimer, Debouncer, NotificationQueue
-    from perfsuite.engine._sessiontypes import Ack, FaultHooks, PendingPublication, SessionSettings
+    from perfsuite.engine._session_values import Ack, FaultHooks, PendingPublication, SessionSettings
     from perfsuite.engine._sidecar import MailRecord, Sidecar
 
 

@@ -15,8 +15,8 @@ from perfsuite.engine._job import Admission, PublicationJob
 from perfsuite.engine._offload import Offload, ProcessOffload, make_offload
 from perfsuite.engine._pipeline import Batch, SaveFailed
 from perfsuite.engine._schedulers import Notification
+from perfsuite.engine._session_values import Ack, AckSet
 from perfsuite.engine._sessionstate import SessionState
-from perfsuite.engine._sessiontypes import Ack, AckSet
 from perfsuite.engine._sidecar import ROOT
 
 

@@ -1,6 +1,6 @@
 """M6, M8: where a result was measured: the machine, Python, the file system and its directory-fsync behaviour,
-the measured repository and perfsuite's own checkout (:mod:`._provenance`), and the fixture. Split from
-``_results`` (issue 19: smaller rooms).
+the measured repository and perfsuite's own checkout (:mod:`._provenance`), and the fixture. Recorded in
+every results document (``_results`` re-exports these names).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """M8: a results document exported for other tools: a pyperf benchmark suite and HdrHistogram logs beside the
-JSON. Split from ``_results`` (issue 19: smaller rooms).
+JSON, written from the document alone (``_results`` re-exports these names).
 """
 
 from __future__ import annotations

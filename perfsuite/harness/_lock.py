@@ -1,8 +1,8 @@
 """M4/M8, issue 14 case 7: result names nobody else can take, and one writer per results document.
 
-Two runs of one recipe started in the same second used to compute the same ``<recipe>-<stamp>.json``:
-one document was lost and the ``.json`` and ``.pyperf.json`` came from different runs. Now a name is
-*reserved* by creating its hidden sidecar ``.<name>.json.lock`` with ``O_EXCL`` (only one process can),
+The hazard: two runs of one recipe started in the same second compute the same ``<recipe>-<stamp>.json``,
+so one document would be lost and the ``.json`` and ``.pyperf.json`` would come from different runs. So a
+name is *reserved* by creating its hidden sidecar ``.<name>.json.lock`` with ``O_EXCL`` (only one process can),
 and a run or a ``--resume`` *holds* an exclusive ``flock`` on that sidecar while it writes the document
 and its exports (same stem, so they always come from one run). The kernel drops the flock when the
 holder dies, so a killed run's document can be resumed; a live one's cannot (:class:`ResultsBusy`).

@@ -1,6 +1,6 @@
 """M4 and M10: what a run will do, fixed before it starts: the plan of warm-ups, rounds, control windows and
-passes, the seed of its random order, the run conditions every operation must apply (split from
-``_runner``, issue 19), and the parameters every operation declares (issue 28 item 6)."""
+passes, the seed of its random order, the run conditions every operation must apply, and the parameters
+every operation declares (issue 28 item 6). The runner and the variant sweeps execute it."""
 
 from __future__ import annotations
 

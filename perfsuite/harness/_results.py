@@ -1,5 +1,5 @@
 """M7/M8: the results document: summaries, verdicts, the schema and atomic writes (the environment it records
-lives in ``_environment``, its pyperf/HDR exports in ``_exports``; issue 19 split them off).
+is collected by ``_environment``, its pyperf/HDR exports are written by ``_exports``).
 
 One JSON document per run (schema ``results.schema.json`` beside this module), rewritten atomically
 after every sample so an interrupted run keeps what it measured. Beside it: a pyperf export
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness._documents import read_json
 
-# re-exported: the results document's names, wherever they live (issue 19 split _environment/_exports off)
+# re-exported: the results document's names, wherever they live (_environment, _exports)
 from perfsuite.harness._environment import (
     HOST_LABEL_ENV,
     collect_environment,

@@ -1,6 +1,6 @@
 """M8: continuing an interrupted run (``perfsuite run --resume``): the recorded document is checked (schema,
 plan, progress against the recipe, no live writer; issue 14 cases 7, 9), then the run goes on from its last
-sample. Split from ``_runner`` (issue 19: smaller rooms).
+sample.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One mode of ``perfsuite profile`` under py-spy or scalene (split from ``_run``, issue 19), in a worker
+"""One mode of ``perfsuite profile`` under py-spy or scalene, in a worker
 process (:mod:`perfsuite.profile._driver`) that prepares the batch first:
 
 * **py-spy** attaches by pid once the batch is prepared and is stopped (SIGINT, which makes it write

@@ -1,6 +1,6 @@
 """The profiler and the profiled process: where the profiler executable is (option, environment, PATH) and the
-worker process that runs the profile driver, with its one-line errors. Split from ``_run`` (issue 19: smaller
-rooms).
+worker process that runs the profile driver, with its one-line errors (:class:`PerfsuiteError`, never a
+traceback).
 """
 
 from __future__ import annotations

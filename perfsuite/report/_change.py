@@ -1,4 +1,4 @@
-"""One metric of one mode compared (split from ``_compare``, issue 19): a deterministic cost against its
+"""One metric of one mode compared: a deterministic cost against its
 tolerance, or a timing by Mann-Whitney U (the signed-rank test on paired rounds) and the Hodges-Lehmann
 ratio with its smallest detectable ratio, and the Holm step over a comparison's gating timings (see
 :mod:`perfsuite.report._compare` for the rules and why)."""

@@ -1,4 +1,4 @@
-"""The evidence paragraph's context sentences (split from ``_evidence``, issue 19: smaller rooms): the two
+"""The evidence paragraph's context sentences: the two
 floors of the same run, the before/after against a baseline, and the limitations the data call for. Each
 takes the paragraph's writer, so every figure still goes through its :class:`Figures` (``w.f``)."""
 

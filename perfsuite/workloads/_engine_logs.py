@@ -1,5 +1,5 @@
 """Operations on the engine's logs (SPEC section 4): a diagnostic log append (E8) and the transcript log by length
-(E2). Split from ``engine`` (issue 19: smaller rooms); re-exported there, where recipes name them.
+(E2). Re-exported by ``engine``, where recipes name them.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from perfsuite.engine import (
 )
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness import AckCallback, Operation, OperationContext, Param, accepts
-from perfsuite.workloads._engine_base import _Layers, _workdir, io_counts
 from perfsuite.workloads._params import FREEZE, LABELS, count, value
+from perfsuite.workloads._session_operation import _Layers, _workdir, io_counts
 
 #: the parameters each operation declares (issue 28 item 6); neither opens a session (FREEZE)
 DIAGNOSTIC = {**FREEZE, "log": Param(str, "telemetry.jsonl", "the fixture's log the records are flushed to"),

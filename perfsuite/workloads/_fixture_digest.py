@@ -1,5 +1,5 @@
 """M6: a fixture's content digest (publication id suffixes masked, so two builds compare byte for byte) and the
-description of a session directory recorded in its info. Split from ``fixtures`` (issue 19: smaller rooms).
+description of a session directory recorded in its info (``fixtures`` uses both).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite.errors import PerfsuiteError
-from perfsuite.workloads._fixture_blocks import AGENT_ROLES, MODELS, ROOT, Builder, open_session, write_log_exact
+from perfsuite.workloads._fixture_builder import AGENT_ROLES, MODELS, ROOT, Builder, open_session, write_log_exact
 from perfsuite.workloads._fixture_text import TextGen, log_uniform, split_budget
 
 __all__ = ["GENERATORS", "Generator", "Progress", "tree_stats"]

@@ -25,9 +25,9 @@ from perfsuite.engine import (
 )
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness import AckCallback, Operation, OperationContext, Param, accepts
-from perfsuite.workloads._engine_base import SessionOperation, _text, io_counts
 from perfsuite.workloads._engine_logs import diagnostic_append, transcript_barrier
 from perfsuite.workloads._params import SESSION, count, ms, value
+from perfsuite.workloads._session_operation import SessionOperation, _text, io_counts
 
 __all__ = [
     "checkpoint",

@@ -38,7 +38,7 @@ GUARD = textwrap.dedent(
 
     import perfsuite.engine._fs as fs_module
     from perfsuite.crash import WORKLOADS
-    from perfsuite.crash._trace import TraceRecorder, WorkloadEnv
+    from perfsuite.crash.model._trace import TraceRecorder, WorkloadEnv
     from perfsuite.engine import FaultyFileSystem, OsFileSystem
 
     FS_FILE = os.path.realpath(fs_module.__file__)

@@ -20,7 +20,7 @@ from perfsuite.crash import (
     make_executor,
     run_campaign,
 )
-from perfsuite.crash._check import recover_batch
+from perfsuite.crash.states._campaign import recover_batch
 
 SMALL = 160  # unique crash states per workload and model: persistence points first (tests stay fast)
 

@@ -20,9 +20,9 @@ from perfsuite.crash import (
     run_corrupt_campaign,
     session_workloads,
 )
-from perfsuite.crash._damage import LOG_KINDS, applicable, apply, damaged_range
-from perfsuite.crash._open_bugs import LEASE_PID_ZERO
-from perfsuite.crash._sessions import recover_portable, setup_portable
+from perfsuite.crash.bugs._open_path import LEASE_PID_ZERO
+from perfsuite.crash.corrupt._damage import LOG_KINDS, applicable, apply, damaged_range
+from perfsuite.crash.workloads._sessions import recover_portable, setup_portable
 from perfsuite.engine import (
     Message,
     OsFileSystem,
@@ -134,7 +134,7 @@ def test_each_damage_kind_does_what_it_says(tmp_path, kind):
 def test_each_session_log_damage_kind_does_what_it_says(tmp_path, kind):
     """Issue 29: a flipped byte inside the last record, a flipped byte inside an earlier record (valid
     records after it), another session's log: each is refused by open (never taken for a torn tail)."""
-    from perfsuite.crash._logcheck import log_header, records
+    from perfsuite.crash.invariants._logcheck import log_header, records
 
     path = tmp_path / "s"
     with Session.open(path, create=True, settings=SessionSettings(asynchronous=False)) as session:

@@ -10,7 +10,7 @@ import pytest
 
 from perfsuite.cli import main
 from perfsuite.crash import SEEDED_BUGS, KillConfig, run_kill_campaign
-from perfsuite.crash._kill import _Oracle, check_recovered, create_session
+from perfsuite.crash.kill._campaign import _Oracle, check_recovered, create_session
 
 
 def test_twenty_kills_lose_no_acknowledged_mutation(tmp_path):

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from perfsuite.crash import FsState, build_timeline
-from perfsuite.crash._states import Enumeration, specs
+from perfsuite.crash.model._states import Enumeration, specs
 from perfsuite.engine import FsOp
 
 ROOT = "/crash-root"  # the model never touches the disk: any absolute root will do

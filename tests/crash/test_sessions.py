@@ -23,13 +23,13 @@ from perfsuite.crash import (
     run_campaign,
     snapshot,
 )
-from perfsuite.crash._session_invariants import head_problems, mail_problems, removal_problems
-from perfsuite.crash._sessions import recover_portable
-from perfsuite.crash._trace import Ack, Note
-from perfsuite.crash._workloads import standard_workloads
+from perfsuite.crash.invariants._sessions import head_problems, mail_problems, removal_problems
+from perfsuite.crash.model._trace import Ack, Note
+from perfsuite.crash.workloads._registry import standard_workloads
+from perfsuite.crash.workloads._sessions import recover_portable
 from perfsuite.engine import OsFileSystem
 
-# The issue 27 workloads (``_classes``): run in CI with a smaller budget of their own
+# The issue 27 workloads (``workloads._bug_classes``): run in CI with a smaller budget of their own
 ISSUE_27 = ("session-second-owner", "session-file-second-writer", "session-file-lost-lock", "session-einval",
             "session-file-einval", "session-adopt-eio", "session-file-abandon", "session-file-damaged")
 SESSION_WORKLOADS = tuple(w for w in standard_workloads() if w.startswith("session") and w not in ISSUE_27)
@@ -111,7 +111,7 @@ def _tree(tmp_path, session_trace) -> FsState:
 
 
 def test_head_problems_reads_head_and_the_log_off_the_tree(session_trace, tmp_path):
-    """Invariant 3 in format 2, with the checker's own reader of the log (``_logcheck``)."""
+    """Invariant 3 in format 2, with the checker's own reader of the log (``invariants._logcheck``)."""
     state = _tree(tmp_path, session_trace)
     assert list(head_problems(state, 1)) == []
     files = state.as_dict()

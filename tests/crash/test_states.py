@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from perfsuite.crash import Enumeration, build_timeline, enumerate_states
-from perfsuite.crash._states import describe_spec, tear_points
+from perfsuite.crash.model._states import describe_spec, tear_points
 from perfsuite.engine import FsOp
 
 ROOT = "/crash-root"

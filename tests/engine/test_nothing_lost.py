@@ -430,3 +430,24 @@ def test_pid_zero_and_negative_pids_name_no_process():
 
     assert pid_alive(os.getpid())
     assert not pid_alive(0) and not pid_alive(-1) and not pid_alive(10**30)
+
+
+def test_a_lease_rewritten_in_place_by_another_owner_fences_the_next_publication(tmp_path):
+    """Issue 29: the lease is read before every write and acknowledgement, and the reader remembers the last
+    bytes it parsed. A successor that rewrites LEASE in place with a same-sized record (another host, no
+    flock between them) must still fence this owner: nothing more acknowledged, nothing written."""
+    path, _ = portable(tmp_path)
+    session = Session.open(path)
+    session.add_message("root", turn(50))
+    session.checkpoint()  # the lease was read (and remembered) before this write and this acknowledgement
+    lease = tmp_path / "s" / "LEASE"
+    record = json.loads(lease.read_bytes())
+    token = record["token"]
+    record["token"] = token[::-1] if token[::-1] != token else "x" * len(token)
+    with open(lease, "r+b") as handle:  # the same inode, the same size: only the bytes differ
+        handle.write(json.dumps(record).encode())
+    session.add_message("root", turn(51))
+    with pytest.raises((SaveFailed, OwnerConflict)):
+        session.checkpoint()
+    logs = tmp_path / "s" / "log"
+    assert not any(b"turn 51 " in (logs / name).read_bytes() for name in os.listdir(logs))

@@ -38,8 +38,8 @@ from typing import Any
 from perfsuite.engine import Message, Session
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness import AckCallback, OperationContext, Param, accepts
-from perfsuite.workloads._engine_base import _text
 from perfsuite.workloads._params import LABELS, count, value
+from perfsuite.workloads._session_operation import _text
 from perfsuite.workloads.peers._common import missing_reason, peer_version, requires
 
 __all__ = ["DURABILITY", "LANGGRAPH_SQLITE", "ROOT_TRANSCRIPT_BYTES", "checkpoint", "generated_transcript",

@@ -21,7 +21,7 @@ independently: a directory-entry change (create, link, unlink, rename) or a data
 
 Everything not forced at a crash point is *pending*: any subset of pending micro-ops may have reached the
 disk (ALICE's default persistence model has no other ordering between them), a pending write may be torn
-(see :data:`BLOCK` and ``_states.tear_points``), and a write beyond the persisted size leaves a hole of
+(see :data:`BLOCK` and ``model._states.tear_points``), and a write beyond the persisted size leaves a hole of
 zeros (ALICE's "zero written" state). Symlinks and hard links other than rename's are not modelled.
 """
 

@@ -1,6 +1,7 @@
 """The session crash workloads' oracle writer (SPEC section 7, issue 10): :class:`SessionDriver` runs acknowledged
 mutations on a session and records, for every acknowledgement, the trace index at which it was given, what it
-acknowledged and the files it rests on (invariant 7). Split from ``_sessions`` (issue 19: smaller rooms).
+acknowledged and the files it rests on (invariant 7). Every session workload (``_sessions``, ``_bug_classes``)
+drives its sessions through it, so they all write the oracle the same way.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from perfsuite.crash._session_invariants import SESSION
-from perfsuite.crash._trace import WorkloadEnv
+from perfsuite.crash.invariants._sessions import SESSION
+from perfsuite.crash.model._trace import WorkloadEnv
 from perfsuite.engine import MailRecord, Message, Session, SessionSettings
 
 ROOT = "root"

@@ -1,11 +1,12 @@
 """Invariants of SPEC section 7 for session workloads (issue 10), as data like the transcript ones.
 
-The checks read the recovery view :mod:`perfsuite.crash._sessions` returns (``open``: what
+The checks read the recovery view :mod:`perfsuite.crash.workloads._sessions` returns (``open``: what
 ``Session.open`` loaded; ``retried``: after ``retry_pending`` of a recovered pending publication;
 ``final``: the later of the two; ``redelivered``: what ``deliver_mail`` inserted on the recovered
 session), the tree recovery left (invariant 3 parses HEAD and the session log itself, without the
-engine: ``_logcheck``), and the oracle: acknowledgements with what they covered, and notes (values a mutation was about
-to publish, deliveries, discards). The pure ``*_problems`` functions are shared with the kill campaign.
+engine: ``invariants._logcheck``), and the oracle: acknowledgements with what they covered, and notes
+(values a mutation was about to publish, deliveries, discards). The pure ``*_problems`` functions are
+shared with the kill campaign.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from perfsuite.crash._invariants import (
+from perfsuite.crash.invariants._checks import (
     CheckContext,
     Invariant,
     check_clean_prefix,
@@ -25,9 +26,9 @@ from perfsuite.crash._invariants import (
     clean_prefix,
     failed_fsyncs,
 )
-from perfsuite.crash._logcheck import head_problems as log_head_problems
-from perfsuite.crash._model import FsState
-from perfsuite.crash._trace import Ack, Note
+from perfsuite.crash.invariants._logcheck import head_problems as log_head_problems
+from perfsuite.crash.model._model import FsState
+from perfsuite.crash.model._trace import Ack, Note
 
 SESSION = "sess"  # the session directory of every session workload, relative to the workload root
 
@@ -146,7 +147,7 @@ def clean_transcript_problems(view: Mapping[str, Any]) -> Iterator[str]:
 
 def head_problems(state: FsState, acked_seq: int, view_head: Any = None, prefix: str = SESSION) -> Iterator[str]:
     """Invariant 3, read off the tree (format 2, issue 29): HEAD names a log that exists with a valid header
-    whose record chain verifies (``_logcheck``, an independent reader of the framing); the generation is not
+    whose record chain verifies (``invariants._logcheck``, an independent reader of the framing); the generation is not
     older than the newest acknowledged one (a fallback may not lose acknowledged state) and it is the one
     the engine loaded."""
     yield from log_head_problems(state.as_dict(), f"{prefix}/" if prefix else "", acked_seq, view_head)

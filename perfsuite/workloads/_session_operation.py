@@ -1,6 +1,7 @@
 """What every engine operation shares (SPEC section 4): mode parameters, the layers under the session (recorder,
 storage latency), the I/O counts of a publication, and :class:`SessionOperation`, a session opened outside the
-measured window whose ``metrics()`` report what it published. Split from ``engine`` (issue 19: smaller rooms).
+measured window whose ``metrics()`` report what it published. ``engine``'s operations and ``_engine_logs``
+build on it.
 """
 
 from __future__ import annotations

@@ -20,13 +20,13 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 from perfsuite.cluster import Checkpoint, Runner, Task, make_pool, stream
-from perfsuite.crash._bugs import seeded_bug
 from perfsuite.crash._execution import (
     Execution,
     OnProgress,
     Progress,
     campaign_key,
     decode,
+    default_scratch,
     encode,
     forget_recorded,
     open_checkpoint,
@@ -34,24 +34,18 @@ from perfsuite.crash._execution import (
     runner_for,
     with_local_scratch,
 )
-from perfsuite.crash._invariants import CheckContext, Outcome
-from perfsuite.crash._model import MODELS, CrashCheckError, FsState, Timeline, materialize, snapshot
-from perfsuite.crash._replay import build_timeline
-from perfsuite.crash._session_invariants import SESSION
-from perfsuite.crash._states import CrashSpec, CrashState, Enumeration, describe_spec, enumerate_states
-from perfsuite.crash._trace import CRASHED, Trace, TraceRecorder
-from perfsuite.crash._workloads import Workload, get_workload, standard_workloads
+from perfsuite.crash.bugs._seeded import seeded_bug
+from perfsuite.crash.invariants._checks import CheckContext, Outcome
+from perfsuite.crash.invariants._sessions import SESSION
+from perfsuite.crash.model._model import MODELS, CrashCheckError, FsState, Timeline, materialize, snapshot
+from perfsuite.crash.model._replay import build_timeline
+from perfsuite.crash.model._states import CrashSpec, CrashState, Enumeration, describe_spec, enumerate_states
+from perfsuite.crash.model._trace import CRASHED, Trace, TraceRecorder
+from perfsuite.crash.workloads._registry import Workload, get_workload, standard_workloads
 from perfsuite.engine import FileSystem, OsFileSystem, SessionError
 
 BATCH = 8  # crash states per worker task
 DEFAULT_MAX_STATES = 5000  # unique crash states per workload and model, unless the workload or the config says
-
-
-def default_scratch() -> str | None:
-    """Where workers rebuild states: RAM-backed ``/dev/shm`` when usable (recovery's fsyncs need no real
-    disk, the model decides durability; about 5x faster than ext4), else the system temp directory."""
-    shm = "/dev/shm"
-    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from perfsuite.crash._model import BLOCK, FsState, TearMode, Timeline
+from perfsuite.crash.model._model import BLOCK, FsState, TearMode, Timeline
 
 SpecKind = str  # "synced-only" | "prefix" | "torn" | "drop-one" | "keep-one" | "subset" | "sample"
 

@@ -19,7 +19,7 @@ issue 27 ones: F fencing, A abandoned, E rejected directory fsync) under both re
   before the transcript is rewritten (class 6).
 
 Publications between a delivery and the receiver's checkpoint (class 4) are in the standard mix
-(``_sessions.mixed``); automatic checkpoints requested while a publication is pending (class 7) are in
+(``workloads._sessions.mixed``); automatic checkpoints requested while a publication is pending (class 7) are in
 ``session-fault`` and ``session-file-fault``; HEAD lost on top of a crash (class 5) in ``session-fault``
 too.
 """
@@ -34,9 +34,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from perfsuite.crash._driver import ROOT, SessionDriver, _ids, settings
-from perfsuite.crash._session_invariants import SESSION, session_invariants
-from perfsuite.crash._sessions import (
+from perfsuite.crash.invariants._sessions import SESSION, session_invariants
+from perfsuite.crash.model._trace import WorkloadEnv
+from perfsuite.crash.workloads._driver import ROOT, SessionDriver, _ids, settings
+from perfsuite.crash.workloads._registry import Workload, register_workload
+from perfsuite.crash.workloads._sessions import (
     mixed,
     open_file,
     open_portable,
@@ -45,8 +47,6 @@ from perfsuite.crash._sessions import (
     setup_file,
     setup_portable,
 )
-from perfsuite.crash._trace import WorkloadEnv
-from perfsuite.crash._workloads import Workload, register_workload
 from perfsuite.engine import (
     DelegatingFileSystem,
     DirectoryFsyncUnsupported,

@@ -21,10 +21,10 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from perfsuite.crash._driver import ROOT, SessionDriver, _ids, settings
-from perfsuite.crash._session_invariants import SESSION, session_invariants
-from perfsuite.crash._trace import WorkloadEnv, owner_alive_after_crash
-from perfsuite.crash._workloads import Workload, register_workload
+from perfsuite.crash.invariants._sessions import SESSION, session_invariants
+from perfsuite.crash.model._trace import WorkloadEnv, owner_alive_after_crash
+from perfsuite.crash.workloads._driver import ROOT, SessionDriver, _ids, settings
+from perfsuite.crash.workloads._registry import Workload, register_workload
 from perfsuite.engine import Fault, FileSession, FileSystem, Message, SaveFailed, Session, VirtualClock
 
 

@@ -78,7 +78,7 @@ def old_recover_head_v2(store: Any, problems: list[str]) -> tuple[int | None, li
     counts as adopted (records appended to a log prove nothing to it), so with HEAD lost a session whose
     newest log has no successor falls back to the one before it, and a one-log session opens empty, silently.
     (``FaultHooks.recover_head`` for format 2: returns the log number to adopt, or None, and problem lines.)"""
-    from perfsuite.crash._logcheck import logs_of
+    from perfsuite.crash.invariants._logcheck import logs_of
 
     digests: dict[str, int] = {}
     previous: set[str] = set()
@@ -138,7 +138,7 @@ def previous_recover_head_v2(store: Any, problems: list[str]) -> tuple[int | Non
     """Format 2's off-by-one (issue 29): a lost or torn HEAD is recovered to the log *before* the newest
     one proven adopted (records appended to it, or named as a predecessor), silently; a session with one
     proven log opens empty (``FaultHooks.recover_head`` for format 2)."""
-    from perfsuite.crash._logcheck import logs_of
+    from perfsuite.crash.invariants._logcheck import logs_of
 
     logs: list[tuple[int, str | None, bool]] = []  # (number, last record's digest, records appended to it)
     previous: set[str] = set()

@@ -2,7 +2,7 @@
 
 A bug wraps the file system the engine is given (``wrap``), overriding E1 *policy* only or carrying the
 engine's documented open-path fault hooks (``with_fault_hooks``: the open-path bugs of issue 14,
-``_open_bugs``), or opens the workload's sessions with fault hooks (``faults``: ``FaultHooks``, issue 19).
+``bugs._open_path``), or opens the workload's sessions with fault hooks (``faults``: ``FaultHooks``, issue 19).
 Nothing patches an engine class and the engine's source is never edited. The primitives still go through
 the recorder, so the trace shows exactly what the broken engine did. A bug is caught when the campaign
 reports at least one violation with it and none without it. What ``wrap`` does also applies to recovery
@@ -15,8 +15,8 @@ import os
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 
-from perfsuite.crash._model import CrashCheckError
-from perfsuite.crash._open_bugs import HEAD_LOST_FALLBACK, HEAD_LOST_PREVIOUS, LEASE_PID_ZERO, MID_TRANSCRIPT_CUT
+from perfsuite.crash.bugs._open_path import HEAD_LOST_FALLBACK, HEAD_LOST_PREVIOUS, LEASE_PID_ZERO, MID_TRANSCRIPT_CUT
+from perfsuite.crash.model._model import CrashCheckError
 from perfsuite.engine import DelegatingFileSystem, FaultHooks, FileSystem, FsyncFailed, Step, with_fault_hooks
 
 TEMP_MARK = ".tmp-"  # E1 atomic replace names its temp file ".<name>.tmp-<pid>-<serial>"

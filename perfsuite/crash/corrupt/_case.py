@@ -30,13 +30,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from perfsuite.crash._bugs import seeded_bug
-from perfsuite.crash._damage import NONE, apply, damaged_range
-from perfsuite.crash._driver import settings
-from perfsuite.crash._model import FsState, materialize
-from perfsuite.crash._session_invariants import SESSION, acknowledged_problems, mail_problems
-from perfsuite.crash._sessions import _release, recovery_view, snapshot_session
-from perfsuite.crash._trace import CRASHED, Ack, Note, owner_alive_after_crash
+from perfsuite.crash.bugs._seeded import seeded_bug
+from perfsuite.crash.corrupt._damage import NONE, apply, damaged_range
+from perfsuite.crash.invariants._sessions import SESSION, acknowledged_problems, mail_problems
+from perfsuite.crash.model._model import FsState, materialize
+from perfsuite.crash.model._trace import CRASHED, Ack, Note, owner_alive_after_crash
+from perfsuite.crash.workloads._driver import settings
+from perfsuite.crash.workloads._sessions import _release, recovery_view, snapshot_session
 from perfsuite.engine import (
     FileSession,
     FileSystem,
@@ -61,7 +61,7 @@ PROBE = "a turn written after the damage"
 class Case:
     """Damage ``kind`` applied to ``target`` (relative to the workload root) of the ``base`` tree."""
 
-    base: str  # closed, owned, pending or recovered (see ``_corrupt``)
+    base: str  # closed, owned, pending or recovered (see ``corrupt._campaign``)
     target: str
     kind: str
 

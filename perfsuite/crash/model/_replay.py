@@ -1,4 +1,4 @@
-"""Replaying a trace into micro-ops under a rename model (see :mod:`perfsuite.crash._model` for the rules).
+"""Replaying a trace into micro-ops under a rename model (see :mod:`perfsuite.crash.model._model` for the rules).
 
 The replay walks the operations in page-cache order, keeping the live tree (what a process would read),
 emitting the micro-ops that may independently reach the disk, and noting which persistence point
@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from perfsuite.crash._model import (
+from perfsuite.crash.model._model import (
     MODELS,
     ROOT_INODE,
     Binding,

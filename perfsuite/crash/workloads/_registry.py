@@ -4,7 +4,7 @@ A :class:`Workload` is data: ``run(env)`` drives the engine on ``env.fs`` and no
 ``recover(root, fs)`` is the engine's real open path on a rebuilt tree and returns a comparable view of
 what it loaded; ``invariants`` are the checks that apply; an optional ``setup`` builds the initial tree
 (unrecorded, taken as durable) and ``max_states`` caps the workload's exploration by default. The
-session workloads (:mod:`perfsuite.crash._sessions`) register the same way (:func:`register_workload`);
+session workloads (:mod:`perfsuite.crash.workloads._sessions`) register the same way (:func:`register_workload`);
 worker processes find workloads by name in :data:`WORKLOADS`.
 """
 
@@ -16,10 +16,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from perfsuite.crash._bugs import seeded_bug
-from perfsuite.crash._invariants import Invariant, transcript_invariants
-from perfsuite.crash._model import CrashCheckError, snapshot
-from perfsuite.crash._trace import Trace, TraceRecorder, WorkloadEnv, WorkloadRun
+from perfsuite.crash.bugs._seeded import seeded_bug
+from perfsuite.crash.invariants._checks import Invariant, transcript_invariants
+from perfsuite.crash.model._model import CrashCheckError, snapshot
+from perfsuite.crash.model._trace import Trace, TraceRecorder, WorkloadEnv, WorkloadRun
 from perfsuite.engine import (
     Fault,
     FaultyFileSystem,

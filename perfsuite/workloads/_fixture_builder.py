@@ -1,6 +1,6 @@
 """M6: the fixture generators' building blocks: a session driven in virtual time with seeded text and exact-size
-transcript growth (:class:`Builder`), and diagnostic logs written to an exact size. Split from ``_fixture_gen``
-(issue 19: smaller rooms).
+transcript growth (:class:`Builder`), and diagnostic logs written to an exact size. The generators in
+``_fixture_gen`` compose them; exact sizes come by construction, so a fixture's bytes never depend on luck.
 """
 
 from __future__ import annotations

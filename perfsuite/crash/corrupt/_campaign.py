@@ -6,7 +6,7 @@ Each standard session workload of the crash checker (portable and file-backed) i
 gives up to three base trees:
 
 - ``closed``: its final tree; every entry of the session directory (the directory itself included) is
-  damaged in each applicable way of :mod:`perfsuite.crash._damage`;
+  damaged in each applicable way of :mod:`perfsuite.crash.corrupt._damage`;
 - ``owned``: the same with the LEASE or PID lock its owner wrote, as if it crashed right after its last
   flush; only that ownership file is damaged;
 - ``pending`` (portable): the live tree just before the last fdatasync of the session log, a publication
@@ -15,7 +15,7 @@ gives up to three base trees:
   ``recovery/``: the recovery files and the event logs are damaged.
 
 Each base also runs undamaged (``none``). Every case is rebuilt in a scratch directory and exercised in a
-worker process (:mod:`perfsuite.crash._corrupt_check` lists the invariants), so a hang or a crash is
+worker process (:mod:`perfsuite.crash.corrupt._case` lists the invariants), so a hang or a crash is
 contained. Violating cases can be kept (``keep_dir``): the damaged tree and a description.
 """
 
@@ -33,16 +33,13 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
 from perfsuite.cluster import Checkpoint, Runner, Task, stream
-from perfsuite.crash._bugs import seeded_bug
-from perfsuite.crash._check import default_scratch
-from perfsuite.crash._corrupt_check import OWNERSHIP, Case, CaseOutcome, Expect, run_cases
-from perfsuite.crash._damage import KINDS, NONE, applicable, apply
 from perfsuite.crash._execution import (
     Execution,
     OnProgress,
     Progress,
     campaign_key,
     decode,
+    default_scratch,
     encode,
     forget_recorded,
     open_checkpoint,
@@ -50,13 +47,16 @@ from perfsuite.crash._execution import (
     runner_for,
     with_local_scratch,
 )
-from perfsuite.crash._logcheck import records
-from perfsuite.crash._model import CrashCheckError, FsState, materialize, snapshot
-from perfsuite.crash._replay import build_timeline
-from perfsuite.crash._session_invariants import SESSION
-from perfsuite.crash._sessions import recover_file, recover_portable
-from perfsuite.crash._trace import Trace
-from perfsuite.crash._workloads import Workload, get_workload, standard_workloads
+from perfsuite.crash.bugs._seeded import seeded_bug
+from perfsuite.crash.corrupt._case import OWNERSHIP, Case, CaseOutcome, Expect, run_cases
+from perfsuite.crash.corrupt._damage import KINDS, NONE, applicable, apply
+from perfsuite.crash.invariants._logcheck import records
+from perfsuite.crash.invariants._sessions import SESSION
+from perfsuite.crash.model._model import CrashCheckError, FsState, materialize, snapshot
+from perfsuite.crash.model._replay import build_timeline
+from perfsuite.crash.model._trace import Trace
+from perfsuite.crash.workloads._registry import Workload, get_workload, standard_workloads
+from perfsuite.crash.workloads._sessions import recover_file, recover_portable
 from perfsuite.engine import FileSession
 
 BATCH = 6  # cases per worker task

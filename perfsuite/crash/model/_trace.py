@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from perfsuite.crash._model import FsState
+from perfsuite.crash.model._model import FsState
 from perfsuite.engine import FaultHooks, FileSystem, FsOp, RecordingFileSystem, owner_alive
 
 

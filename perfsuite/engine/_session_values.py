@@ -1,5 +1,6 @@
-"""E3/E4: the session's settings and the small records its parts share (acknowledgements, pending
-publications, artifact names). No behaviour beyond running acknowledgements once."""
+"""E3/E4: the values a session's parts share: its settings and fault hooks, what it reports (activity,
+scheduler counts), acknowledgements and pending publications, artifact names. No behaviour beyond running
+acknowledgements once."""
 
 from __future__ import annotations
 

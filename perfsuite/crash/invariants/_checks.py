@@ -2,7 +2,7 @@
 
 A state-level invariant sees one recovery outcome of one crash state (the tree recovery started from,
 the tree it left, a second recovery's tree and views); a trace-level one sees the trace once. The
-transcript invariants here are 1, 2, 6 and 7; :mod:`perfsuite.crash._session_invariants` holds the
+transcript invariants here are 1, 2, 6 and 7; :mod:`perfsuite.crash.invariants._sessions` holds the
 session versions of 1, 2, 6 and 7 and adds 3, 4 and 5 the same way (a workload lists the invariants
 that apply to it).
 """
@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from perfsuite.crash._model import FsState, Timeline
-from perfsuite.crash._states import CrashSpec
-from perfsuite.crash._trace import Ack, Trace
+from perfsuite.crash.model._model import FsState, Timeline
+from perfsuite.crash.model._states import CrashSpec
+from perfsuite.crash.model._trace import Ack, Trace
 
 
 @dataclass(frozen=True, slots=True)

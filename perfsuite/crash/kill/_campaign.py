@@ -1,13 +1,13 @@
 """The kill campaign (issue 10 item 4): real processes, the real file system, real SIGKILL.
 
-A child process (``python -m perfsuite.crash._kill DIR PROFILE SEED TAG``) opens a session (recovering
+A child process (``python -m perfsuite.crash.kill._campaign DIR PROFILE SEED TAG``) opens a session (recovering
 whatever the previous child left) and runs a long, seeded, mixed session workload on the real file
 system, printing one flushed line per acknowledgement (``ACK {json}``) and per value it is about to
 make live, delivery or discard (``NOTE {json}``). The parent reads a seeded random number of
 acknowledgements, waits a seeded random fraction of a few milliseconds, SIGKILLs the child, reads what it
 printed before it died, then recovers the session in this process with the engine's open path (a stale
 lease or PID lock names the dead child) and checks the session invariants (1-6 of SPEC section 7, as
-:mod:`perfsuite.crash._session_invariants` defines them) against every acknowledgement of every child so
+:mod:`perfsuite.crash.invariants._sessions` defines them) against every acknowledgement of every child so
 far. The session is then closed and the next child continues it.
 
 Unlike the enumerated campaign this loses only what a *process* crash loses (the page cache survives),
@@ -37,16 +37,16 @@ from typing import Any
 
 from perfsuite.cluster import ATTEMPTS, Runner, Task, WorkerLost
 from perfsuite.crash._execution import Execution, runner_for
-from perfsuite.crash._invariants import clean_prefix
-from perfsuite.crash._model import CrashCheckError, snapshot
-from perfsuite.crash._session_invariants import (
+from perfsuite.crash.invariants._checks import clean_prefix
+from perfsuite.crash.invariants._sessions import (
     acknowledged_problems,
     clean_transcript_problems,
     head_problems,
     mail_problems,
     removal_problems,
 )
-from perfsuite.crash._trace import Ack, Note
+from perfsuite.crash.model._model import CrashCheckError, snapshot
+from perfsuite.crash.model._trace import Ack, Note
 from perfsuite.engine import DelegatingFileSystem
 
 PROFILES = ("portable", "file")
@@ -111,7 +111,7 @@ class _Child:
 
     def __init__(self, directory: str, profile: str, seed: int, tag: str, bug: str | None = None,
                  tear: int = 0) -> None:
-        from perfsuite.crash._driver import settings
+        from perfsuite.crash.workloads._driver import settings
         from perfsuite.engine import FileSession, Session, SystemClock
 
         self.rng = random.Random(seed)
@@ -274,7 +274,7 @@ def child_main(argv: Sequence[str]) -> int:
 def layer(bug: str | None) -> tuple[Any, Any]:
     """The I/O layer and fault hooks of the engine under test: the real ones, or a seeded bug's (its layer
     also wraps the parent's recovery: a broken engine recovers brokenly too)."""
-    from perfsuite.crash._bugs import seeded_bug
+    from perfsuite.crash.bugs._seeded import seeded_bug
     from perfsuite.engine import OsFileSystem
 
     if bug is None:
@@ -310,7 +310,7 @@ class TearingFileSystem(DelegatingFileSystem):
 def create_session(directory: str, profile: str) -> None:
     """The session every child continues: created with one committed turn, in this process (the window
     before the first HEAD adoption has known engine bugs; ``session-create`` explores it)."""
-    from perfsuite.crash._driver import settings
+    from perfsuite.crash.workloads._driver import settings
     from perfsuite.engine import FileSession, Message, Session
 
     cls = Session if profile == "portable" else FileSession
@@ -323,8 +323,8 @@ def create_session(directory: str, profile: str) -> None:
 def recover_view(directory: str, profile: str, bug: str | None = None) -> dict[str, Any]:
     """The engine's recovery of a killed child's session (real liveness: the child is dead), as the view
     the session invariants read; the session is closed afterwards."""
-    from perfsuite.crash._driver import settings
-    from perfsuite.crash._sessions import _recover
+    from perfsuite.crash.workloads._driver import settings
+    from perfsuite.crash.workloads._sessions import _recover
     from perfsuite.engine import FileSession, Session
 
     fs, _faults = layer(bug)
@@ -466,7 +466,7 @@ def _kill_once(directory: str, oracle: _Oracle, kill: _Kill, config: KillConfig,
     profile = kill.profile
     child_started = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "perfsuite.crash._kill", directory, profile, str(kill.seed), f"k{kill.index}",
+        [sys.executable, "-m", "perfsuite.crash.kill._campaign", directory, profile, str(kill.seed), f"k{kill.index}",
          config.seeded_bug or "-", str(kill.tear)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     assert proc.stdout is not None

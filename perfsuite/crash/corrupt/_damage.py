@@ -107,7 +107,7 @@ def apply(root: str, target: str, kind: str, seed: int) -> None:
 def _damage_log(path: str, target: str, kind: str, seed: int) -> None:
     """The session-log kinds (format 2): a byte of the last record flipped, a byte of an earlier record
     flipped (mid-log damage), or the file replaced by another session's log."""
-    from perfsuite.crash._logcheck import log_header, records
+    from perfsuite.crash.invariants._logcheck import log_header, records
 
     with open(path, "rb") as handle:
         data = bytearray(handle.read())
