@@ -6,6 +6,8 @@ import ast
 import pathlib
 import types
 
+import pytest
+
 import perfsuite.engine
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "perfsuite"
@@ -40,3 +42,42 @@ def test_engine_imports_nothing_from_the_rest_of_perfsuite():
 def test_harness_knows_nothing_about_the_engine():
     bad = {m for m in _imports("harness") if m.startswith("perfsuite.engine") or m.startswith("perfsuite.workloads")}
     assert bad == set()
+
+
+def _defined_here(module: types.ModuleType) -> set[str]:
+    """The public classes and functions ``module`` defines itself (not what it imports)."""
+    return {n for n, v in vars(module).items() if not n.startswith("_") and getattr(v, "__module__", None)
+            == module.__name__ and (isinstance(v, type) or callable(v))}
+
+
+def test_the_run_modules_of_workloads_export_what_they_define():
+    """``perfsuite.workloads.plan`` and ``.runs`` are public modules (the workloads facade is its modules): their
+    ``__all__`` names exist, and every class and function they define is in it (issue 30 item 5)."""
+    import perfsuite.workloads.plan
+    import perfsuite.workloads.runs
+
+    for module in (perfsuite.workloads.plan, perfsuite.workloads.runs):
+        assert all(hasattr(module, name) for name in module.__all__), module.__name__
+        assert _defined_here(module) <= set(module.__all__), module.__name__
+        assert len(set(module.__all__)) == len(module.__all__)
+    assert {"prepare_runs", "run_plans", "RunBatch", "RunOutcome", "RunStarted", "Stopped"} <= set(
+        perfsuite.workloads.runs.__all__)
+
+
+def test_the_cli_exports_its_entry_points_and_no_mutable_hooks():
+    """``perfsuite.cli`` exports the command line's entry points; what tests replace is injected through
+    ``main(argv, services=CliServices(...))``, a frozen value, never a module global (issue 30 item 5)."""
+    import dataclasses
+    import inspect
+
+    import perfsuite.cli
+
+    assert perfsuite.cli.__all__ == ["DEFAULT_RUN_RECIPES", "CliServices", "build_parser", "main"]
+    assert all(hasattr(perfsuite.cli, name) for name in perfsuite.cli.__all__)
+    assert [n for n in dir(perfsuite.cli) if n.endswith("_hook")] == []
+    parameter = inspect.signature(perfsuite.cli.main).parameters["services"]
+    assert parameter.kind is inspect.Parameter.KEYWORD_ONLY and parameter.default is None
+    services = perfsuite.cli.CliServices()
+    assert {f.name for f in dataclasses.fields(services)} == {"resolve_fixture", "writer", "load_probe"}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        services.writer = print  # type: ignore[misc]
