@@ -104,7 +104,8 @@ def _cmd_run(args: argparse.Namespace, services: CliServices) -> int:
         require("report", "matplotlib")  # the phase plot: say so before measuring, not after
     if os.getcwd() not in sys.path:  # operations import like `python -m` would (workers get the same)
         sys.path.insert(0, os.getcwd())
-    options = RunOptions(samples=args.samples, warmup=args.warmup, isolation=args.isolation, gc=args.gc,
+    options = RunOptions(samples=args.samples, warmup=args.warmup, worker_warmup=args.worker_warmup,
+                         isolation=args.isolation, gc=args.gc,
                          order=args.order, seed=args.seed, storage=args.storage, storage_file=args.storage_file,
                          heap=args.heap, gc_freeze=args.gc_freeze or None,
                          instructions=True if args.instructions else None)
@@ -207,6 +208,9 @@ def register(sub: Subparsers) -> None:
                      help="samples per mode (recipe default: 6)")
     run.add_argument("--warmup", type=bounded_int("warmup"),
                      help="discarded warm-up samples per mode (recipe default: 1)")
+    run.add_argument("--worker-warmup", type=bounded_int("worker_warmup"), metavar="N",
+                     help="discarded samples each sample's worker measures before it (process isolation; "
+                          "recipe default: 0)")
     run.add_argument("--isolation", choices=("process", "inline"), help="fresh process per sample, or one")
     run.add_argument("--gc", choices=("collect-before", "natural"), help="GC policy before each sample")
     run.add_argument("--order", choices=("random", "fixed"),

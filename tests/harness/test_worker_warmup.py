@@ -79,3 +79,13 @@ def test_the_recipe_key_and_the_override_are_checked_in_one_line(tmp_path) -> No
     assert recipe("").worker_warmup == 0 and recipe("").with_overrides(worker_warmup=1).worker_warmup == 1
     with pytest.raises(PerfsuiteError, match="--worker-warmup"):
         recipe("").with_overrides(worker_warmup=101)
+
+
+def test_run_takes_it_on_the_command_line_and_records_it(tmp_path, capsys) -> None:
+    from perfsuite import cli
+    from perfsuite.workloads.plan import RunOptions, plan_run
+
+    assert plan_run(["idle-control"], RunOptions(worker_warmup=2)).recipes[0].worker_warmup == 2
+    assert cli.main(["run", "idle-control", "--worker-warmup", "-1", "--output-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--worker-warmup" in err
