@@ -102,6 +102,8 @@ LIMITS: dict[str, Limit] = {
     # recipe keys and `run`/`sweep`/`ab` overrides (harness); plans are built in memory before a run starts
     "samples": Limit(1, 10_000, what="latency samples per mode (recipe key, --samples)"),
     "warmup": Limit(0, 1_000, what="discarded warm-up rounds (recipe key, --warmup)"),
+    "worker_warmup": Limit(0, 100,
+                           what="discarded samples in each sample's worker before it (recipe key, --worker-warmup)"),
     "control_windows": Limit(1, 10_000, what="idle-control windows (recipe key)"),
     "allocation_samples": Limit(1, 1_000, what="allocation-pass samples per mode (recipe key, --allocation-samples)"),
     "instructions_samples": Limit(1, 1_000, what="instruction-pass samples per mode (recipe key)"),

@@ -72,3 +72,42 @@ def test_phases_are_declared_once_by_the_engine_and_the_report_stays_off_its_imp
     code = "import sys, perfsuite.report; print('perfsuite.engine' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "False"
+
+
+def _defined_here(module: types.ModuleType) -> set[str]:
+    """The public classes and functions ``module`` defines itself (not what it imports)."""
+    return {n for n, v in vars(module).items() if not n.startswith("_") and getattr(v, "__module__", None)
+            == module.__name__ and (isinstance(v, type) or callable(v))}
+
+
+def test_the_run_modules_of_workloads_export_what_they_define():
+    """``perfsuite.workloads.plan`` and ``.runs`` are public modules (the workloads facade is its modules): their
+    ``__all__`` names exist, and every class and function they define is in it (issue 30 item 5)."""
+    import perfsuite.workloads.plan
+    import perfsuite.workloads.runs
+
+    for module in (perfsuite.workloads.plan, perfsuite.workloads.runs):
+        assert all(hasattr(module, name) for name in module.__all__), module.__name__
+        assert _defined_here(module) <= set(module.__all__), module.__name__
+        assert len(set(module.__all__)) == len(module.__all__)
+    assert {"prepare_runs", "run_plans", "RunBatch", "RunOutcome", "RunStarted", "Stopped"} <= set(
+        perfsuite.workloads.runs.__all__)
+
+
+def test_the_cli_exports_its_entry_points_and_no_mutable_hooks():
+    """``perfsuite.cli`` exports the command line's entry points; what tests replace is injected through
+    ``main(argv, services=CliServices(...))``, a frozen value, never a module global (issue 30 item 5)."""
+    import dataclasses
+    import inspect
+
+    import perfsuite.cli
+
+    assert perfsuite.cli.__all__ == ["DEFAULT_RUN_RECIPES", "CliServices", "build_parser", "main"]
+    assert all(hasattr(perfsuite.cli, name) for name in perfsuite.cli.__all__)
+    assert [n for n in dir(perfsuite.cli) if n.endswith("_hook")] == []
+    parameter = inspect.signature(perfsuite.cli.main).parameters["services"]
+    assert parameter.kind is inspect.Parameter.KEYWORD_ONLY and parameter.default is None
+    services = perfsuite.cli.CliServices()
+    assert {f.name for f in dataclasses.fields(services)} == {"resolve_fixture", "writer", "load_probe"}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        services.writer = print  # type: ignore[misc]

@@ -2,7 +2,9 @@
 
 One module per command group (``_run``, ``_fixtures``, ``_crash``, ``_report``, ``_ab``, ``_bisect``,
 ``_init``, ``_store``, ``_whatif``, ``_profile``, ``_session``, ``_watch``),
-each with ``_cmd_<name>(args) -> int`` functions and a ``register(sub)`` that adds its parsers.
+each with ``_cmd_<name>(args, services) -> int`` functions and a ``register(sub)`` that adds its parsers;
+``services`` (:class:`CliServices`: the fixture resolver, `run`'s results writer and load probe) is what
+``main(argv, services=...)`` was given, so a test injects them there instead of patching a module.
 Library code raises :class:`~perfsuite.errors.PerfsuiteError` for bad input; :func:`main` turns it into
 one line on stderr and exit status 2 (house rule 4). So does any ``OSError`` (a read-only output, a
 regular file where a directory is expected, ENOSPC: ``PATH: strerror``), a bad option (argparse errors
@@ -20,10 +22,10 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from perfsuite import __version__
-from perfsuite.cli._common import Command, FixtureResolver, OneLineParser, default_resolve_fixture, describe_error
+from perfsuite.cli._common import CliServices, Command, OneLineParser, describe_error
 from perfsuite.cli._console import configure
 from perfsuite.errors import PerfsuiteError, Terminated
 from perfsuite.workloads.plan import DEFAULT_RUN_RECIPES
@@ -31,17 +33,7 @@ from perfsuite.workloads.plan import DEFAULT_RUN_RECIPES
 if TYPE_CHECKING:
     from types import FrameType
 
-__all__ = ["DEFAULT_RUN_RECIPES", "build_parser", "load_probe_hook", "main", "resolve_fixture_hook",
-           "results_writer_hook"]
-
-#: injectable hook for `run` and `profile` (tests and the fixture builders replace it)
-resolve_fixture_hook: FixtureResolver = default_resolve_fixture
-#: injectable writer of `run`'s results documents, ``(path, document) -> None`` (``None``: the atomic
-#: writer of :mod:`perfsuite.harness`); tests inject ENOSPC here (issue 14 case 6)
-results_writer_hook: Any = None
-#: injectable probe of the machine's load before `run` writes into a baseline directory, ``() -> MachineLoad``
-#: (``None``: :func:`perfsuite.harness.probe_load`); tests replace it, never a timing (issue 28)
-load_probe_hook: Any = None
+__all__ = ["DEFAULT_RUN_RECIPES", "CliServices", "build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -121,7 +113,9 @@ def _error(text: str) -> None:
         pass
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, services: CliServices | None = None) -> int:
+    """Run one ``perfsuite`` command line and return its exit status; ``services`` replaces what the commands
+    call out to (:class:`CliServices`; default: the real fixture resolver, writer and load probe)."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -134,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     with _sigterm_as_exception():
         try:
-            return func(args)
+            return func(args, services or CliServices())
         except PerfsuiteError as exc:
             _error(describe_error(exc))
             return exc.exit_status

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfsuite.cli._common import (
+    CliServices,
     Subparsers,
     add_gate_option,
     bounded_int,
     finite_float,
-    fixture_hook,
     non_empty,
     output_dir,
     thresholds,
@@ -88,7 +88,7 @@ def load_ab_recipes(args: argparse.Namespace) -> tuple[list[Recipe], bool]:
     return recipes, skip
 
 
-def _cmd_ab(args: argparse.Namespace) -> int:
+def _cmd_ab(args: argparse.Namespace, services: CliServices) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from perfsuite.ab import AB_LOOKS, run_ab
@@ -104,7 +104,7 @@ def _cmd_ab(args: argparse.Namespace) -> int:
             print(f"perfsuite: instructions not measured: {why}", file=sys.stderr)
     stamp = time.strftime("%Y%m%dT%H%M%S")
     output = Path(args.output_dir) if args.output_dir else Path("results/local") / f"ab-{stamp}"
-    resolver = fixture_hook()
+    resolver = services.resolve_fixture
     out = console()
     err = out.rich(stderr=True)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfsuite.cli._ab import add_measure_options, load_ab_recipes, note_printer
-from perfsuite.cli._common import Subparsers, fixture_hook, non_empty, output_dir, thresholds
+from perfsuite.cli._common import CliServices, Subparsers, non_empty, output_dir, thresholds
 from perfsuite.cli._console import console
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ def _first_line(result: BisectResult) -> str:
             f"[tracked: {tracked}]")
 
 
-def _cmd_bisect(args: argparse.Namespace) -> int:
+def _cmd_bisect(args: argparse.Namespace, services: CliServices) -> int:
     from rich import box
     from rich.table import Table
 
@@ -48,7 +48,7 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
     recipes, skip = load_ab_recipes(args)
     stamp = time.strftime("%Y%m%dT%H%M%S")
     output = Path(args.output_dir) if args.output_dir else Path("results/local") / f"bisect-{stamp}"
-    resolver = fixture_hook()
+    resolver = services.resolve_fixture
     out = console()
     note = note_printer()
 

@@ -12,6 +12,7 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, TypedDict
 
@@ -19,10 +20,11 @@ from perfsuite.cli._console import console
 from perfsuite.errors import PerfsuiteError
 
 if TYPE_CHECKING:
+    from perfsuite.harness import ResultsWriter
     from perfsuite.report import Floor, Result
     from perfsuite.workloads.fixtures import FixtureProgress
+    from perfsuite.workloads.runs import LoadProbe
 
-Command = Callable[[argparse.Namespace], int]
 FixtureResolver = Callable[[str | None, str | None], tuple[Path | None, dict[str, Any]]]
 
 
@@ -279,13 +281,6 @@ def input_dir(text: str) -> str:
     return text
 
 
-def fixture_hook() -> FixtureResolver:
-    """The fixture resolver in use: ``perfsuite.cli.resolve_fixture_hook`` (tests replace it there)."""
-    import perfsuite.cli
-
-    return perfsuite.cli.resolve_fixture_hook
-
-
 def default_resolve_fixture(name: str | None, session: str | None) -> tuple[Path | None, dict[str, Any]]:
     """Fixture name (or ``None``) and ``--session`` -> (directory to copy per sample, info for the results).
     A session gives a recipe without a fixture its fixture too (it was ignored before issue 28)."""
@@ -308,6 +303,27 @@ def fixture_notices(event: FixtureProgress) -> None:
         print(f"perfsuite: fixture {event.fixture} built in {event.elapsed_s:.1f} s", file=sys.stderr)
 
 
+@dataclass(frozen=True, slots=True)
+class CliServices:
+    """What the commands call out to that a test (or a program embedding the CLI) replaces, handed to every
+    command by :func:`perfsuite.cli.main` (``main(argv, services=CliServices(...))``): explicit injection,
+    never a module global (issue 30 item 5).
+
+    ``resolve_fixture`` gives `run`, `sweep`, `profile`, `ab` and `bisect` their fixture directories;
+    ``writer`` writes `run`'s results documents, ``(path, document) -> None`` (``None``: the harness's atomic
+    writer; tests inject ENOSPC, issue 14 case 6); ``load_probe`` measures the machine's load before `run`
+    writes into a baseline directory (``None``: :func:`perfsuite.harness.probe_load`; tests inject a loaded
+    machine, never a timing, issue 28)."""
+
+    resolve_fixture: FixtureResolver = default_resolve_fixture
+    writer: ResultsWriter | None = None
+    load_probe: LoadProbe | None = None
+
+
+#: a command: the parsed arguments and the services -> its exit status (``set_defaults(func=...)``)
+Command = Callable[[argparse.Namespace, CliServices], int]
+
+
 class Thresholds(TypedDict, total=False):
     """The keyword arguments --alpha and --factor give the library (absent: its defaults)."""
 
@@ -328,14 +344,14 @@ def thresholds(args: argparse.Namespace) -> Thresholds:
 def traced(command: Command, name: str) -> Command:
     """``--record-trace FILE``: run ``command`` while recording the engine's trace events into FILE."""
 
-    def run(args: argparse.Namespace) -> int:
+    def run(args: argparse.Namespace, services: CliServices) -> int:
         path = getattr(args, "record_trace", None)
         if not path:
-            return command(args)
+            return command(args, services)
         from perfsuite.whatif import recording
 
         with recording(path, meta={"command": name}) as recorder:
-            status = command(args)
+            status = command(args, services)
         trace = recorder.trace
         if trace is not None and not trace.events:
             # issue 28: a header-only file is one `whatif` refuses; say so in one line and keep none

@@ -7,7 +7,15 @@ import os
 from typing import TYPE_CHECKING
 
 from perfsuite.cli._cluster import add_cluster_options, progress_bar
-from perfsuite.cli._common import Subparsers, bounded_int, non_empty, non_negative_int, output_dir, output_file
+from perfsuite.cli._common import (
+    CliServices,
+    Subparsers,
+    bounded_int,
+    non_empty,
+    non_negative_int,
+    output_dir,
+    output_file,
+)
 from perfsuite.errors import PerfsuiteError
 
 if TYPE_CHECKING:
@@ -49,7 +57,7 @@ def _write_document(args: argparse.Namespace, kind: str, report: CampaignReport 
     console.print(f"json: {args.json}", markup=False)
 
 
-def _cmd_crashcheck(args: argparse.Namespace) -> int:
+def _cmd_crashcheck(args: argparse.Namespace, services: CliServices) -> int:
     """Exit 0: no violation (with --seeded-bug: the bug was caught); 1: violations (bug not caught)."""
     from rich.table import Table
 

@@ -10,12 +10,12 @@ if TYPE_CHECKING:
 
     from perfsuite.workloads.fixtures import FixtureProgress
 
-from perfsuite.cli._common import Subparsers, fixture_notices, non_empty
+from perfsuite.cli._common import CliServices, Subparsers, fixture_notices, non_empty
 from perfsuite.cli._console import console
 from perfsuite.errors import PerfsuiteError
 
 
-def _cmd_fixtures(args: argparse.Namespace) -> int:
+def _cmd_fixtures(args: argparse.Namespace, services: CliServices) -> int:
     """`fixtures list | build [NAME...] [--force] | path NAME | info NAME`: generated fixtures and their cache."""
     import json
 

@@ -1,6 +1,7 @@
 """``--format text|json|markdown`` of `report`, `compare`, `history`, `bars` and `whatif` (issue 18 item 3).
 
-JSON goes to stdout as one document with stable keys, described by the JSON Schema
+JSON goes to stdout as one document with stable keys (the library's values give their own: ``to_json()``
+of ``Comparison``, ``History``, ``Bar``, ``WhatIf``...), described by the JSON Schema
 ``perfsuite/cli/output.schema.json`` (:data:`SCHEMA_VERSION`; every document says which ``command``
 made it). Figures are the numbers of the results, unrounded; a value that is not a finite number
 (a ratio from a zero median) is ``null``. Markdown is the text output's tables as GitHub tables.
@@ -12,7 +13,7 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -20,21 +21,16 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
     from rich.table import Table
 
-    from perfsuite.report import Bar, Comparison, Floor, History, Result, Stat
-    from perfsuite.whatif import WhatIf
+    from perfsuite.report import Floor, Result
 
 __all__ = [
     "FORMATS",
     "SCHEMA_VERSION",
     "add_format_option",
-    "bars_json",
-    "compare_json",
     "emit_json",
-    "history_json",
     "markdown_table",
     "output_schema",
     "report_json",
-    "whatif_json",
 ]
 
 FORMATS = ("text", "json", "markdown")
@@ -140,93 +136,9 @@ def report_json(results: Sequence[Result], floors: Sequence[Floor | None]) -> di
             "status": doc.get("status"),
             "created_at": doc.get("created_at"),
             "commit": result.commit,
-            "floor": None if floor is None else {"source": str(floor.source), "mode": floor.mode,
-                                                 "ack_ms": _stat_of(floor.ack_ms)},
+            "floor": None if floor is None else floor.to_json(),
             "modes": modes,
             "branch": result.branch,  # issue 28: the measured repository's branch, and the machine's load
             "load": result.load.to_dict(),
         })
     return {"results": out}
-
-
-def _stat_of(stat: Stat) -> dict[str, Any]:
-    return {"n": stat.n, "median": stat.median, "min": stat.min, "max": stat.max, "ci_low": stat.ci_low,
-            "ci_high": stat.ci_high}
-
-
-def compare_json(comparison: Comparison) -> dict[str, Any]:
-    """`compare` and `ab`: the verdict line, the gate's exit status and every compared metric (issue 15: the
-    kind of comparison, a timing's smallest detectable ratio, a cost's tolerance; inconclusive is no pass)."""
-    from perfsuite.report import compare_headline
-
-    changes = []
-    for c in comparison.changes:
-        changes.append({
-            "recipe": c.recipe,
-            "mode": c.mode,
-            "metric": c.metric,
-            "base": _stat_of(c.base),
-            "new": _stat_of(c.new),
-            "ratio": c.ratio,
-            "p_value": c.p_value,
-            "status": c.status,
-            "gating": bool(c.gating),
-            "headline": c.headline,
-            "underpowered": c.underpowered,
-            "kind": c.kind,
-            "detectable": c.detectable,
-            "tolerance": c.tolerance,
-            "reference": c.reference,
-            "test": c.test,
-            "p_adjusted": c.p_adjusted,
-        })
-    return {
-        "base": str(comparison.base),
-        "new": str(comparison.new),
-        "alpha": comparison.alpha,
-        "factor": comparison.factor,
-        "looks": comparison.looks,
-        "correction": comparison.correction,
-        "level": comparison.level,
-        "exit_status": int(comparison.exit_status),
-        "regressions": len(comparison.regressions),
-        "improvements": len(comparison.improvements),
-        "changes": changes,
-        "notes": [str(n) for n in comparison.notes],
-        "verdict": compare_headline(comparison),
-        "inconclusive": len(comparison.inconclusive),
-        "only_base": list(comparison.only_base),
-        "only_new": list(comparison.only_new),
-        "cross_machine": list(comparison.cross_machine),
-        "incomplete": list(comparison.incomplete),
-        "flags": list(comparison.flags),
-        "timing_note": comparison.timing_note,
-        "loaded": list(comparison.loaded),
-    }
-
-
-def history_json(hist: History) -> dict[str, Any]:
-    """`history`: the detected steps and the method's parameters."""
-    return {
-        "runs": hist.runs,
-        "series": len(hist.series),
-        "penalty_per_log_n": hist.penalty_per_log_n,
-        "min_change": hist.min_change,
-        "machines": [{"key": m.key, "label": m.label} for m in hist.machines],
-        "steps": [{
-            "machine": st.machine, "recipe": st.recipe, "mode": st.mode, "metric": st.metric,
-            "commit": st.commit, "previous_commit": st.previous_commit, "date": st.date, "before": st.before,
-            "after": st.after, "ratio": st.ratio, "kind": st.kind, "method": st.method,
-        } for st in hist.steps],
-    }
-
-
-def bars_json(judged: Iterable[Bar]) -> dict[str, Any]:
-    """`bars`: every bar of SPEC section 8 with its verdict (``met`` null: not measured)."""
-    return {"bars": [{"bar": b.bar, "recipe": b.recipe, "measured": b.measured, "target": b.target, "met": b.met}
-                     for b in judged]}
-
-
-def whatif_json(report: WhatIf) -> dict[str, Any]:
-    """`whatif`: the sweep (what ``--json FILE`` writes)."""
-    return {"sweep": report.to_json()}

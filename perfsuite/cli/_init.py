@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from perfsuite.cli._common import Subparsers, non_empty
+from perfsuite.cli._common import CliServices, Subparsers, non_empty
 from perfsuite.cli._console import console
 from perfsuite.errors import PerfsuiteError
 
 
-def _cmd_init(args: argparse.Namespace) -> int:
+def _cmd_init(args: argparse.Namespace, services: CliServices) -> int:
     from perfsuite.ab import init_project, repo_root
 
     cwd = Path(args.dir) if args.dir else Path.cwd()

@@ -10,12 +10,12 @@ import time
 from pathlib import Path
 
 from perfsuite._extras import require
-from perfsuite.cli._common import Subparsers, add_recipes_option, bounded_int, fixture_hook, non_empty, output_dir
+from perfsuite.cli._common import CliServices, Subparsers, add_recipes_option, bounded_int, non_empty, output_dir
 from perfsuite.cli._console import console
 from perfsuite.errors import PerfsuiteError
 
 
-def _cmd_diff(args: argparse.Namespace) -> int:
+def _cmd_diff(args: argparse.Namespace, services: CliServices) -> int:
     """``perfsuite profile --diff A B``: functions that gained (and lost) instructions, text and flame graphs."""
     from perfsuite.profile import diff_profiles
 
@@ -29,13 +29,13 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_profile(args: argparse.Namespace) -> int:
+def _cmd_profile(args: argparse.Namespace, services: CliServices) -> int:
     from perfsuite.harness import check_parameters, load_recipe, recipe_dirs, resolve_factories
     from perfsuite.profile import diff_profiles, load_callgrind_profile, profile_recipe, profiler_command
     from perfsuite.report import phase_table
 
     if args.diff:
-        return _cmd_diff(args)
+        return _cmd_diff(args, services)
     if not args.recipe or not args.profiler:
         raise PerfsuiteError("give RECIPE and --profiler (py-spy, scalene or callgrind), or --diff A B")
     if args.baseline and args.profiler != "callgrind":
@@ -51,7 +51,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     recipe = load_recipe(args.recipe, recipe_dirs(args.recipes_dir))
     chosen = dataclasses.replace(recipe, modes=tuple(m for m in recipe.modes if not args.mode or m.name in args.mode))
     check_parameters(chosen, resolve_factories(chosen))  # imports and declared parameters, before any fixture
-    fixture, info = fixture_hook()(recipe.fixture, args.session or recipe.session)
+    fixture, info = services.resolve_fixture(recipe.fixture, args.session or recipe.session)
     run = profile_recipe(
         recipe, args.profiler, modes=args.mode, output_dir=args.output_dir, repeat=args.repeat,
         native=args.native, rate=args.rate, fixture=fixture, fixture_info=info,

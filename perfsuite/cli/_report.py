@@ -8,6 +8,7 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from perfsuite.cli._common import (
+    CliServices,
     Subparsers,
     add_gate_option,
     add_phase_options,
@@ -22,10 +23,7 @@ from perfsuite.cli._common import (
 from perfsuite.cli._console import console
 from perfsuite.cli._formats import (
     add_format_option,
-    bars_json,
-    compare_json,
     emit_json,
-    history_json,
     markdown_table,
     report_json,
 )
@@ -48,7 +46,7 @@ def _read(paths: list[str], skip_bad: bool) -> list[Result]:
     return results
 
 
-def _cmd_report(args: argparse.Namespace) -> int:
+def _cmd_report(args: argparse.Namespace, services: CliServices) -> int:
     from perfsuite.report import find_floor, order_results, read_siblings, summary_table
 
     results = _read(args.results, args.skip_bad)
@@ -90,7 +88,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_evidence(args: argparse.Namespace) -> int:
+def _cmd_evidence(args: argparse.Namespace, services: CliServices) -> int:
     from pathlib import Path
 
     from perfsuite.report import evidence_for, read_results, read_sweeps, sweep_evidence
@@ -111,7 +109,7 @@ def _cmd_evidence(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_compare(args: argparse.Namespace) -> int:
+def _cmd_compare(args: argparse.Namespace, services: CliServices) -> int:
     from perfsuite.report import compare
 
     if args.store:
@@ -133,7 +131,7 @@ def print_comparison(comparison: Comparison, command: str, *, fmt: str, everythi
     for line in comparison.skipped:
         print(f"perfsuite: skipped {line}", file=sys.stderr)
     if fmt == "json":
-        emit_json(command, compare_json(comparison))
+        emit_json(command, comparison.to_json())
         return
     if fmt == "markdown":
         print(compare_markdown(comparison, everything=everything), end="")
@@ -194,7 +192,7 @@ def _source(args: argparse.Namespace) -> str:
     return str(source)
 
 
-def _cmd_history(args: argparse.Namespace) -> int:
+def _cmd_history(args: argparse.Namespace, services: CliServices) -> int:
     from rich import box
     from rich.table import Table
 
@@ -204,7 +202,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
     hist = history(_source(args), metrics=args.metric, machine=args.machine,
                    **{k: v for k, v in options.items() if v is not None})
     if args.format == "json":
-        emit_json("history", history_json(hist))
+        emit_json("history", hist.to_json())
         return 0
     hosts = {m.key: m.host for m in hist.machines}
     table = Table(
@@ -260,7 +258,7 @@ def _bar_lines(bar: Bar, width: int) -> list[str]:
     return lines
 
 
-def _cmd_bars(args: argparse.Namespace) -> int:
+def _cmd_bars(args: argparse.Namespace, services: CliServices) -> int:
     from rich.table import Table
 
     from perfsuite.report import bars
@@ -269,7 +267,7 @@ def _cmd_bars(args: argparse.Namespace) -> int:
     judged = bars(results)
     status = 1 if args.strict and any(b.met is False for b in judged) else 0
     if args.format == "json":
-        emit_json("bars", bars_json(judged))
+        emit_json("bars", {"bars": [bar.to_json() for bar in judged]})
         return status
     if args.format == "markdown":
         table = Table(title="SPEC section 8 bars (newest result of each recipe)")
@@ -297,7 +295,7 @@ def _cmd_bars(args: argparse.Namespace) -> int:
     return status
 
 
-def _cmd_dashboard(args: argparse.Namespace) -> int:
+def _cmd_dashboard(args: argparse.Namespace, services: CliServices) -> int:
     from perfsuite.report import dashboard
 
     site = dashboard(_source(args), args.output, machine=args.machine, commit_url=args.commit_url)

@@ -5,20 +5,18 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
-from collections.abc import Mapping
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from perfsuite._extras import require
 from perfsuite.cli._common import (
+    CliServices,
     Subparsers,
     add_phase_options,
     add_recipes_option,
     bounded_int,
     commit_id,
     describe_error,
-    fixture_hook,
     non_empty,
     output_dir,
     output_file,
@@ -27,14 +25,16 @@ from perfsuite.cli._common import (
     verdict_lines,
 )
 from perfsuite.cli._console import console
-from perfsuite.errors import PerfsuiteError, Terminated
+from perfsuite.errors import PerfsuiteError
 from perfsuite.workloads.plan import DEFAULT_RUN_RECIPES
 
 if TYPE_CHECKING:
     from rich.progress import TaskID
     from rich.table import Table
 
+    from perfsuite.harness import RunResult
     from perfsuite.report import Floor, Result
+    from perfsuite.workloads.runs import RunOutcome
 
 
 def add_condition_options(parser: argparse.ArgumentParser) -> None:
@@ -54,7 +54,7 @@ def add_condition_options(parser: argparse.ArgumentParser) -> None:
                         "the mitigation for full collections over a large live heap")
 
 
-def _cmd_demo(args: argparse.Namespace) -> int:
+def _cmd_demo(args: argparse.Namespace, services: CliServices) -> int:
     from perfsuite.engine import SaveFailed, SessionError, TranscriptError, demo
 
     try:
@@ -73,23 +73,12 @@ def _run_table(doc: Mapping[str, Any], floor: Floor | None = None) -> Table:
     return summary_table(doc, floor)
 
 
-def _kept(path: Path) -> tuple[int, int] | None:
-    """(entries done, total) of the document on disk, or ``None`` when there is none to resume."""
-    from perfsuite.harness import load_results
-
-    try:
-        progress = load_results(path)["progress"]
-        return int(progress["done"]), int(progress["total"])
-    except (PerfsuiteError, KeyError, TypeError, ValueError):
-        return None
-
-
-def _print_measured(documents: list[tuple[Path, Mapping[str, Any], tuple[Path, ...]]]) -> list[Result]:
+def _print_measured(documents: Sequence[RunResult]) -> list[Result]:
     """The summary table of every finished document (``-q``: its verdict lines), then one plain ``results:``
     line per document (scripts read them; ``-v`` adds every export path)."""
     from perfsuite.report import Result, find_floor
 
-    measured = [Result(path, document) for path, document, _ in documents]
+    measured = [Result(doc.path, doc.document) for doc in documents]
     out = console()  # the table `report` prints, at the same width
     for result in measured:
         floor = find_floor(result, measured, same_run=True)
@@ -97,75 +86,37 @@ def _print_measured(documents: list[tuple[Path, Mapping[str, Any], tuple[Path, .
         if out.quiet:
             for line in verdict_lines(result, floor):
                 out.verdict(line)
-    for path, _, exports in documents:
-        out.line(f"results: {path}")  # exactly this: scripts read it (its exports: -v)
-        for extra in exports:
+    for doc in documents:
+        out.line(f"results: {doc.path}")  # exactly this: scripts read it (its exports: -v)
+        for extra in doc.exports:
             out.detail(f"  {extra}")
     return measured
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
+def _cmd_run(args: argparse.Namespace, services: CliServices) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    import perfsuite.cli
-    from perfsuite.harness import (
-        BASELINE_DIR_NAME,
-        LOAD_RULE,
-        SampleEvent,
-        instructions_unavailable,
-        measured_repository,
-        new_results_path,
-        plan_order,
-        probe_load,
-        resume_run,
-        run_recipe,
-    )
-    from perfsuite.workloads.plan import RunOptions, plan_resume, plan_run
+    from perfsuite.harness import SampleEvent
+    from perfsuite.workloads.plan import RunOptions
+    from perfsuite.workloads.runs import RunStarted, prepare_runs, run_plans
 
     if args.phase:
         require("report", "matplotlib")  # the phase plot: say so before measuring, not after
     if os.getcwd() not in sys.path:  # operations import like `python -m` would (workers get the same)
         sys.path.insert(0, os.getcwd())
-    work_root = Path(args.work_dir) if args.work_dir else None
-    if work_root is not None:  # before any fixture is built or sample measured (issue 14 case 6)
-        work_root.mkdir(parents=True, exist_ok=True)
-    skipped: list[str] = []
-    out = console()
-    err = out.rich(stderr=True)
-    plans: list[tuple[Any, Path | None, Path | None, dict[str, Any]]] = []
-    options = RunOptions(samples=args.samples, warmup=args.warmup, isolation=args.isolation, gc=args.gc,
+    options = RunOptions(samples=args.samples, warmup=args.warmup, worker_warmup=args.worker_warmup,
+                         isolation=args.isolation, gc=args.gc,
                          order=args.order, seed=args.seed, storage=args.storage, storage_file=args.storage_file,
                          heap=args.heap, gc_freeze=args.gc_freeze or None,
                          instructions=True if args.instructions else None)
-    if args.resume and (args.commit or args.branch):
-        raise PerfsuiteError("--resume continues the recorded document, whose measured commit is recorded: "
-                             "give no --commit or --branch")
-    # issue 28: the code measured is the working directory's repository (or --commit, or the CI's), found once
-    measured = None if args.resume else measured_repository(commit=args.commit, branch=args.branch)
-    output = Path(args.resume).parent if args.resume else Path(args.output_dir)
-    baseline = output.name == BASELINE_DIR_NAME and not args.allow_loaded
-    if baseline:  # issue 28: a baseline is measured on a quiet machine; look before measuring anything
-        load = (perfsuite.cli.load_probe_hook or probe_load)()
-        if load.loaded:
-            raise PerfsuiteError(f"{output} is a baseline directory and this machine is loaded now ({load.describe()}; "
-                                 f"{LOAD_RULE}): nothing measured; measure it on a quiet machine, or pass "
-                                 "--allow-loaded to keep a run marked loaded")
-    if args.resume:
-        recipe = plan_resume(args.resume, args.recipes, options)
-        plans.append((recipe, Path(args.resume), *fixture_hook()(recipe.fixture, args.session or recipe.session)))
-    else:
-        plan = plan_run(args.recipes, options, all_recipes=args.all, recipes_dir=args.recipes_dir)
-        skipped = [f"skipped: {s.recipe}: {s.reason}" for s in plan.skipped]
-        if plan.recipes:  # every recipe checked: nothing measured, nothing written until here
-            Path(args.output_dir).mkdir(parents=True, exist_ok=True)  # unusable: fail before building fixtures
-        for recipe in plan.recipes:
-            plans.append((recipe, None, *fixture_hook()(recipe.fixture, args.session or recipe.session)))
-    if any(plan[0].instructions for plan in plans):  # one line, once: the pass records "not measured"
-        why = instructions_unavailable(args.valgrind)
-        if why:
-            print(f"perfsuite: instructions not measured: {why}", file=sys.stderr)
-    writer = perfsuite.cli.results_writer_hook
-    finished: list[tuple[Path, Mapping[str, Any], tuple[Path, ...]]] = []
+    batch = prepare_runs(args.recipes, options, output_dir=args.output_dir, resume=args.resume, all_recipes=args.all,
+                         recipes_dir=args.recipes_dir, session=args.session, commit=args.commit, branch=args.branch,
+                         allow_loaded=args.allow_loaded, work_root=args.work_dir, valgrind=args.valgrind,
+                         resolve_fixture=services.resolve_fixture, load_probe=services.load_probe)
+    if batch.instructions_missing:  # one line, once: the pass records "not measured"
+        print(f"perfsuite: instructions not measured: {batch.instructions_missing}", file=sys.stderr)
+    out = console()
+    err = out.rich(stderr=True)
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
@@ -173,64 +124,51 @@ def _cmd_run(args: argparse.Namespace) -> int:
         TimeElapsedColumn(),
         TextColumn("{task.fields[gap]}"),
     )
-    run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"  # one invocation, many documents
     # the bar is for a terminal; in a pipe or a log it would only add lines to stderr (one-line errors)
     with Progress(*columns, console=err, disable=out.quiet or not err.is_terminal) as progress:
-        for recipe, reserved, fixture, info in plans:
-            # a name nobody else can take, reserved when its run starts (issue 14 case 7)
-            path = reserved or new_results_path(args.output_dir, recipe.name)
-            done = (_kept(path) or (0, 0))[0] if args.resume else 0
-            task = progress.add_task(recipe.name, total=len(plan_order(recipe)), completed=done, gap="")
+        tasks: list[TaskID] = []
 
-            def on_sample(event: SampleEvent, task: TaskID = task) -> None:
-                what = event.kind if event.mode is None else f"{event.mode} {event.kind} {event.index}"
-                gap = f"max gap {event.max_gap_ms:.2f} ms" if event.max_gap_ms is not None else ""
-                progress.update(
-                    task, completed=event.done, total=event.total, description=f"{event.recipe}: {what}", gap=gap
-                )
+        def on_start(event: RunStarted) -> None:
+            tasks.append(progress.add_task(event.recipe, total=event.total, completed=event.done, gap=""))
 
-            try:
-                if args.resume:
-                    result = resume_run(path, fixture=fixture, fixture_info=info, work_root=work_root,
-                                        on_sample=on_sample, writer=writer, valgrind=args.valgrind)
-                else:
-                    result = run_recipe(recipe, output=path, fixture=fixture, fixture_info=info, work_root=work_root,
-                                        on_sample=on_sample, run_id=run_id, writer=writer, valgrind=args.valgrind,
-                                        measured=measured)
-            except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM (Terminated): keep, hint, 130 / 143
-                progress.stop()
-                _print_measured(finished)
-                word, status = ("terminated", 143) if isinstance(exc, Terminated) else ("interrupted", 130)
-                if _kept(path) is None:
-                    print(f"perfsuite: {word}", file=sys.stderr)
-                else:
-                    print(f"perfsuite: {word}; measured samples kept in {path}; "
-                          f"continue with: perfsuite run --resume {path}", file=sys.stderr)
-                return status
-            except Exception as exc:  # a failed sample, ENOSPC, a read-only output...: one line
-                progress.stop()
-                _print_measured(finished)
-                kept = _kept(path)
-                if kept is None or kept[0] == 0:
-                    raise  # nothing measured to keep: main() prints the one line, exit 2
-                print(f"perfsuite: error: {describe_error(exc)}; {kept[0]} of {kept[1]} entries kept in {path}; "
-                      f"continue with: perfsuite run --resume {path}", file=sys.stderr)
-                return 1
-            finished.append((result.path, result.document, tuple(result.exports)))
-    results = _print_measured(finished)
-    for line in skipped:  # one line per recipe that could not run here, with the reason
-        out.verdict(line)
+        def on_sample(event: SampleEvent) -> None:
+            what = event.kind if event.mode is None else f"{event.mode} {event.kind} {event.index}"
+            gap = f"max gap {event.max_gap_ms:.2f} ms" if event.max_gap_ms is not None else ""
+            progress.update(
+                tasks[-1], completed=event.done, total=event.total, description=f"{event.recipe}: {what}", gap=gap
+            )
+
+        outcome = run_plans(batch, writer=services.writer, on_start=on_start, on_sample=on_sample)
+    results = _print_measured(outcome.documents)
+    stopped = outcome.stopped
+    if stopped is not None and stopped.error is not None:  # a failed sample, ENOSPC, a read-only output...
+        if not stopped.resumable:
+            raise stopped.error  # nothing measured to keep: main() prints the one line, exit 2
+        done, total = stopped.kept or (0, 0)
+        print(f"perfsuite: error: {describe_error(stopped.error)}; {done} of {total} entries kept in {stopped.path}; "
+              f"continue with: perfsuite run --resume {stopped.path}", file=sys.stderr)
+        return outcome.status
+    if stopped is not None:  # SIGINT, or SIGTERM: kept, with the hint
+        if stopped.kept is None:
+            print(f"perfsuite: {stopped.reason}", file=sys.stderr)
+        else:
+            print(f"perfsuite: {stopped.reason}; measured samples kept in {stopped.path}; "
+                  f"continue with: perfsuite run --resume {stopped.path}", file=sys.stderr)
+        return outcome.status
+    for skipped in outcome.skipped:  # one line per recipe that could not run here, with the reason
+        out.verdict(f"skipped: {skipped.recipe}: {skipped.reason}")
     if getattr(args, "phase", False):
         phase_outputs(results, args.phase_dir)
-    return _say_load(results, baseline, output)
+    _say_load(results, outcome)
+    return outcome.status
 
 
-def _say_load(measured: list[Result], baseline: bool, output: Path) -> int:
+def _say_load(measured: list[Result], outcome: RunOutcome) -> None:
     """Issue 28: how loaded the machine was (its idle control), one line; a baseline measured loaded is exit 1."""
     from perfsuite.harness import LOADED_EXCESS_MS
 
     out = console()
-    loads = [(r, r.load) for r in measured]
+    loads = list(zip(measured, outcome.loads))
     loaded = [(r, load) for r, load in loads if load.loaded]
     medians = [load.median_gap_ms for _, load in loads if load.median_gap_ms is not None]
     if not loaded and medians:  # -q: the verdict lines say LOADED themselves (verdict_lines)
@@ -240,12 +178,10 @@ def _say_load(measured: list[Result], baseline: bool, output: Path) -> int:
     for result, load in loaded:
         out.line(f"machine: {result.name}: {load.describe()}: its timings read high (compare them only "
                  "interleaved: perfsuite ab)")
-    if loaded and baseline:
-        print(f"perfsuite: error: {len(loaded)} document(s) in the baseline directory {output} were measured on a "
-              "loaded machine (marked so in their load section); re-measure on a quiet machine, or pass "
-              "--allow-loaded", file=sys.stderr)
-        return 1
-    return 0
+    if loaded and outcome.baseline:
+        print(f"perfsuite: error: {len(loaded)} document(s) in the baseline directory {outcome.output_dir} were "
+              "measured on a loaded machine (marked so in their load section); re-measure on a quiet machine, or "
+              "pass --allow-loaded", file=sys.stderr)
 
 
 def register(sub: Subparsers) -> None:
@@ -272,6 +208,9 @@ def register(sub: Subparsers) -> None:
                      help="samples per mode (recipe default: 6)")
     run.add_argument("--warmup", type=bounded_int("warmup"),
                      help="discarded warm-up samples per mode (recipe default: 1)")
+    run.add_argument("--worker-warmup", type=bounded_int("worker_warmup"), metavar="N",
+                     help="discarded samples each sample's worker measures before it (process isolation; "
+                          "recipe default: 0)")
     run.add_argument("--isolation", choices=("process", "inline"), help="fresh process per sample, or one")
     run.add_argument("--gc", choices=("collect-before", "natural"), help="GC policy before each sample")
     run.add_argument("--order", choices=("random", "fixed"),

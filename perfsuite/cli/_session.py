@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from perfsuite.cli._common import Subparsers, non_empty
+from perfsuite.cli._common import CliServices, Subparsers, non_empty
 from perfsuite.cli._console import console
 from perfsuite.errors import PerfsuiteError
 
 
-def _cmd_session(args: argparse.Namespace) -> int:
+def _cmd_session(args: argparse.Namespace, services: CliServices) -> int:
     """Repair a portable or file-backed session; print what was found and done. Exit 0 when the session
     opens afterwards (or needed nothing), 2 when it cannot be repaired (one line on stderr)."""
     from perfsuite.engine import SessionError, TranscriptError, repair_session

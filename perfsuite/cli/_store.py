@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from perfsuite.cli._common import Subparsers, non_empty, output_dir
+from perfsuite.cli._common import CliServices, Subparsers, non_empty, output_dir
 from perfsuite.cli._console import console
 
 
-def _cmd_ingest(args: argparse.Namespace) -> int:
+def _cmd_ingest(args: argparse.Namespace, services: CliServices) -> int:
     from perfsuite.report import DEFAULT_STORE, ingest
 
     store = args.store or DEFAULT_STORE
@@ -20,7 +20,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_info(args: argparse.Namespace) -> int:
+def _cmd_info(args: argparse.Namespace, services: CliServices) -> int:
     from rich import box
     from rich.table import Table
 
@@ -40,7 +40,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_push(args: argparse.Namespace) -> int:
+def _cmd_push(args: argparse.Namespace, services: CliServices) -> int:
     from perfsuite.report import push_results
 
     report = push_results(args.directories, branch=args.branch, remote=args.remote, repo=args.repo,
@@ -55,7 +55,7 @@ def _cmd_push(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_pull(args: argparse.Namespace) -> int:
+def _cmd_pull(args: argparse.Namespace, services: CliServices) -> int:
     from perfsuite.report import DEFAULT_STORE, pull_results, rebuild_store
 
     pulled = pull_results(args.into, branch=args.branch, remote=args.remote, repo=args.repo)

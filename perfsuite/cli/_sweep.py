@@ -21,9 +21,9 @@ if TYPE_CHECKING:
 
 from perfsuite.cli._cluster import add_cluster_options
 from perfsuite.cli._common import (
+    CliServices,
     Subparsers,
     bounded_int,
-    fixture_hook,
     non_empty,
     output_dir,
     output_file,
@@ -95,7 +95,7 @@ def _sweep_on_cluster(args: argparse.Namespace, plan: SweepPlan, fixture: Path |
                             on_start=started, on_done=done)
 
 
-def _cmd_sweep(args: argparse.Namespace) -> int:
+def _cmd_sweep(args: argparse.Namespace, services: CliServices) -> int:
     if args.report:
         return _print_sweeps([Path(p) for p in args.report], args.plot)
     if not args.recipe:
@@ -116,7 +116,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         storages.remove(None)  # only --storage-file given: sweep those profiles
     plan = plan_sweep(recipe, storages=storages, heaps=parse_heaps(args.heap), freeze=args.freeze,
                       storage_files=files)
-    fixture, info = fixture_hook()(recipe.fixture, args.session or recipe.session)
+    fixture, info = services.resolve_fixture(recipe.fixture, args.session or recipe.session)
     err = Console(stderr=True)
     print(f"sweep {plan.id}: {plan.recipe}, {len(plan.settings)} settings "
           f"({len(plan.storages)} storage x {len(plan.heaps)} heap x {'2' if plan.freeze == 'both' else '1'} freeze)",

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 from perfsuite._extras import require
 from perfsuite.cli._common import (
+    CliServices,
     Subparsers,
     non_empty,
     non_negative_float,
@@ -54,7 +55,7 @@ class _Progress:
             print(f"perfsuite: watch: {self.windows} windows, {self.over} over {self.target_ms:g} ms", file=sys.stderr)
 
 
-def _cmd_watch(args: argparse.Namespace) -> int:
+def _cmd_watch(args: argparse.Namespace, services: CliServices) -> int:
     from perfsuite.report import Result, summary_table
     from perfsuite.watch import WatchOptions, parse_command, watch_program
 
@@ -104,7 +105,7 @@ def _cmd_watch(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_typing(args: argparse.Namespace) -> int:
+def _cmd_typing(args: argparse.Namespace, services: CliServices) -> int:
     from perfsuite.watch import key_latency, key_latency_json, key_latency_table
 
     report = key_latency(args.results, target_ms=args.target)

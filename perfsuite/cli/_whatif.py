@@ -10,6 +10,7 @@ from pathlib import Path
 from perfsuite._extras import require
 from perfsuite.cli._cluster import add_cluster_options
 from perfsuite.cli._common import (
+    CliServices,
     Subparsers,
     bounded_float,
     bounded_int,
@@ -19,11 +20,11 @@ from perfsuite.cli._common import (
     seconds_or_all,
 )
 from perfsuite.cli._console import console
-from perfsuite.cli._formats import add_format_option, emit_json, markdown_table, whatif_json
+from perfsuite.cli._formats import add_format_option, emit_json, markdown_table
 from perfsuite.errors import PerfsuiteError
 
 
-def _cmd_whatif(args: argparse.Namespace) -> int:
+def _cmd_whatif(args: argparse.Namespace, services: CliServices) -> int:
     """Exit 0; with --validate: 0 when the simulation matches the real session, 1 when it does not."""
     from perfsuite import whatif
 
@@ -121,7 +122,7 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
     writers = (("csv", whatif.write_csv), ("json", whatif.write_json), ("plot", whatif.write_plot))
     written = [f"{name}: {writer(report, getattr(args, name))}" for name, writer in writers if getattr(args, name)]
     if args.format == "json":
-        emit_json("whatif", whatif_json(report))
+        emit_json("whatif", {"sweep": report.to_json()})
         return 0
     table = whatif.build_table(report)
     if args.format == "markdown":

@@ -72,6 +72,10 @@ class Recipe:
     fixture: str | None = None
     samples: int = 6
     warmup: int = 1
+    # M4 in the worker (process isolation): discarded samples of the same mode, each on its own fresh copy, in
+    # the sample's worker process before the measured one, so the measured publication is not the process's
+    # first (pyperf's warm-up runs in the worker too); inline runs already warm up in their one process
+    worker_warmup: int = 0
     heartbeat_ms: float = 5.0
     gc: str = "collect-before"
     isolation: str = "process"
@@ -134,6 +138,7 @@ class Recipe:
         *,
         samples: int | None = None,
         warmup: int | None = None,
+        worker_warmup: int | None = None,
         isolation: str | None = None,
         gc: str | None = None,
         order: str | None = None,
@@ -161,6 +166,8 @@ class Recipe:
                 changes["control_windows"] = changes["samples"]
         if warmup is not None:
             changes["warmup"] = check.count("--warmup", warmup, "warmup")
+        if worker_warmup is not None:
+            changes["worker_warmup"] = check.count("--worker-warmup", worker_warmup, "worker_warmup")
         if isolation is not None:
             changes["isolation"] = check.choice("--isolation", isolation, ISOLATIONS)
         if gc is not None:
@@ -278,6 +285,7 @@ _SCALARS: dict[str, tuple[str, Any]] = {
     "seed": ("count", None),
     "storage": ("storage", None),
     "heap": ("count", 0),
+    "worker_warmup": ("count", 0),
     "session": ("string", None),
 }
 assert all(key in LIMITS for key, (kind, _) in _SCALARS.items() if kind in ("count", "number"))

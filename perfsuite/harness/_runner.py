@@ -226,6 +226,7 @@ class _Run:
             settle_ms=r.settle_ms,
             sync_after_copy=r.sync_after_copy,
             heap=r.heap if entry["kind"] == "sample" else 0,
+            warmups=r.worker_warmup if entry["kind"] == "sample" and r.isolation == "process" else 0,
         )
 
     def before(self, entry: Mapping[str, Any]) -> None:

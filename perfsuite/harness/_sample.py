@@ -64,6 +64,7 @@ class SampleSpec:
     settle_ms: float = 20.0
     sync_after_copy: bool = True
     heap: int = 0  # M10: live objects held through a latency sample (see perfsuite.harness._heap)
+    warmups: int = 0  # M4: discarded samples the worker measures first, each on its own copy (Recipe.worker_warmup)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (for the worker's stdin)."""

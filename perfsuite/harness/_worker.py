@@ -22,6 +22,7 @@ directory) which imported modules come from files below it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 import importlib.util
 import json
@@ -128,6 +129,8 @@ async def _serve(kind: str, spec_data: dict[str, Any]) -> dict[str, Any]:
         return (await measure_allocation(spec, factory)).to_dict()
     with GcRecorder() as recorder:
         async with Heartbeat(spec.heartbeat_ms) as heartbeat:
+            for _ in range(spec.warmups):  # M4: warm this process first (discarded, each on its own fresh copy)
+                await measure_sample(dataclasses.replace(spec, kind="warmup", warmups=0), heartbeat, recorder, factory)
             return (await measure_sample(spec, heartbeat, recorder, factory)).to_dict()
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from perfsuite.report._load import Result, find_floor, find_publication_floor, latest_by_recipe
@@ -26,6 +26,10 @@ class Bar:
     measured: str
     target: str
     met: bool | None
+
+    def to_json(self) -> dict[str, Any]:
+        """`bars --format json`: the bar, what was measured against its target, and the verdict."""
+        return asdict(self)
 
 
 def _median(values: Sequence[float]) -> float | None:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from functools import cache
-from typing import Literal
+from typing import Any, Literal
 
 from perfsuite._extras import require
 from perfsuite.report._load import Stat
@@ -77,6 +77,28 @@ class MetricChange:
     reference: str | None = None  # a by-design reference mode: compared, shown as such, never gating
     test: str | None = None
     p_adjusted: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """`compare` / `ab` ``--format json``: one compared metric, its figures unrounded."""
+        return {
+            "recipe": self.recipe,
+            "mode": self.mode,
+            "metric": self.metric,
+            "base": self.base.to_json(),
+            "new": self.new.to_json(),
+            "ratio": self.ratio,
+            "p_value": self.p_value,
+            "status": self.status,
+            "gating": bool(self.gating),
+            "headline": self.headline,
+            "underpowered": self.underpowered,
+            "kind": self.kind,
+            "detectable": self.detectable,
+            "tolerance": self.tolerance,
+            "reference": self.reference,
+            "test": self.test,
+            "p_adjusted": self.p_adjusted,
+        }
 
     @property
     def mode_label(self) -> str:

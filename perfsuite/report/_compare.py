@@ -46,6 +46,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
+from typing import Any
 
 from perfsuite._limits import LIMITS
 from perfsuite.errors import PerfsuiteError
@@ -135,6 +136,36 @@ class Comparison:
     correction: str = "none"
     timing_note: str | None = None  # why timings do not gate here (separate or loaded runs), first line
     loaded: tuple[str, ...] = ()  # the runs measured on a loaded machine, each with its idle-control figures
+
+    def to_json(self) -> dict[str, Any]:
+        """`compare` and `ab` ``--format json``: the verdict line, the gate's exit status and every compared
+        metric (issue 15: the kind of comparison, a timing's smallest detectable ratio, a cost's tolerance;
+        inconclusive is no pass)."""
+        from perfsuite.report._compare_render import compare_headline
+
+        return {
+            "base": str(self.base),
+            "new": str(self.new),
+            "alpha": self.alpha,
+            "factor": self.factor,
+            "looks": self.looks,
+            "correction": self.correction,
+            "level": self.level,
+            "exit_status": int(self.exit_status),
+            "regressions": len(self.regressions),
+            "improvements": len(self.improvements),
+            "changes": [c.to_json() for c in self.changes],
+            "notes": [str(n) for n in self.notes],
+            "verdict": compare_headline(self),
+            "inconclusive": len(self.inconclusive),
+            "only_base": list(self.only_base),
+            "only_new": list(self.only_new),
+            "cross_machine": list(self.cross_machine),
+            "incomplete": list(self.incomplete),
+            "flags": list(self.flags),
+            "timing_note": self.timing_note,
+            "loaded": list(self.loaded),
+        }
 
     @property
     def timings_gate(self) -> bool:

@@ -137,6 +137,13 @@ class LevelStep:
             return "shift"
         return "regression" if (self.after > self.before) == (self.direction == LOWER) else "improvement"
 
+    def to_json(self) -> dict[str, Any]:
+        """`history --format json`: one step, its levels and ratio unrounded."""
+        return {"machine": self.machine, "recipe": self.recipe, "mode": self.mode, "metric": self.metric,
+                "commit": self.commit, "previous_commit": self.previous_commit, "date": self.date,
+                "before": self.before, "after": self.after, "ratio": self.ratio, "kind": self.kind,
+                "method": self.method}
+
 
 @dataclass(frozen=True, slots=True)
 class Series:
@@ -159,6 +166,17 @@ class History:
     penalty_per_log_n: float
     min_change: float
     machines: tuple[Machine, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """`history --format json`: the detected steps and the method's parameters."""
+        return {
+            "runs": self.runs,
+            "series": len(self.series),
+            "penalty_per_log_n": self.penalty_per_log_n,
+            "min_change": self.min_change,
+            "machines": [{"key": m.key, "label": m.label} for m in self.machines],
+            "steps": [step.to_json() for step in self.steps],
+        }
 
     @property
     def steps(self) -> tuple[LevelStep, ...]:

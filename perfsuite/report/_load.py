@@ -69,6 +69,11 @@ class Stat:
     ci_low: float | None = None
     ci_high: float | None = None
 
+    def to_json(self) -> dict[str, Any]:
+        """The ``--format json`` shape (``n``, ``median``, ``min``, ``max``, the median's CI), unrounded."""
+        return {"n": self.n, "median": self.median, "min": self.min, "max": self.max, "ci_low": self.ci_low,
+                "ci_high": self.ci_high}
+
     @classmethod
     def of(cls, summary: Mapping[str, Any]) -> Stat:
         """From a results ``summary`` entry (``{"n", "min", "median", "max", "ci_low", "ci_high"}``)."""
@@ -278,6 +283,10 @@ class Floor:
     def name(self) -> str:
         """``fsync floor`` or ``publication floor``: how every report names it."""
         return f"{self.kind} floor"
+
+    def to_json(self) -> dict[str, Any]:
+        """`report --format json`'s ``floor``: where it was measured and its acknowledgement."""
+        return {"source": str(self.source), "mode": self.mode, "ack_ms": self.ack_ms.to_json()}
 
 
 def read_result(path: Path | str) -> Result:

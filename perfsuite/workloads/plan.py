@@ -37,6 +37,7 @@ class RunOptions:
 
     samples: int | None = None
     warmup: int | None = None
+    worker_warmup: int | None = None
     isolation: str | None = None
     gc: str | None = None
     order: str | None = None
@@ -106,6 +107,7 @@ def plan_run(refs: Sequence[str], options: RunOptions = RunOptions(), *, all_rec
     for ref in (list_recipes(catalogue_only=True, dirs=dirs) if all_recipes else refs or DEFAULT_RUN_RECIPES):
         recipe = apply_conditions(
             load_recipe(ref, dirs).with_overrides(samples=options.samples, warmup=options.warmup,
+                                                  worker_warmup=options.worker_warmup,
                                                   isolation=options.isolation, order=options.order,
                                                   seed=options.seed, instructions=options.instructions),
             storage=options.storage, storage_file=options.storage_file, heap=heap, freeze=options.gc_freeze,
@@ -125,8 +127,8 @@ def plan_resume(path: str | os.PathLike[str], refs: Sequence[str] = (), options:
 
     if refs or options.given():
         raise PerfsuiteError(
-            "--resume continues the recorded recipe and plan: give no RECIPE, --samples, --warmup, --isolation, "
-            "--gc, --order, --seed, --instructions or run conditions (--storage, --storage-file, --heap, "
+            "--resume continues the recorded recipe and plan: give no RECIPE, --samples, --warmup, --worker-warmup, "
+            "--isolation, --gc, --order, --seed, --instructions or run conditions (--storage, --storage-file, --heap, "
             "--gc-freeze)"
         )
     _, recipe = check_resumable(Path(path))

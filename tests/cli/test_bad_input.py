@@ -616,11 +616,10 @@ def test_an_unexpected_exception_is_one_line_too(
     def broken(name: str | None, session: str | None) -> Any:
         raise ValueError("a bug\nwith a second line")
 
-    monkeypatch.setattr(cli, "resolve_fixture_hook", broken)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
     monkeypatch.delenv("PERFSUITE_DEBUG", raising=False)
-    assert cli.main(["run", "idle-control", "--samples", "1"]) == 2
+    assert cli.main(["run", "idle-control", "--samples", "1"], services=cli.CliServices(resolve_fixture=broken)) == 2
     err = capsys.readouterr().err
     assert _lines(err) == ["perfsuite: error: unexpected ValueError: a bug with a second line "
                            "(PERFSUITE_DEBUG=1 shows the traceback)"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from perfsuite.cli._formats import history_json, output_schema
+from perfsuite.cli._formats import output_schema
 from perfsuite.report import History, LevelStep, Series
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,7 +88,7 @@ def test_json_keys_are_the_documented_ones() -> None:
 
 def test_history_json_with_a_step_and_a_ratio_from_zero() -> None:
     step = LevelStep("r", "m", "max_gap_ms", 3, "abc", "def", "2026-11-29", 0.0, 5.0, "lower", "vm-0123456789", "pelt")
-    body = history_json(History((Series("r", "m", "max_gap_ms", (), (step,), "vm-0123456789"),), 5, 5.0, 0.1))
+    body = History((Series("r", "m", "max_gap_ms", (), (step,), "vm-0123456789"),), 5, 5.0, 0.1).to_json()
     document = json.loads(json.dumps({"command": "history", "schema": 1, **body}, allow_nan=True))
     assert document["steps"][0]["ratio"] == float("inf")  # emit_json turns it into null; check that next
     from perfsuite.cli._formats import _finite

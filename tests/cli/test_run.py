@@ -1,4 +1,4 @@
-"""`perfsuite run`: one-line errors with exit 2, results files, the fixture hook, SIGINT and --resume."""
+"""`perfsuite run`: one-line errors with exit 2, results files, an injected fixture resolver, SIGINT and --resume."""
 
 from __future__ import annotations
 
@@ -72,10 +72,11 @@ def test_bad_invocations_exit_2_with_one_line(tmp_path: Path, args: list[str], f
     assert fragment in _one_line_error(_perfsuite(tmp_path, *args))
 
 
-def _in_process(monkeypatch: pytest.MonkeyPatch, cwd: Path, *args: str) -> int:
+def _in_process(monkeypatch: pytest.MonkeyPatch, cwd: Path, *args: str,
+                services: cli.CliServices | None = None) -> int:
     monkeypatch.chdir(cwd)
     monkeypatch.setattr(sys, "path", list(sys.path))
-    return cli.main(list(args))
+    return cli.main(list(args), services=services)
 
 
 def test_default_run_writes_results_and_prints_verdicts(
@@ -122,7 +123,7 @@ def test_default_run_writes_results_and_prints_verdicts(
     assert "ack/pub floor" in out and "publication floor " in out and "stall" in out
 
 
-def test_fixture_hook_supplies_the_directory(
+def test_an_injected_fixture_resolver_supplies_the_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fixture = tmp_path / "fixture"
@@ -134,11 +135,11 @@ def test_fixture_hook_supplies_the_directory(
         calls.append((name, session))
         return fixture, {"name": name, "digest": "spec:abc"}
 
-    monkeypatch.setattr(cli, "resolve_fixture_hook", resolve)
     (tmp_path / "fx.toml").write_text(
         f'fixture = "tiny"\nsamples = 1\nwarmup = 0\nisolation = "inline"\n[modes.a]\n{IDLE}\nwindow_ms = 1\n'
     )
-    assert _in_process(monkeypatch, tmp_path, "run", "fx.toml", "--output-dir", "out") == 0
+    assert _in_process(monkeypatch, tmp_path, "run", "fx.toml", "--output-dir", "out",
+                       services=cli.CliServices(resolve_fixture=resolve)) == 0
     capsys.readouterr()
     assert calls == [("tiny", None)]
     doc = json.loads(next((tmp_path / "out").glob("fx-*[0-9].json")).read_text())

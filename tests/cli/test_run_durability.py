@@ -1,7 +1,7 @@
 """Issue 14, the command line: nothing measured is lost, and every failure of `run` is one line.
 
 Case 6: ENOSPC while writing results keeps the samples and prints the ``--resume`` hint (exit 1); the
-disk is filled through the injectable results writer (``perfsuite.cli.results_writer_hook``), never
+disk is filled through the injected results writer (``main(argv, services=CliServices(writer=...))``), never
 for real. Case 7: two runs of one recipe never share a results file, and a second ``--resume`` of a
 document whose run is alive is refused. Case 9: SIGTERM is handled like SIGINT (exit 143), ``--resume``
 checks the document before using it, and a failed run's document says "failed" in report and evidence.
@@ -39,10 +39,11 @@ def _lines(text: str) -> list[str]:
     return [ln for ln in text.splitlines() if ln.strip()]
 
 
-def _in_process(monkeypatch: pytest.MonkeyPatch, cwd: Path, *args: str) -> int:
+def _in_process(monkeypatch: pytest.MonkeyPatch, cwd: Path, *args: str,
+                services: cli.CliServices | None = None) -> int:
     monkeypatch.chdir(cwd)
     monkeypatch.setattr(sys, "path", list(sys.path))
-    return cli.main(list(args))
+    return cli.main(list(args), services=services)
 
 
 def _wait_for(predicate: Callable[[], Any], what: str, deadline_s: float = 60.0) -> Any:
@@ -71,8 +72,8 @@ def test_enospc_while_writing_results_keeps_samples_and_prints_the_resume_hint(
         writes.append(document["progress"]["done"])
         write_json_atomic(path, document)
 
-    monkeypatch.setattr(cli, "results_writer_hook", disk_fills_up)
-    status = _in_process(monkeypatch, tmp_path, "run", "tiny.toml", "--output-dir", "out")
+    status = _in_process(monkeypatch, tmp_path, "run", "tiny.toml", "--output-dir", "out",
+                         services=cli.CliServices(writer=disk_fills_up))
     err = capsys.readouterr().err
     assert status == 1, err
     assert len(_lines(err)) == 1 and "Traceback" not in err
@@ -83,7 +84,7 @@ def test_enospc_while_writing_results_keeps_samples_and_prints_the_resume_hint(
     kept = json.loads(path.read_text())
     assert kept["progress"]["done"] == 2 and len(kept["modes"]["a"]["samples"]) == 1  # sample 0 + control 0
 
-    monkeypatch.setattr(cli, "results_writer_hook", None)  # space again: resume keeps and completes
+    # space again (the default writer): resume keeps and completes
     assert _in_process(monkeypatch, tmp_path, "run", "--resume", f"out/{path.name}") == 0
     final = json.loads(path.read_text())
     assert final["status"] == "complete" and len(final["modes"]["a"]["samples"]) == 3

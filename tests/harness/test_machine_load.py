@@ -66,10 +66,10 @@ def _planting(gap_ms: float) -> Any:
 
 
 def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *extra: str, probe: float, gap: float) -> int:
-    monkeypatch.setattr(cli, "load_probe_hook", lambda: machine_load(_windows(probe, probe, probe), 5.0))
-    monkeypatch.setattr(cli, "results_writer_hook", _planting(gap))
+    services = cli.CliServices(load_probe=lambda: machine_load(_windows(probe, probe, probe), 5.0),
+                               writer=_planting(gap))  # injected, never patched (issue 30 item 5)
     return cli.main(["run", "idle-control", "--samples", "2", "--warmup", "0", "--isolation", "inline",
-                     "--output-dir", str(tmp_path / "results" / "baseline"), *extra])
+                     "--output-dir", str(tmp_path / "results" / "baseline"), *extra], services=services)
 
 
 def test_a_baseline_is_not_started_on_a_loaded_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
