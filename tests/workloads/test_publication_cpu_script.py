@@ -1,0 +1,34 @@
+"""scripts/acceptance/publication_cpu.py (issue 29's steady-path CPU figures) runs on a copy of synthetic-6000
+and prints one line of medians per kind of publication; bad input is one line and exit 2."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _script():
+    path = ROOT / "scripts" / "acceptance" / "publication_cpu.py"
+    spec = importlib.util.spec_from_file_location("publication_cpu", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("what", ["mail", "checkpoint"])
+def test_the_script_prints_the_medians_beside_the_raw_calls(what, capsys):
+    assert _script().main([what, "-n", "2"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert re.fullmatch(rf"{what}: 2 publications, medians: cpu \d+ us \(raw \d+\), wall \d+ us \(raw \d+\), "
+                        r"wall ratio \d+\.\d\d", line), line
+
+
+def test_a_bad_count_is_one_line(capsys):
+    assert _script().main(["mail", "-n", "0"]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
