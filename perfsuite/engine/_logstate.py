@@ -317,7 +317,7 @@ def state_from_base(meta: Mapping[str, Any], seq: int, digest: str, epoch: int, 
     sidecar = meta["sidecar"]
     if not isinstance(sidecar, dict):
         raise ValueError("the sidecar document is not an object")
-    return LogState(int(meta["generation"]), seq, digest, epoch, artifacts, copy.deepcopy(sidecar))
+    return LogState(int(meta["generation"]), seq, digest, epoch, artifacts, json_copy(sidecar))
 
 
 def apply_gen(state: LogState, meta: Mapping[str, Any], seq: int, digest: str, epoch: int, log: int,
