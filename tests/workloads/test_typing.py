@@ -112,7 +112,8 @@ def test_each_publication_of_a_sample_publishes_a_new_turn(tmp_path: Path, small
     doc = _run(tmp_path, (ModeSpec("async", TYPING, params),), fixture=small_session)
     [sample] = doc["modes"]["async"]["samples"]
     metrics = sample["metrics"]
-    # three requests; a request the loop reaches while the previous one is still pending joins it (a loaded
-    # machine fires two timers late, together), so the generations adopted are between one and three
-    assert metrics["publications"] == 3 and 1 <= metrics["generations"] <= 3
+    # three requests; one the loop reaches while the previous checkpoint is still queued joins it
+    # (request_checkpoint coalesces; a loaded machine fires two timers late, together), so one to three
+    # publications are made, and each adopts its own generation
+    assert 1 <= metrics["publications"] == metrics["generations"] <= 3
     assert metrics["publication_ack_max_ms"] >= metrics["publication_ack_ms"] > 0
