@@ -73,47 +73,61 @@ class ArtifactState:
 
 
 def extents_between(artifact: ArtifactState, start: int, end: int) -> list[Extent]:
-    """The extents holding bytes ``[start, end)`` of ``artifact``."""
+    """The extents holding bytes ``[start, end)`` of ``artifact``. An extent wholly inside is reused, not
+    rebuilt: a tail chunk fed by many small checkpoints holds one extent per record, and every checkpoint
+    walks them (twice: select, then install), so this loop is the checkpoint's CPU (issue 29, O(change))."""
     out: list[Extent] = []
     if end <= start:
         return out
-    index = len(artifact.pieces)
+    pieces = artifact.pieces
+    index = len(pieces)
     offset = artifact.size
     while index > 0 and offset > start:  # back to the piece holding ``start``
         index -= 1
-        offset -= artifact.pieces[index].size
-    for piece in artifact.pieces[index:]:
+        offset -= pieces[index].size
+    append = out.append
+    for piece in pieces[index:]:
         for extent in piece.extents:
-            lo, hi = max(start, offset), min(end, offset + extent.length)
-            if lo < hi:
-                out.append(Extent(extent.log, extent.offset + lo - offset, hi - lo))
-            offset += extent.length
+            length = extent.length
+            stop = offset + length
+            if length and stop > start:
+                if offset >= start and stop <= end:
+                    append(extent)
+                else:
+                    lo = start if start > offset else offset
+                    hi = end if end < stop else stop
+                    append(Extent(extent.log, extent.offset + lo - offset, hi - lo))
+            offset = stop
             if offset >= end:
                 return out
     return out
 
 
 def cut(extents: Sequence[Extent], sizes: Iterable[int]) -> list[tuple[Extent, ...]]:
-    """``extents`` (a byte stream) cut into consecutive pieces of ``sizes`` bytes."""
+    """``extents`` (a byte stream) cut into consecutive pieces of ``sizes`` bytes (an extent that fits
+    whole is reused, see :func:`extents_between`)."""
     out: list[tuple[Extent, ...]] = []
     queue = list(extents)
+    count = len(queue)
     position = 0
     for size in sizes:
         piece: list[Extent] = []
         need = size
         while need > 0:
-            if position >= len(queue):
+            if position >= count:
                 raise ValueError("chunk sizes exceed the bytes written")
             extent = queue[position]
-            take = min(need, extent.length)
-            piece.append(Extent(extent.log, extent.offset, take))
-            if take == extent.length:
+            length = extent.length
+            if length <= need:
+                piece.append(extent)
                 position += 1
+                need -= length
             else:
-                queue[position] = Extent(extent.log, extent.offset + take, extent.length - take)
-            need -= take
+                piece.append(Extent(extent.log, extent.offset, need))
+                queue[position] = Extent(extent.log, extent.offset + need, length - need)
+                need = 0
         out.append(tuple(piece))
-    if position < len(queue):
+    if position < count:
         raise ValueError("bytes written beyond the chunks that describe them")
     return out
 
