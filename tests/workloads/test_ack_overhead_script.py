@@ -1,0 +1,49 @@
+"""scripts/acceptance/ack_overhead.py (issue 29: where an acknowledgement's time goes beyond the floor) runs
+its four kinds of child process on copies of synthetic-6000 and prints one row per kind (the engine's with
+its own fdatasync and the rest); bad input is one line and exit 2."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _script():
+    path = ROOT / "scripts" / "acceptance" / "ack_overhead.py"
+    spec = importlib.util.spec_from_file_location("ack_overhead", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("what", ["mail", "checkpoint"])
+def test_one_round_prints_every_kind_against_the_floor(what, capsys):
+    assert _script().main([what, "-n", "1"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0] == f"{what}: 1 rounds, medians (ms); x: against the floor's ack"
+    rows = {re.split(r"\s+ack\s+", line.strip())[0]: line for line in lines[1:]}
+    assert set(rows) == {"sync", "sync (second)", "async", "async (second)", "floor", "floor-thread"}
+    assert re.search(r"floor\s+ack\s+\d+\.\d{3}\s+1\.00x$", rows["floor"].strip())
+    own = re.compile(r"its fdatasync\s+\d+\.\d{3}\s+ack minus its fdatasync\s+-?\d+\.\d{3}$")
+    for engine in ("sync", "sync (second)", "async", "async (second)"):
+        assert own.search(rows[engine]), rows[engine]
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="CPU affinity is Linux's")
+def test_pinned_rounds_say_so(capsys):
+    cpu = min(os.sched_getaffinity(0))
+    assert _script().main(["mail", "-n", "1", "--pin-cpu", str(cpu)]) == 0
+    assert capsys.readouterr().out.startswith(f"mail: 1 rounds, every child on CPU {cpu}, medians")
+
+
+@pytest.mark.parametrize("argv", [["mail", "-n", "0"], ["mail", "--pin-cpu", "100000"]])
+def test_bad_input_is_one_line(argv, capsys):
+    assert _script().main(argv) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
