@@ -112,10 +112,15 @@ def recorded(workload: Workload, root: str, bug: str | None, checkpoint: Checkpo
     store = checkpoint.path.with_name(checkpoint.path.name + ".traces")
     path = store / f"{workload.name}.pickle"
     if checkpoint.resume and path.is_file():
-        with open(path, "rb") as handle:
-            trace, tree = pickle.load(handle)
+        try:
+            with open(path, "rb") as handle:
+                trace, tree = pickle.load(handle)
+        except Exception as exc:  # truncated, damaged, or pickled by a perfsuite whose classes have moved since
+            raise CrashCheckError(f"{path}: not a recorded trace this perfsuite can read ({type(exc).__name__}: "
+                                  f"{exc}); run the campaign afresh without --resume") from None
         if not isinstance(trace, OpTrace) or trace.workload != workload.name or trace.seeded_bug != bug:
-            raise CrashCheckError(f"{path}: not the recorded trace of {workload.name}")
+            raise CrashCheckError(f"{path}: not the recorded trace of {workload.name}; run the campaign afresh "
+                                  "without --resume")
         shutil.rmtree(trace.root, ignore_errors=True)  # (what the killed client left there)
         materialize(tree, trace.root)  # the corruption campaign damages copies of this tree
         return trace
