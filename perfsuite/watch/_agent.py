@@ -27,6 +27,7 @@ import json
 import math
 import os
 import runpy
+import signal
 import sys
 import threading
 import time
@@ -232,6 +233,20 @@ class _Outcome:
         self.status = 0
 
 
+def _finish_at_exit(agent: Any, result: _Outcome) -> None:
+    """At interpreter exit (the program and its threads have ended): the agent's last message. A SIGINT
+    arriving now (``perfsuite watch`` repeats one after a second, a terminal's second Ctrl-C) would cut that
+    message short and print a KeyboardInterrupt traceback from the atexit hook, so SIGINT is ignored while it
+    is sent (the watcher still escalates to SIGTERM and SIGKILL)."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        agent.finish(result.outcome, result.status)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
 def _program_traceback(exc: BaseException) -> None:
     """The traceback Python would print for the program: our frames and runpy's left out."""
     here = {os.path.abspath(__file__), os.path.abspath(runpy.__file__)}
@@ -278,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     result = _Outcome()
     channel.send({"type": "hello", "pid": os.getpid(), "python": sys.version.split()[0],
                   "executable": sys.executable, "argv": argv, "idle": argv[0] == "--idle"})
-    atexit.register(lambda: agent.finish(result.outcome, result.status))  # after the program's threads ended
+    atexit.register(_finish_at_exit, agent, result)  # after the program's threads ended
     agent.recorder.install()
     asyncio.set_event_loop_policy(agent.policy)
     try:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import time
+
 from perfsuite.harness import validate_results
 from perfsuite.watch._protocol import window_record
 
@@ -84,3 +87,27 @@ def test_the_window_clock_and_the_modes_by_thread() -> None:
     assert mode_for_thread(threading.main_thread()) == "live"
     assert mode_for_thread(threading.Thread(name="Thread-3 (serve)")) == "live@Thread-3-serve"
     assert agent.stop_ns() is None and not agent.stopped_before(10**18)
+
+
+def test_a_sigint_while_the_agent_sends_its_last_message_cuts_nothing_short() -> None:
+    """The at-exit hook of the watched program's agent: a SIGINT that lands while it sends the last message
+    (the watcher's repeated SIGINT, a second Ctrl-C) neither interrupts it nor prints a traceback; the
+    previous SIGINT handler is back afterwards."""
+    import signal
+
+    from perfsuite.watch._agent import _finish_at_exit, _Outcome
+
+    class Agent:
+        finished: tuple[str, int] | None = None
+
+        def finish(self, outcome: str, status: int) -> None:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # the signal is handled here, between bytecodes
+            self.finished = (outcome, status)
+
+    agent, result = Agent(), _Outcome()
+    result.outcome, result.status = "interrupted", 130
+    before = signal.getsignal(signal.SIGINT)
+    _finish_at_exit(agent, result)
+    assert agent.finished == ("interrupted", 130)
+    assert signal.getsignal(signal.SIGINT) is before
