@@ -9,7 +9,9 @@ Each round runs four child processes, in this order, each on its own copy of the
 - ``floor``: a raw ``pwrite`` of the sync child's first record size into the copied log, then
   ``fdatasync``, on the loop thread (what the recipes' publication floor replays);
 - ``floor-thread``: the same raw calls on a worker thread, acknowledged on the loop
-  (``call_soon_threadsafe``): the hand-off any asynchronous acknowledgement pays, with no engine code.
+  (``call_soon_threadsafe``): the hand-off any asynchronous acknowledgement pays, with no engine code; its
+  row also shows the hand-off's two legs (submission to the worker's first instruction, the durable calls'
+  return to the loop's wake-up).
 
 The engine's own ``fdatasync`` is timed by a thin I/O layer under the recording one, so each engine row
 also shows its acknowledgement minus its own sync: the engine's code on the acknowledgement path. Medians
@@ -124,22 +126,34 @@ async def _floor(threaded: bool, root: str, nbytes: int) -> dict[str, Any]:
     beat = await _idle()
     loop = asyncio.get_running_loop()
 
+    marks: list[int] = []
+
     def raw() -> None:
         os.pwrite(fd, payload, offset)
         os.fdatasync(fd)
 
+    def on_worker() -> None:
+        marks.append(time.perf_counter_ns())  # the worker woke
+        raw()
+        marks.append(time.perf_counter_ns())  # the durable calls returned: wake the loop
+        loop.call_soon_threadsafe(woke.set_result, None)
+
+    woke: asyncio.Future[None] = loop.create_future()
     started = time.perf_counter_ns()
     if threaded:
-        done: asyncio.Future[None] = loop.create_future()
-        pool.submit(lambda: (raw(), loop.call_soon_threadsafe(done.set_result, None)))
-        await done
+        pool.submit(on_worker)
+        await woke
     else:
         raw()
     elapsed = time.perf_counter_ns() - started
     beat.cancel()
     pool.shutdown()
     os.close(fd)
-    return {"first": {"ack_ms": elapsed / 1e6}}
+    row: dict[str, Any] = {"ack_ms": elapsed / 1e6}
+    if threaded:  # the hand-off to the worker, and the loop's wake-up after the durable calls
+        row["there_ms"] = (marks[0] - started) / 1e6
+        row["back_ms"] = (started + elapsed - marks[1]) / 1e6
+    return {"first": row}
 
 
 def _child(kind: str, what: str, nbytes: int, cpu: int | None) -> int:
@@ -205,6 +219,9 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             ack = m(r["ack_ms"] for r in found)
             line = f"  {kind + (' (second)' if which == 'second' else ''):<16} ack {ack:7.3f}  {ack / floor:5.2f}x"
+            if "there_ms" in found[0]:
+                line += (f"  hand-off there {m(r['there_ms'] for r in found):6.3f}"
+                         f"  and back {m(r['back_ms'] for r in found):6.3f}")
             if "sync_ms" in found[0]:
                 line += (f"  its fdatasync {m(r['sync_ms'] for r in found):6.3f}"
                          f"  ack minus its fdatasync {m(r['ack_ms'] - r['sync_ms'] for r in found):6.3f}")

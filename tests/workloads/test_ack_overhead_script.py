@@ -31,6 +31,8 @@ def test_one_round_prints_every_kind_against_the_floor(what, capsys):
     rows = {re.split(r"\s+ack\s+", line.strip())[0]: line for line in lines[1:]}
     assert set(rows) == {"sync", "sync (second)", "async", "async (second)", "floor", "floor-thread"}
     assert re.search(r"floor\s+ack\s+\d+\.\d{3}\s+1\.00x$", rows["floor"].strip())
+    legs = re.compile(r"hand-off there\s+\d+\.\d{3}\s+and back\s+\d+\.\d{3}$")
+    assert legs.search(rows["floor-thread"]), rows["floor-thread"]
     own = re.compile(r"its fdatasync\s+\d+\.\d{3}\s+ack minus its fdatasync\s+-?\d+\.\d{3}$")
     for engine in ("sync", "sync (second)", "async", "async (second)"):
         assert own.search(rows[engine]), rows[engine]
