@@ -5,9 +5,10 @@
 Runs each notebook with nbclient on the ``python3`` kernel (cwd ``notebooks/``, so ``nbhelpers`` picks
 ``results/baseline``), in temporary HOME / IPYTHONDIR / JUPYTER_* / MPLCONFIGDIR directories, then keeps
 what a reader needs: figures as PNG at 60 dpi (one image per output, no duplicate SVG or HTML), text
-outputs cut at :data:`MAX_TEXT_LINES` lines, no execution timestamps. Fails (exit 1) on a cell error or
-when a notebook ends up larger than :data:`MAX_BYTES`. ``tests/notebooks/test_notebooks.py`` checks the
-committed notebooks against the same limits.
+outputs cut at :data:`MAX_TEXT_LINES` lines, no execution timestamps, and the sandbox's temporary HOME
+written ``~`` (a path printed under it names no machine: committed outputs carry no absolute paths).
+Fails (exit 1) on a cell error or when a notebook ends up larger than :data:`MAX_BYTES`.
+``tests/notebooks/test_notebooks.py`` checks the committed notebooks against the same limits.
 """
 
 from __future__ import annotations
@@ -25,6 +26,17 @@ MAX_TEXT_LINES = 40
 #: the image formats kept, first found wins (the rest of a display's formats are dropped)
 KEEP = ("image/png", "text/markdown", "text/plain")
 DPI = 60
+
+
+def _unsandbox(nb: object, home: str) -> None:
+    """``home`` (the sandbox's HOME) as ``~`` in every text output: what the reader's own run would print."""
+    for cell in nb.cells:  # type: ignore[attr-defined]
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else ():
+            if "text" in output:
+                output["text"] = "".join(output["text"]).replace(home, "~")
+            for key, value in (output.get("data") or {}).items():
+                if key.startswith("text/") and isinstance(value, (str, list)):
+                    output["data"][key] = "".join(value).replace(home, "~")
 
 
 def _shrink(nb: object) -> None:
@@ -65,6 +77,7 @@ def execute(path: Path) -> int:
                                     resources={"metadata": {"path": str(path.parent)}})
             client.extra_arguments = [f"--InlineBackend.rc={{'figure.dpi': {DPI}}}"]
             client.execute()
+            _unsandbox(nb, env["HOME"])
         finally:
             for k, v in saved.items():
                 if v is None:

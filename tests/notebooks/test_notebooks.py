@@ -134,6 +134,7 @@ def test_committed_notebooks_are_executed_on_the_baseline_and_small(name: str) -
     assert images >= 2
     assert "results/baseline/" in text and "(the committed baseline)" in text
     assert str(ROOT) not in text
+    assert "perfsuite-nb-" not in text  # the executing script's sandbox HOME is written ~
     assert path.stat().st_size <= 600_000  # scripts/dev/execute_notebooks.py MAX_BYTES
 
 
