@@ -75,3 +75,14 @@ def test_the_engine_wheel_installs_alone_and_keeps_a_session(tmp_path: Path) -> 
     missing = subprocess.run([python, "-c", "import perfsuite.harness"], cwd=run_dir, env=env,
                              capture_output=True, text=True, timeout=TIMEOUT, check=False)
     assert missing.returncode != 0 and "perfsuite.harness" in missing.stderr
+
+
+def test_the_engine_distribution_is_versioned_with_the_suite() -> None:
+    """``perfsuite-engine`` is cut from the same checkout as ``perfsuite``: the two pyprojects name one
+    version (a release that bumps one and not the other would ship an engine wheel that claims another
+    checkout's code)."""
+    import tomllib
+
+    suite = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    engine = tomllib.loads((ROOT / "packaging" / "engine" / "pyproject.toml").read_text())["project"]["version"]
+    assert engine == suite, f"packaging/engine/pyproject.toml says {engine}, pyproject.toml says {suite}"
