@@ -1,6 +1,12 @@
-"""Shared fixture of the workload tests: a tiny real session (portable, 200 turns, two agents, a diagnostic log)."""
+"""Shared fixtures of the workload tests: a tiny real session (portable, 200 turns, two agents, a diagnostic log),
+and the acceptance scripts (``scripts/acceptance/NAME.py``) loaded as modules, so a test calls their ``main``."""
 
 from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -22,3 +28,18 @@ def small_session(tmp_path):
         for i in range(500):
             log.log("telemetry.jsonl", {"i": i, "payload": "p" * 100})
     return path
+
+
+@pytest.fixture
+def acceptance_script() -> Callable[[str], ModuleType]:
+    """``acceptance_script("ack_overhead")``: that script of scripts/acceptance/, imported from its file."""
+
+    def load(name: str) -> ModuleType:
+        path = Path(__file__).resolve().parents[2] / "scripts" / "acceptance" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load

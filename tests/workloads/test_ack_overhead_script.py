@@ -4,28 +4,15 @@ its own fdatasync and the rest); bad input is one line and exit 2."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _script():
-    path = ROOT / "scripts" / "acceptance" / "ack_overhead.py"
-    spec = importlib.util.spec_from_file_location("ack_overhead", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 @pytest.mark.parametrize("what", ["mail", "checkpoint"])
-def test_one_round_prints_every_kind_against_the_floor(what, capsys):
-    assert _script().main([what, "-n", "1"]) == 0
+def test_one_round_prints_every_kind_against_the_floor(acceptance_script, what, capsys):
+    assert acceptance_script("ack_overhead").main([what, "-n", "1"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0] == f"{what}: 1 rounds, medians (ms); x: against the floor's ack"
     rows = {re.split(r"\s+ack\s+", line.strip())[0]: line for line in lines[1:]}
@@ -39,13 +26,13 @@ def test_one_round_prints_every_kind_against_the_floor(what, capsys):
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="CPU affinity is Linux's")
-def test_pinned_rounds_say_so(capsys):
+def test_pinned_rounds_say_so(acceptance_script, capsys):
     cpu = min(os.sched_getaffinity(0))
-    assert _script().main(["mail", "-n", "1", "--pin-cpu", str(cpu)]) == 0
+    assert acceptance_script("ack_overhead").main(["mail", "-n", "1", "--pin-cpu", str(cpu)]) == 0
     assert capsys.readouterr().out.startswith(f"mail: 1 rounds, every child on CPU {cpu}, medians")
 
 
 @pytest.mark.parametrize("argv", [["mail", "-n", "0"], ["mail", "--pin-cpu", "100000"]])
-def test_bad_input_is_one_line(argv, capsys):
-    assert _script().main(argv) == 2
+def test_bad_input_is_one_line(acceptance_script, argv, capsys):
+    assert acceptance_script("ack_overhead").main(argv) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1

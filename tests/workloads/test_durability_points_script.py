@@ -4,25 +4,13 @@ consolidation, and k publications pending during one sync sharing the next (the 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
-def _script():
-    path = ROOT / "scripts" / "acceptance" / "durability_points.py"
-    spec = importlib.util.spec_from_file_location("durability_points", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_the_script_counts_one_point_per_publication_and_a_shared_sync(capsys):
-    assert _script().main(["--sizes", "1", "--checkpoints", "2", "--stream", "120", "--retire-every", "40",
-                           "--groups", "3", "--format", "json"]) == 0
+def test_the_script_counts_one_point_per_publication_and_a_shared_sync(acceptance_script, capsys):
+    script = acceptance_script("durability_points")
+    assert script.main(["--sizes", "1", "--checkpoints", "2", "--stream", "120", "--retire-every", "40",
+                        "--groups", "3", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     for row in doc["operations"]:
         assert (row["points"], row["order"]) == (1, ["fdatasync:log"]), row
@@ -36,6 +24,6 @@ def test_the_script_counts_one_point_per_publication_and_a_shared_sync(capsys):
     assert scale["allocated"] >= scale["used"] >= scale["live"] > 10**6
 
 
-def test_bad_sizes_are_one_line(capsys):
-    assert _script().main(["--sizes", "x"]) == 2
+def test_bad_sizes_are_one_line(acceptance_script, capsys):
+    assert acceptance_script("durability_points").main(["--sizes", "x"]) == 2
     assert capsys.readouterr().err.count("\n") == 1

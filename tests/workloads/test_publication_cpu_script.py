@@ -3,32 +3,19 @@ and prints one line of medians per kind of publication; bad input is one line an
 
 from __future__ import annotations
 
-import importlib.util
 import re
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _script():
-    path = ROOT / "scripts" / "acceptance" / "publication_cpu.py"
-    spec = importlib.util.spec_from_file_location("publication_cpu", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 @pytest.mark.parametrize("what", ["mail", "checkpoint"])
-def test_the_script_prints_the_medians_beside_the_raw_calls(what, capsys):
-    assert _script().main([what, "-n", "2"]) == 0
+def test_the_script_prints_the_medians_beside_the_raw_calls(acceptance_script, what, capsys):
+    assert acceptance_script("publication_cpu").main([what, "-n", "2"]) == 0
     line = capsys.readouterr().out.strip()
     assert re.fullmatch(rf"{what}: 2 publications, medians: cpu \d+ us \(raw \d+\), wall \d+ us \(raw \d+\), "
                         r"wall ratio \d+\.\d\d", line), line
 
 
-def test_a_bad_count_is_one_line(capsys):
-    assert _script().main(["mail", "-n", "0"]) == 2
+def test_a_bad_count_is_one_line(acceptance_script, capsys):
+    assert acceptance_script("publication_cpu").main(["mail", "-n", "0"]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
