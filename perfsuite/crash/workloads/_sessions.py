@@ -208,6 +208,16 @@ async def _settled(session: Session) -> None:
     await asyncio.sleep(0)
 
 
+async def _checkpoint_root(session: Session, d: SessionDriver, env: WorkloadEnv, label: str) -> None:
+    """An automatic root checkpoint through the job, awaited; recorded acknowledged (``label``) on success."""
+    checkpointed: asyncio.Future[tuple[int, BaseException | None]] = asyncio.get_running_loop().create_future()
+    session.request_checkpoint(ROOT, ack=_resolving(checkpointed, env))
+    at, error = await checkpointed
+    await _settled(session)
+    if error is None:
+        d.ack_transcript(label, ROOT, at)
+
+
 def run_session_async(env: WorkloadEnv) -> None:
     """The warm-local path for real: an asyncio loop, the job's blocking steps on the offload thread,
     acknowledgements on the loop. Every step is awaited before the next mutation, so the session's I/O
@@ -232,12 +242,7 @@ def run_session_async(env: WorkloadEnv) -> None:
             d.idle()
             d.deliver(ROOT)
             d.add(ROOT, f"reply to completion {r}")
-            checkpointed: asyncio.Future[tuple[int, BaseException | None]] = loop.create_future()
-            session.request_checkpoint(ROOT, ack=_resolving(checkpointed, env))
-            at, error = await checkpointed
-            await _settled(session)
-            if error is None:
-                d.ack_transcript(f"root checkpoint {r} (job)", ROOT, at)
+            await _checkpoint_root(session, d, env, f"root checkpoint {r} (job)")
             d.idle()
         d.retire()
         d.shutdown("shutdown")
@@ -274,12 +279,7 @@ def run_session_group(env: WorkloadEnv) -> None:
             await _settled(session)
             d.deliver(ROOT)
             d.add(ROOT, f"reply to round {r}")
-            checkpointed: asyncio.Future[tuple[int, BaseException | None]] = loop.create_future()
-            session.request_checkpoint(ROOT, ack=_resolving(checkpointed, env))
-            at, error = await checkpointed
-            await _settled(session)
-            if error is None:
-                d.ack_transcript(f"root checkpoint {r} (job)", ROOT, at)
+            await _checkpoint_root(session, d, env, f"root checkpoint {r} (job)")
         d.shutdown("shutdown")
 
     asyncio.run(main())
