@@ -77,6 +77,8 @@ def extents_between(artifact: ArtifactState, start: int, end: int) -> list[Exten
     rebuilt: a tail chunk fed by many small checkpoints holds one extent per record, and every checkpoint
     walks them (twice: select, then install), so this loop is the checkpoint's CPU (issue 29, O(change))."""
     out: list[Extent] = []
+    if start < 0:  # no byte lies before 0: without this clamp a range ending at 0 kept a zero-length extent
+        start = 0
     if end <= start:
         return out
     pieces = artifact.pieces

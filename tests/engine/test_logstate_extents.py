@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from perfsuite.engine._logstate import ArtifactState, Extent, Piece, cut, extents_between, splice
@@ -77,9 +78,18 @@ def outcome(func, *args):  # type: ignore[no-untyped-def]
 
 @settings(max_examples=400, deadline=None)
 @given(pieces, st.integers(-5, 300), st.integers(-5, 300))
+@example([[Extent(1, 0, 1)]], -1, 0)  # found by CI (stop 36): a zero-length extent for a range before byte 0
 def test_extents_between_says_what_the_plain_walk_says(groups: list[list[Extent]], start: int, end: int) -> None:
     artifact = artifact_of(groups)
     assert extents_between(artifact, start, end) == reference_between(artifact, start, end)
+
+
+@pytest.mark.parametrize(("start", "end"), [(-1, 0), (-5, 0), (-3, -1)])
+def test_a_range_that_ends_before_the_artifact_holds_no_extent(start: int, end: int) -> None:
+    """The counterexample CI's hypothesis run found (stop 36): a range ending at or before byte 0 selects
+    nothing; the reusing walk returned one zero-length extent for [-1, 0)."""
+    artifact = artifact_of([[Extent(1, 0, 1)], [Extent(2, 7, 3)]])
+    assert extents_between(artifact, start, end) == reference_between(artifact, start, end) == []
 
 
 @settings(max_examples=400, deadline=None)
