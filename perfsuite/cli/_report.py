@@ -53,7 +53,7 @@ def _cmd_report(args: argparse.Namespace, services: CliServices) -> int:
     pool = {str(r.path): r for r in results}
     for r in results:  # the run's fsync floor may sit beside a file given alone
         if r.path is not None:
-            pool.update({str(s.path): s for s in read_siblings(r.path) if str(s.path) not in pool})
+            pool.update({str(s.path): s for s in read_siblings(r.path, known=pool.values()) if str(s.path) not in pool})
     ordered = order_results(results)
     floors = [find_floor(r, pool.values()) for r in ordered]
     if args.format == "json":

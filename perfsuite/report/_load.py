@@ -28,7 +28,15 @@ if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
 from perfsuite.errors import PerfsuiteError
-from perfsuite.harness import MachineLoad, load_results, machine_load, read_json, sample_metrics, validate_results
+from perfsuite.harness import (
+    SCHEMA_VERSION,
+    MachineLoad,
+    load_results,
+    machine_load,
+    read_json,
+    sample_metrics,
+    validate_results,
+)
 
 __all__ = [
     "FLOOR_OPERATION_SUFFIX",
@@ -294,7 +302,14 @@ def read_result(path: Path | str) -> Result:
     path = Path(path)
     if path.is_dir():
         raise PerfsuiteError(f"{path}: is a directory, expected a results file")
-    data = load_results(path)
+    return _validated(path, load_results(path))
+
+
+def _validated(path: Path, data: Any) -> Result:
+    """``data``, already read from ``path``, as a :class:`Result` once it is this schema's and valid: each
+    document is parsed once (a directory's reader used to parse every file twice, issue 14's check first)."""
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA_VERSION:  # load_results' own check and line
+        raise PerfsuiteError(f"{path}: not a perfsuite results file (schema {SCHEMA_VERSION})")
     try:
         validate_results(data)
     except PerfsuiteError as exc:
@@ -304,15 +319,6 @@ def read_result(path: Path | str) -> Result:
 
 def _looks_perfsuite(data: object) -> bool:
     return isinstance(data, dict) and "schema" in data and "recipe" in data and "modes" in data
-
-
-def _is_perfsuite_json(path: Path) -> bool:
-    """Whether ``path`` looks like a perfsuite results document (of any schema version)."""
-    try:
-        data = read_json(path)
-    except PerfsuiteError:
-        return False
-    return _looks_perfsuite(data)
 
 
 def _candidates(directory: Path) -> list[Path]:
@@ -351,7 +357,7 @@ def scan_results(path: Path | str, *, skip_bad: bool = False) -> tuple[list[Resu
         if not _looks_perfsuite(data):
             continue
         try:
-            found.append(read_result(p))
+            found.append(_validated(p, data))
         except PerfsuiteError as exc:
             if not skip_bad:
                 raise PerfsuiteError(f"{exc}; {_SKIP_HINT}") from None
@@ -371,18 +377,26 @@ def read_results(path: Path | str, *, skip_bad: bool = False) -> list[Result]:
     return scan_results(path, skip_bad=skip_bad)[0]
 
 
-def read_siblings(path: Path | str) -> list[Result]:
+def read_siblings(path: Path | str, *, known: Iterable[Result] = ()) -> list[Result]:
     """The other results files in the directory of ``path`` (not recursive); unreadable ones are ignored.
 
-    Used to find the fsync floor of the same run, where a broken neighbour must not block a report.
+    Used to find the fsync floor of the same run, where a broken neighbour must not block a report. A
+    sibling among ``known`` (results the caller has read already) is taken from there, not read again: a
+    report of N documents in one directory read the directory N times, O(N^2) schema checks.
     """
     path = Path(path)
+    have = {r.path: r for r in known if r.path is not None}
     found = []
     for p in sorted(path.parent.glob("*.json")):
-        if p == path or p.name.endswith(".pyperf.json") or p.name.startswith(".") or not _is_perfsuite_json(p):
+        if p == path or p.name.endswith(".pyperf.json") or p.name.startswith("."):
+            continue
+        if p in have:
+            found.append(have[p])
             continue
         try:
-            found.append(read_result(p))
+            data = read_json(p)
+            if _looks_perfsuite(data):
+                found.append(_validated(p, data))
         except PerfsuiteError:
             continue
     return found
