@@ -6,6 +6,7 @@ the committed 17-document baseline on a slow machine (stop 36). Counted by Pytho
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from collections import Counter
@@ -49,9 +50,10 @@ def _documents(directory: Path) -> list[Path]:
 
 @pytest.fixture
 def baseline_copy(tmp_path: Path) -> Path:
-    """Four of the committed baseline's documents (the real files), with their pyperf exports beside them."""
+    """Four of the committed baseline's documents (the real files: the run's fsync floor among them), with their
+    pyperf exports beside them."""
     chosen = [p for p in _documents(BASELINE) if p.name.startswith(("mailbox-delivery-", "root-checkpoint-",
-                                                                     "idle-control-", "registry-save-"))]
+                                                                     "idle-control-", "fsync-floor-"))]
     assert len(chosen) >= 4
     for p in chosen:
         for sibling in BASELINE.glob(p.name.removesuffix(".json") + ".*"):
@@ -82,11 +84,13 @@ def test_report_of_files_given_one_by_one_opens_each_once(baseline_copy: Path,
 def test_a_lone_file_still_reads_its_siblings_for_the_floor(baseline_copy: Path,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     """The sibling reading is still there: a mailbox-delivery document given alone is reported against the
-    publication floor its own document carries, and the directory's other documents are read once each."""
+    fsync floor of its run, read from the document beside it, and each sibling is read once."""
     mailbox = next(p for p in _documents(baseline_copy) if p.name.startswith("mailbox-delivery-"))
+    floor = next(p for p in _documents(baseline_copy) if p.name.startswith("fsync-floor-"))
     with counting() as opened:
         assert cli.main(["report", str(mailbox), "--format", "json"]) == 0
     others = [p for p in _documents(baseline_copy) if p != mailbox]
     assert opened[str(mailbox)] == 1
     assert all(opened[str(p)] <= 1 for p in others)
-    assert '"floor"' in capsys.readouterr().out
+    (reported,) = json.loads(capsys.readouterr().out)["results"]
+    assert reported["floor"] is not None and reported["floor"]["source"] == floor.name
