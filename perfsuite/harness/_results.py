@@ -275,10 +275,11 @@ def validate_results(document: Mapping[str, Any]) -> None:
         raise PerfsuiteError(f"results do not match the schema at {where}: {error.message.splitlines()[0]}")
 
 
-def load_results(path: Path) -> dict[str, Any]:
+def load_results(path: Path, *, parsed: Any = None) -> dict[str, Any]:
     """Read a results document; one-line errors for a missing, unreadable or foreign file (strictly: not
-    UTF-8, NaN or Infinity, or nested deeper than a results document ever is, issue 27)."""
-    data = read_json(path, "results file")
+    UTF-8, NaN or Infinity, or nested deeper than a results document ever is, issue 27). ``parsed``: the
+    document a reader has already decoded from ``path`` (``read_json``), checked here and not read again."""
+    data = read_json(path, "results file") if parsed is None else parsed
     if not isinstance(data, dict) or data.get("schema") != SCHEMA_VERSION:
         raise PerfsuiteError(f"{path}: not a perfsuite results file (schema {SCHEMA_VERSION})")
     return data

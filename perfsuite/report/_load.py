@@ -28,15 +28,7 @@ if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
 from perfsuite.errors import PerfsuiteError
-from perfsuite.harness import (
-    SCHEMA_VERSION,
-    MachineLoad,
-    load_results,
-    machine_load,
-    read_json,
-    sample_metrics,
-    validate_results,
-)
+from perfsuite.harness import MachineLoad, load_results, machine_load, read_json, sample_metrics, validate_results
 
 __all__ = [
     "FLOOR_OPERATION_SUFFIX",
@@ -302,14 +294,13 @@ def read_result(path: Path | str) -> Result:
     path = Path(path)
     if path.is_dir():
         raise PerfsuiteError(f"{path}: is a directory, expected a results file")
-    return _validated(path, load_results(path))
+    return _validated(path)
 
 
-def _validated(path: Path, data: Any) -> Result:
-    """``data``, already read from ``path``, as a :class:`Result` once it is this schema's and valid: each
-    document is parsed once (a directory's reader used to parse every file twice, issue 14's check first)."""
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA_VERSION:  # load_results' own check and line
-        raise PerfsuiteError(f"{path}: not a perfsuite results file (schema {SCHEMA_VERSION})")
+def _validated(path: Path, parsed: Any = None) -> Result:
+    """The results document at ``path`` (``parsed``: as a reader already decoded it) as a :class:`Result`
+    once it is this schema's and valid: a directory's readers parse each file once, not twice."""
+    data = load_results(path, parsed=parsed)
     try:
         validate_results(data)
     except PerfsuiteError as exc:
