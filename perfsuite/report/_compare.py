@@ -462,15 +462,17 @@ def _change(item: _Input, alpha: float, factor: float, gate: str, detect_alpha: 
         change = cost_change(item.recipe, item.mode, item.metric, item.base, item.new, item.reference)
         # issue 28: a cost whose own samples spread beyond its tolerance is not deterministic (a small operation
         # whose thread wakes the loop or not: +-13 allocations, +-1.6 KB per sample, measured on the team's
-        # fsync-in-a-thread commit); it gates only beyond the widest range either side's samples show
+        # fsync-in-a-thread commit). Each side's median may fall on either end of that range, so a change must go
+        # beyond the widest range either side shows plus the cost's own tolerance: a range alone let one
+        # allocation more, with the medians on opposite ends, fail a gate
         spread = max(float(np.ptp(item.base)), float(np.ptp(item.new)))
         if change.tolerance is not None and spread >= change.tolerance:
             sides = [side for side, values in (("BASE", item.base), ("NEW", item.new))
                      if float(np.ptp(values)) >= change.tolerance]
             notes.append(f"{change.label}: not deterministic in {' and '.join(sides)} (range {spread:g} >= "
-                         f"tolerance {change.tolerance:g}); gates only beyond that range")
+                         f"tolerance {change.tolerance:g}); gates only beyond that range plus the tolerance")
             change = cost_change(item.recipe, item.mode, item.metric, item.base, item.new, item.reference,
-                                 tolerance=spread * (1 + 1e-9))
+                                 tolerance=spread + change.tolerance)
         return change
     return timing_change(item.recipe, item.mode, item.metric, item.base, item.new, alpha, factor, gate,
                          item.reference, paired=item.paired, detect_alpha=detect_alpha)
