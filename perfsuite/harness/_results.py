@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
@@ -256,11 +257,30 @@ def results_schema() -> dict[str, Any]:
     return json.loads(text)
 
 
+def _import_jsonschema() -> Any:
+    """jsonschema without its IRI format checker. When rfc3987-syntax is installed (the notebooks extra's
+    jupyter-events pulls it in), jsonschema imports it, and it builds a Lark grammar at import: 3-4 s of every
+    command that reads results on a slow machine. perfsuite never checks formats. The module is kept out for
+    this one import only (a ``None`` in ``sys.modules`` is an ImportError, which jsonschema skips), so a
+    program that imports it later still gets it."""
+    if "jsonschema" in sys.modules:
+        return sys.modules["jsonschema"]
+    kept_out = "rfc3987_syntax" not in sys.modules
+    if kept_out:
+        sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]
+    try:
+        import jsonschema
+    finally:
+        if kept_out and "rfc3987_syntax" in sys.modules and sys.modules["rfc3987_syntax"] is None:
+            del sys.modules["rfc3987_syntax"]
+    return jsonschema
+
+
 def validate_results(document: Mapping[str, Any]) -> None:
     """Raise a one-line :class:`PerfsuiteError` when ``document`` does not match the schema: jsonschema's
     verdict with the ``validate`` extra, else the standard library's checker (``_schema``, issue 30)."""
     try:
-        import jsonschema
+        jsonschema = _import_jsonschema()
     except ImportError:
         from perfsuite.harness._schema import first_error
 

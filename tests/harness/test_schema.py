@@ -78,3 +78,28 @@ def test_a_tracemalloc_section_records_the_sum_as_not_measured() -> None:
 def _reference_against(document: object, schema: dict) -> str | None:
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(document))
     return None if error is None else error.message
+
+
+def test_checking_a_document_does_not_build_the_iri_grammar(tmp_path: Path) -> None:
+    """jsonschema imports rfc3987-syntax's IRI checker when it is installed (the notebooks extra's jupyter-events
+    pulls it in), and that module builds a Lark grammar at import: 3-4 s of every command that reads results on
+    a slow machine. perfsuite never checks formats, so a check leaves it unimported, and a program that imports
+    it afterwards still gets it."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("rfc3987_syntax") is None:
+        pytest.skip("rfc3987-syntax is not installed: nothing to keep out")
+    code = (
+        "import json, sys\n"
+        "from perfsuite.harness._results import validate_results\n"
+        f"validate_results(json.loads(open({str(DOCS[0])!r}, encoding='utf-8').read()))\n"
+        "assert 'jsonschema' in sys.modules, 'the check did not use jsonschema'\n"
+        "print('rfc3987_syntax' in sys.modules)\n"
+        "import rfc3987_syntax\n"
+        "print(callable(rfc3987_syntax.is_valid_syntax))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False", "True"]
