@@ -271,7 +271,7 @@ def _import_jsonschema() -> Any:
     try:
         import jsonschema
     finally:
-        if kept_out and "rfc3987_syntax" in sys.modules and sys.modules["rfc3987_syntax"] is None:
+        if kept_out:  # nothing can have imported it over the None
             del sys.modules["rfc3987_syntax"]
     return jsonschema
 
