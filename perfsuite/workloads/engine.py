@@ -198,12 +198,15 @@ class _Checkpoint(SessionOperation):
                 if self.asynchronous:
                     done: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
 
-                    def ack(error: BaseException | None, d: asyncio.Future[BaseException | None] = done) -> None:
+                    def durable(error: BaseException | None, d: asyncio.Future[BaseException | None] = done) -> None:
                         if not d.done():
                             d.set_result(error)
 
-                    self.session.request_checkpoint(self.conversation, ack=ack)
-                    await done
+                    # one callback per publication, under its own name: the sample's ``ack`` runs once, last
+                    self.session.request_checkpoint(self.conversation, ack=durable)
+                    error = await done
+                    if error is not None:
+                        raise error
                 else:
                     self.session.checkpoint(self.conversation)
                     await asyncio.sleep(0)

@@ -166,3 +166,19 @@ def test_engine_operations_measure_without_listening_to_the_engine(tmp_path, sma
             assert not op.session.observers
         finally:
             op.close()
+
+
+def test_asynchronous_checkpoints_back_to_back_acknowledge_the_sample(tmp_path, small_session):
+    """Several asynchronous checkpoints in one sample (the -x8 modes): each publication's callback is the
+    sample's own, and the sample is acknowledged once, after the last one is durable (a per-checkpoint
+    callback that shadowed the operation's ``ack`` left the harness waiting until its deadline)."""
+    doc = run(tmp_path, small_session, HEAD + """
+    [modes.async-x3]
+    operation = "perfsuite.workloads.engine:checkpoint"
+    path = "async"
+    conversation = "root"
+    checkpoints = 3
+    """)
+    samples = doc["modes"]["async-x3"]["samples"]
+    assert len(samples) == 2 and all(s["metrics"]["generations"] == 3 for s in samples)
+    assert all(s["ack_ms"] >= s["submission_ms"] for s in samples)
