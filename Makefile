@@ -33,6 +33,7 @@ test: $(VENV)/.test-installed
 		|| echo "chromium not installed: the browser test is skipped"; fi
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/pylint --rcfile pyproject.toml perfsuite
 	@# every core (pytest-xdist), one test file per worker at a time: a file's module fixtures are built once
 	$(BIN)/python -m pytest -q -n auto --dist loadfile
 	@# the reference site (docs/, mkdocs.yml): a broken link or anchor fails the build
@@ -41,7 +42,7 @@ test: $(VENV)/.test-installed
 	PERFSUITE_CACHE=$(VENV)/cache $(BIN)/perfsuite run mailbox-delivery --samples 2 --warmup 0 --output-dir $(VENV)/smoke
 
 lint: $(VENV)/.test-installed
-	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/pylint --rcfile pyproject.toml perfsuite
 
 clean-venv:
 	rm -rf $(VENV)

@@ -120,9 +120,11 @@ class Opening(SessionState):
         hooks = self.fs.fault_hooks
         recover = recover_lost_head
         if hooks is not None and hooks.recover_head is not None:  # a seeded bug (FaultHooks): which log to adopt
-            def recover(store: object, problems: list[str]) -> tuple[HeadV2 | None, list[str]]:
+            def seeded(store: object, problems: list[str]) -> tuple[HeadV2 | None, list[str]]:
                 number, lines = hooks.recover_head(store, problems)
                 return (candidate_head(self.store, number) if number is not None else None), lines
+
+            recover = seeded
         try:
             head = store.read_head()
         except NotAFile as exc:

@@ -14,7 +14,7 @@ network and builds in about a second for a few hundred documents (no matplotlib,
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -185,6 +185,15 @@ def _machine_section(story: MachineStory, pages: dict[str, str], commit_url: str
     return "\n".join(parts)
 
 
+
+def _linker(names: dict[int, str]) -> Callable[[Result], str | None]:
+    """A recipe page's link to a run's document, or None for a run whose document was not written."""
+
+    def href(result: Result) -> str | None:
+        return f"runs/{names[id(result)]}" if id(result) in names else None
+
+    return href
+
 def build_dashboard(
     results: Sequence[Result], out: Path | str, *, commit_url: str | None = None, source: str | None = None
 ) -> Dashboard:
@@ -221,9 +230,7 @@ def build_dashboard(
             path.write_text(json.dumps(run.data, separators=(",", ":")), encoding="utf-8")
             documents.append(path)
 
-        def href(result: Result, names: dict[int, str] = names) -> str | None:
-            return f"runs/{names[id(result)]}" if id(result) in names else None
-
+        href = _linker(names)
         links = {}
         for recipe, recipe_runs in story.by_recipe.items():
             path = folder / f"{slug(recipe)}.html"
