@@ -835,8 +835,26 @@ class LogStore:
                 kept.add(number)
         needed = set(kept) | self.state.logs()
         for number in kept:
-            needed |= self.refs.get(number, frozenset())
+            needed |= self._refs(number)
         return [n for n in self.log_numbers() if n < self.current.number and n not in needed]
+
+    def _refs(self, number: int) -> frozenset[int]:
+        """The logs ``number``'s BASE references. An open store has replayed only HEAD's log, so an older
+        retained log's references are read from its BASE on first need; one that cannot be read keeps every
+        older log (retirement never guesses a log is unreferenced)."""
+        if number in self.refs:
+            return self.refs[number]
+        try:
+            data = self.read_log(number)
+            header = LogHeader.decode(data)
+            found = scan(data, salt32(header.salt))
+            if not found.records or found.records[0].kind != BASE:
+                raise LogDamage("no BASE record")
+            refs = frozenset(int(n) for n in dict(found.records[0].meta.get("logs", {})) if int(n) != number)
+        except (OSError, LogDamage, ValueError, TypeError, AttributeError):
+            refs = frozenset(n for n in self.log_numbers() if n < number)
+        self.refs[number] = refs
+        return refs
 
     def _range(self, number: int) -> tuple[int, int]:
         if number in self.ranges:
@@ -899,7 +917,10 @@ class LogStore:
             try:
                 return self.replay(header, records, base_seq=None, data=data)
             finally:
-                self.salts, self.refs = saved
+                # what the replay learned of older logs (their salts and BASE references) is kept: restoring
+                # this state rolls it over into a new BASE that names them; what was known already wins
+                self.salts = {**self.salts, **saved[0]}
+                self.refs = {**self.refs, **saved[1]}
         raise SessionError(f"{self.root}: no generation {generation} on disk (retired, or never written)")
 
     def space(self) -> StorageStats:

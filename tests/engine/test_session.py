@@ -370,3 +370,65 @@ def test_a_process_killed_before_the_commit_point_leaves_a_session_that_opens(tm
     reopened.checkpoint()
     reopened.close()
     assert Session.open(tmp_path / "s").buffers["root"].messages()[-1].content == "after the crash"
+
+
+
+def test_retirement_after_a_reopen_keeps_the_logs_retained_generations_rest_on(tmp_path):
+    """keep_generations survives a reopen: the open store learns every retained log's BASE references, not
+    only HEAD's log's, so retirement never deletes a log an older retained generation's bytes rest on. The
+    turns (hex of seeded bytes, so nothing compresses them away) roll the 4 KiB logs over twice with
+    rewrites between: the newest log's BASE no longer references log 1; an older retained one's does."""
+    import random
+
+    rnd = random.Random(44)
+    settings = SessionSettings(log_capacity=4096, keep_generations=4)
+    path = tmp_path / "s"
+    session = Session.open(path, create=True, settings=settings)
+    for i, size in enumerate([800, "rewrite", 200, 200, 100, 200, "rewrite", 200, 1200, 1200]):
+        if size == "rewrite":
+            session.buffers["root"].replace_messages([Message("user", rnd.randbytes(200).hex(), i)])
+        else:
+            session.add_message("root", Message("user", rnd.randbytes(int(size)).hex(), i))
+        session.checkpoint()
+    newest = session.head.seq
+    assert session.store.log_numbers() == [1, 2, 3]
+    session.close()
+
+    session = Session.open(path, settings=settings)
+    while session.retire()[1]:
+        pass
+    for generation in range(newest - settings.keep_generations + 1, newest + 1):
+        assert session.restore(generation) is not None, generation  # every retained generation restorable
+    session.close()
+
+
+def test_a_retained_generation_resting_on_an_older_log_restores_after_a_reopen(tmp_path):
+    """restore() of a retained generation whose log's BASE names a log HEAD's log does not: the store learns
+    that log's salt while replaying the old state, and the new BASE the restore writes names it."""
+    import random
+    import shutil
+
+    rnd = random.Random(5)
+    settings = SessionSettings(log_capacity=4096, keep_generations=4)
+    path = tmp_path / "s"
+    session = Session.open(path, create=True, settings=settings)
+    held = {}
+    for i, size in enumerate([200, 1200, "rewrite", 100, 100, "rewrite", 800, 1200]):
+        if size == "rewrite":
+            session.buffers["root"].replace_messages([Message("user", rnd.randbytes(200).hex(), i)])
+        else:
+            session.add_message("root", Message("user", rnd.randbytes(int(size)).hex(), i))
+        session.checkpoint()
+        held[session.head.seq] = session.buffers["root"].messages()
+    newest = session.head.seq
+    assert len(session.store.log_numbers()) >= 3
+    session.close()
+    for generation in range(newest - settings.keep_generations + 1, newest + 1):
+        copy = tmp_path / f"g{generation}"
+        shutil.copytree(path, copy)
+        session = Session.open(copy, settings=settings)
+        session.restore(generation)
+        session.close()
+        session = Session.open(copy, settings=settings)  # the restore is durable, its new BASE complete
+        assert session.buffers["root"].messages() == held[generation], generation
+        session.close()
