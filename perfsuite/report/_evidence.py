@@ -182,7 +182,10 @@ class _Writer:
         dir_fsync = work.get("dir_fsync")
         fsync = "where directory fsync works" if dir_fsync == "ok" else f"where directory fsync fails (`{dir_fsync}`)"
         # issue 28: the measured repository's commit (and branch), never perfsuite's own checkout
-        commit = f"commit `{short_commit(result.commit)}`" + (" (uncommitted changes)" if result.dirty else "")
+        if result.commit:
+            commit = f"commit `{short_commit(result.commit)}`" + (" (uncommitted changes)" if result.dirty else "")
+        else:  # never a guessed commit: the run named none (outside git, no --commit, no CI variable)
+            commit = "commit unknown (not a git repository, and no commit given)"
         if result.branch:
             commit += f" on branch `{result.branch.replace('`', chr(39))}`"
         cpu = env["cpu"]
