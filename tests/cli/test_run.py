@@ -161,6 +161,7 @@ class Held:
     async def _run(self, ack):
         await asyncio.sleep(0.02)
         while Path("hold").exists():
+            Path("held").touch()  # the hand-over: a sample is held now, the run is ready to be interrupted
             await asyncio.sleep(0.01)
         ack(None)
 
@@ -171,7 +172,8 @@ class Held:
 
 def test_sigint_keeps_samples_and_resume_completes(tmp_path: Path) -> None:
     """SIGINT mid-run, without a race against the machine's speed: once two samples are written the test
-    holds the third open (a file the operation waits on), interrupts, then releases it and resumes."""
+    holds the next one open (a file the operation waits on), waits until the operation says it is held,
+    interrupts, then releases it and resumes."""
     (tmp_path / "holding.py").write_text(HOLDING_OPERATION)
     (tmp_path / "slow.toml").write_text(
         'samples = 6\nwarmup = 0\nisolation = "inline"\ncontrol_windows = 1\nsettle_ms = 5\n'
@@ -201,6 +203,10 @@ def test_sigint_keeps_samples_and_resume_completes(tmp_path: Path) -> None:
             time.sleep(0.02)
         else:
             pytest.fail("the run never wrote two samples")
+        while not (tmp_path / "held").exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"no sample was held (exit {proc.poll()})")
+            time.sleep(0.02)
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=60)
     finally:
