@@ -54,7 +54,16 @@ from perfsuite.harness._operation import (
     import_roots,
     resolve_operation,
 )
-from perfsuite.harness._params import Param, accepts, check_params, declared_parameters, did_you_mean, param_value
+from perfsuite.harness._params import (
+    Param,
+    ReadRecorder,
+    accepts,
+    check_params,
+    declared_parameters,
+    did_you_mean,
+    param_value,
+    unread_keys,
+)
 from perfsuite.harness._plan import PlanEntry, SampleKind, check_parameters, resolve_factories
 from perfsuite.harness._provenance import CI_VARIABLES, check_commit, measured_repository
 from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe, recipe_dirs
@@ -141,6 +150,7 @@ __all__ = [
     "OperationContext",
     "Param",
     "PlanEntry",
+    "ReadRecorder",
     "Recipe",
     "ResultsBusy",
     "ResultsLock",
@@ -215,6 +225,7 @@ __all__ = [
     "stall_monitor_of",
     "summarize",
     "summarize_samples",
+    "unread_keys",
     "validate_results",
     "verdict",
     "write_exports",

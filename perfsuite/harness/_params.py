@@ -11,8 +11,9 @@ The harness then checks every mode's parameters against the declaration before a
 unknown key is one line naming the known ones, with "did you mean ...?" when one is close; a wrong type or
 a value out of range names the value and what is allowed). Parameters reach the factory as written in
 the recipe (``ctx.params``, which is what the results record); :func:`param_value` reads one with its
-declared default. A factory that declares nothing (no ``parameters`` attribute, or ``None``) keeps the old
-behaviour: its parameters are passed as written, unchecked.
+declared default. A factory that declares nothing (no ``parameters`` attribute, or ``None``) gets its
+parameters as written, and :class:`ReadRecorder` notes which it reads while it is built and runs: a key it
+never read is a typo nobody would otherwise see (``ofload = true``), so the sample fails naming it.
 
 The run condition ``storage`` (SPEC M10) is accepted by every operation that declares it applies it
 (``conditions = {"storage"}``): it need not be declared again.
@@ -22,20 +23,55 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from perfsuite._limits import show_number
 from perfsuite.errors import PerfsuiteError
 
-__all__ = ["Param", "accepts", "check_params", "declared_parameters", "did_you_mean", "param_value"]
+__all__ = ["Param", "ReadRecorder", "accepts", "check_params", "declared_parameters", "did_you_mean",
+           "param_value", "unread_keys"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _KINDS: dict[type, str] = {bool: "true or false", int: "an integer", float: "a number", str: "a string",
                            object: "a value"}
 #: parameters every operation that applies the run condition of the same name accepts (SPEC M10)
 CONDITION_PARAMS = frozenset({"storage"})
+#: mode keys the results and reports read themselves (a peer comparison's labels): never an operation's typo
+LABEL_KEYS = frozenset({"system", "durability"})
+
+
+class ReadRecorder(Mapping[str, object]):
+    """A mode's parameters as the operation sees them, noting every key it looks up; iterating over them
+    (``dict(params)``, ``**params``) counts as reading them all."""
+
+    def __init__(self, params: Mapping[str, object]) -> None:
+        self._params = dict(params)
+        self.read: set[str] = set()
+
+    def __getitem__(self, key: str) -> object:
+        self.read.add(key)
+        return self._params[key]
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            self.read.add(key)
+        return key in self._params
+
+    def __iter__(self) -> Iterator[str]:
+        self.read.update(self._params)
+        return iter(self._params)
+
+    def __len__(self) -> int:
+        return len(self._params)
+
+
+def unread_keys(factory: object, params: ReadRecorder) -> list[str]:
+    """The keys an operation that declares no parameters never read (its declaration is checked instead)."""
+    if declared_parameters(factory) is not None:
+        return []
+    return sorted(set(params._params) - params.read - LABEL_KEYS - CONDITION_PARAMS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ from perfsuite.harness._operation import (
     create_operation,
     resolve_operation,
 )
+from perfsuite.harness._params import ReadRecorder, unread_keys
 from perfsuite.harness._stalls import StallWindow, stall_monitor_of
 
 __all__ = ["HEAP_SEED", "SampleFailed", "SampleRecord", "SampleSpec", "measure_sample", "prepare_workdir"]
@@ -323,10 +324,10 @@ def check_acks(spec: SampleSpec, ack: _Ack) -> None:
 
 
 async def open_operation(spec: SampleSpec, factory: Any, workdir: Path | None, scratch: Path | None,
-                         kind: SampleKind) -> Any:
+                         kind: SampleKind, params: Mapping[str, object] | None = None) -> Any:
     """Call the operation factory with this sample's context; a crash in it is a one-line failure."""
-    ctx = OperationContext(workdir=workdir, params=dict(spec.params), mode=spec.mode, sample=spec.index,
-                           scratch=scratch, kind=kind)
+    ctx = OperationContext(workdir=workdir, params=dict(spec.params) if params is None else params,
+                           mode=spec.mode, sample=spec.index, scratch=scratch, kind=kind)
     try:
         return await create_operation(factory, ctx)
     except PerfsuiteError:
@@ -355,7 +356,8 @@ async def measure_sample(
         setup_ms = (time.perf_counter() - t0) * 1e3
         if spec.heap > 0 and spec.kind == "sample":  # M10: before the operation (and its session) opens
             heap = build_heap(spec.heap, seed=HEAP_SEED + spec.index)
-        op = await open_operation(spec, factory, workdir, scratch, spec.kind)  # type: ignore[arg-type]
+        params = ReadRecorder(spec.params)
+        op = await open_operation(spec, factory, workdir, scratch, spec.kind, params)  # type: ignore[arg-type]
         ack = _Ack(asyncio.get_running_loop())
         try:
             record = await _measure(spec, op, heartbeat, recorder, setup_ms, ack, heap)
@@ -366,6 +368,11 @@ async def measure_sample(
                 raise _fail(spec, "close()", exc) from exc
         await asyncio.sleep(0)  # callbacks already scheduled (a late ack) run before the count is read
         check_acks(spec, ack)
+        unread = unread_keys(factory, params)
+        if unread:  # a misspelt key would otherwise be measured as if it had been applied
+            keys = ", ".join(f"modes.{spec.mode}.{k}" for k in unread)
+            raise SampleFailed(f"{spec.recipe}: {keys}: not read by operation {spec.operation}, which declares "
+                               "no parameters (a misspelt key?); remove it, or declare the operation's parameters")
         return record
     finally:
         heap = None
