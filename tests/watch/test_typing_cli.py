@@ -31,7 +31,8 @@ def test_text_markdown_and_json(typed: Path) -> None:
     text = perfsuite("typing", str(typed))
     assert text.returncode == 0, text.stderr
     assert "typing latency: key due -> frame written (ms; target 20 ms)" in text.stdout
-    assert "floor: typing-cli idle" in text.stdout and "_Typing._planted_step" in text.stdout
+    # the text names the top three culprits; on a loaded machine the machine itself can outrank the plant
+    assert "floor: typing-cli idle" in text.stdout and "typing-cli plant: slow keys held by" in text.stdout
     markdown = perfsuite("typing", str(typed), "--format", "markdown")
     assert markdown.returncode == 0 and "| typing-cli | plant |" in markdown.stdout
     proc = perfsuite("typing", str(typed), "--format", "json", "--target", "10")
@@ -42,6 +43,7 @@ def test_text_markdown_and_json(typed: Path) -> None:
     assert document["command"] == "typing" and document["target_ms"] == 10
     plant = next(r for r in document["rows"] if r["mode"] == "plant")
     assert plant["keys"] == 4 and plant["over_target"] >= 1 and plant["met"] is False and plant["max_ms"] >= 24
+    assert any(b["name"].endswith("_Typing._planted_step") for b in plant["blame"])  # every culprit, in full
     assert next(r for r in document["rows"] if r["mode"] == "idle")["floor"] is True
 
 
