@@ -113,9 +113,9 @@ def _cmd_run(args: argparse.Namespace, services: CliServices) -> int:
                          recipes_dir=args.recipes_dir, session=args.session, commit=args.commit, branch=args.branch,
                          allow_loaded=args.allow_loaded, work_root=args.work_dir, valgrind=args.valgrind,
                          resolve_fixture=services.resolve_fixture, load_probe=services.load_probe)
-    if batch.measured is None and not batch.resuming:  # said first: every document will name no commit
-        print("perfsuite: commit unknown (not a git repository): the results name no commit; run from a "
-              "checkout, or give --commit or $PERFSUITE_COMMIT", file=sys.stderr)
+    if batch.measured is None and not batch.resuming:  # said first (stdout: stderr is the one-line error's)
+        console().verdict("commit unknown (not a git repository): the results name no commit; run from a "
+                          "checkout, or give --commit or $PERFSUITE_COMMIT")
     if batch.instructions_missing:  # one line, once: the pass records "not measured"
         print(f"perfsuite: instructions not measured: {batch.instructions_missing}", file=sys.stderr)
     out = console()

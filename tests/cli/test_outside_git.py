@@ -31,8 +31,9 @@ def test_run_and_evidence_outside_git_say_the_commit_is_unknown(tmp_path: Path) 
     run = subprocess.run([sys.executable, "-m", "perfsuite", "run", "tiny.toml", "--output-dir", "out"],
                          cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
     assert run.returncode == 0, run.stderr
-    first = run.stderr.splitlines()[0]
-    assert first.startswith("perfsuite: commit unknown (not a git repository)"), run.stderr
+    first = run.stdout.splitlines()[0]
+    assert first.startswith("commit unknown (not a git repository)"), run.stdout
+    assert not run.stderr.strip(), run.stderr  # stderr stays the one-line errors' (none here)
     (result,) = (tmp_path / "out").glob("tiny-*[0-9].json")
     evidence = subprocess.run([sys.executable, "-m", "perfsuite", "evidence", str(result)], cwd=tmp_path,
                               capture_output=True, text=True, env=env, timeout=300)
