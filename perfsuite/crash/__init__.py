@@ -33,7 +33,10 @@ from perfsuite.crash.states._campaign import (
     make_executor,
     run_campaign,
 )
-from perfsuite.crash.workloads import _sessions  # noqa: F401  (importing it registers the session workloads)
+from perfsuite.crash.workloads import (
+    _retention,  # noqa: F401  (importing it registers session-retention)
+    _sessions,  # noqa: F401  (importing it registers the session workloads)
+)
 from perfsuite.crash.workloads._bug_classes import NoFlock  # (importing it registers the issue 27 workloads)
 from perfsuite.crash.workloads._driver import SessionDriver
 from perfsuite.crash.workloads._registry import WORKLOADS, Workload, record_workload, register_workload

@@ -844,6 +844,8 @@ class LogStore:
         older log (retirement never guesses a log is unreferenced)."""
         if number in self.refs:
             return self.refs[number]
+        if self.hooks is not None and self.hooks.forget_unreplayed_refs:  # a seeded bug: an unread log names none
+            return frozenset()
         try:
             data = self.read_log(number)
             header = LogHeader.decode(data)

@@ -111,6 +111,10 @@ class FaultHooks:
     not landed, and the session goes on appending to the log it left, which HEAD may no longer name
     (issue 27 defect 2's shape, planted back: format 1 retried a failed adoption as a new generation and
     could delete the manifest HEAD named on disk).
+    ``forget_unreplayed_refs``: retirement knows only the BASE references of the logs the store replayed
+    (after a reopen: HEAD's log's) and takes every other retained log to reference none, so it deletes a log
+    an older retained generation's bytes rest on and restoring that generation fails (E3 keeps the last N;
+    the behaviour before the fix, planted back).
     (``recover_head``, for format 2, is called as ``recover_head(store, problems)`` and returns HEAD and
     problem lines, like ``_logadoption.recover_lost_head``.)
     ``accept_partial_line``: a last line without its newline that still decodes is loaded as a message
@@ -148,6 +152,7 @@ class FaultHooks:
     ack_blocked_checkpoint: bool = False
     readopt_as_new: bool = False
     abandon_in_memory: bool = False
+    forget_unreplayed_refs: bool = False
 
 
 class _HookedFileSystem(DelegatingFileSystem):

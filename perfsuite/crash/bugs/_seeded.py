@@ -128,6 +128,9 @@ APPEND_AFTER_FAILED_FDATASYNC = FaultHooks(fsyncgate_ignored=True)
 MID_LOG_DAMAGE_AS_TORN = FaultHooks(damage_as_torn=True)
 TORN_RECORD_ACCEPTED = FaultHooks(skip_record_checksum=True)
 STALE_SALT_LOG_ACCEPTED = FaultHooks(skip_log_identity=True)
+#: after a reopen the store has replayed HEAD's log only: retirement takes every other retained log's BASE to
+#: reference nothing and deletes a log an older retained generation rests on (E3, the fixed defect planted back)
+RETAINED_REFS_FORGOTTEN = FaultHooks(forget_unreplayed_refs=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +252,10 @@ SEEDED_BUGS: Mapping[str, SeededBug] = {
         SeededBug("abandon-keeps-files", "abandon rolls back in memory only: HEAD or the file-backed sidecar and "
                   "transcripts keep the abandoned publication (defect 3 planted back)", _same,
                   ("session-file-abandon", "session-adopt-eio"), faults=FaultHooks(abandon_in_memory=True)),
+        # Retention across reopens (E3: keep the last N): a fixed defect of retirement, planted back.
+        SeededBug("retained-refs-forgotten", "after a reopen, retirement knows only HEAD's log's BASE references and "
+                  "deletes a log an older retained generation rests on (its restore fails)",
+                  _hooked(RETAINED_REFS_FORGOTTEN), ("session-retention",)),
     )
 }
 

@@ -97,7 +97,8 @@ def recovered_value(snapshot: Mapping[str, Any], key: str) -> Any:
 
 # -- pure checks (shared with the kill campaign) ------------------------------------------------------------------
 def acknowledged_problems(view: Mapping[str, Any], acks: Sequence[Ack], notes: Sequence[Note]) -> Iterator[str]:
-    """Invariant 1: acknowledged transcript bytes are a prefix of the recovered transcript, byte for byte;
+    """Invariant 1: acknowledged transcript bytes are a prefix of the recovered transcript, byte for byte (or
+    the bytes of a rewrite begun after them: ``replace_messages`` or a restore, which need not extend them);
     acknowledged registry, status and control values are recovered (or a value set after them)."""
     latest: dict[str, Ack] = {}
     for ack in acks:
@@ -116,9 +117,12 @@ def acknowledged_problems(view: Mapping[str, Any], acks: Sequence[Ack], notes: S
                     continue
                 want = ack.detail.get("data")
                 if want is not None:  # the bytes themselves
-                    if not got.startswith(want):
+                    rewrites = [n.detail["data"] for n in notes if n.kind == "rewriting" and n.at >= ack.at
+                                and n.detail["conversation"] == conversation]
+                    if not any(got.startswith(w) for w in (want, *rewrites)):
+                        since = f" (nor {len(rewrites)} rewrite(s) begun since)" if rewrites else ""
                         yield (f"{where}: {ack.label!r} (op #{ack.at}) acknowledged {len(want)}B of {conversation!r}, "
-                               f"recovery has {len(got)}B differing at byte {_first_difference(got, want)}")
+                               f"recovery has {len(got)}B differing at byte {_first_difference(got, want)}{since}")
                     continue
                 size = int(ack.detail["size"])  # (the kill campaign sends a size and a digest)
                 if len(got) < size or hashlib.sha256(got[:size]).hexdigest() != ack.detail["sha256"]:

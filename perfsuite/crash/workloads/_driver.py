@@ -1,7 +1,7 @@
 """The session crash workloads' oracle writer (SPEC section 7, issue 10): :class:`SessionDriver` runs acknowledged
 mutations on a session and records, for every acknowledgement, the trace index at which it was given, what it
-acknowledged and the files it rests on (invariant 7). Every session workload (``_sessions``, ``_bug_classes``)
-drives its sessions through it, so they all write the oracle the same way.
+acknowledged and the files it rests on (invariant 7). Every session workload (``_sessions``, ``_bug_classes``,
+``_retention``) drives its sessions through it, so they all write the oracle the same way.
 """
 
 from __future__ import annotations
@@ -125,6 +125,22 @@ class SessionDriver:
         """A publication of ``conversation`` starts: from here its transcript may hold any text of its
         buffer again (invariant A: an abandoned mutation stays out only until the next attempt)."""
         self.env.note(f"publishing {conversation}", kind="publishing", conversation=conversation)
+
+    def rewriting(self, conversation: str, data: bytes) -> None:
+        """A rewrite of ``conversation`` (``replace_messages``, a restore) is about to be published: from here
+        its recovered transcript may start with these bytes instead of the last acknowledged ones, which it
+        need not extend (invariant 1 allows either until the rewrite's own acknowledgement)."""
+        self.env.note(f"rewriting {conversation}", kind="rewriting", conversation=conversation, data=data)
+
+    def rewrite(self, label: str, conversation: str, *texts: str) -> None:
+        """A rewrite (undo, edit): ``replace_messages`` with these messages, then an explicit checkpoint;
+        acknowledged when it returns."""
+        self.session.buffers[conversation].replace_messages([message(next(self.serial), t) for t in texts])
+        self.rewriting(conversation, self.session.buffers[conversation].data())
+        self.publishing(conversation)
+        self.session.checkpoint(conversation)
+        self.ack_transcript(label, conversation)
+        self.idle()
 
     def turn(self, label: str, conversation: str, *texts: str) -> None:
         """A turn: messages, then an explicit (synchronous) checkpoint; acknowledged when it returns."""
