@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import pickle
 import shutil
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Executor
@@ -21,7 +20,8 @@ from typing import Any
 
 import perfsuite
 from perfsuite.cluster import Checkpoint, PoolRunner, Runner, make_runner
-from perfsuite.crash.model._model import CrashCheckError, materialize, snapshot
+from perfsuite.crash._tracefile import read_trace, write_trace
+from perfsuite.crash.model._model import materialize, snapshot
 from perfsuite.crash.model._trace import OpTrace
 from perfsuite.crash.workloads._registry import Workload, record_workload
 
@@ -110,28 +110,15 @@ def recorded(workload: Workload, root: str, bug: str | None, checkpoint: Checkpo
     if checkpoint is None:
         return record_workload(workload, root, bug)
     store = checkpoint.path.with_name(checkpoint.path.name + ".traces")
-    path = store / f"{workload.name}.pickle"
+    path = store / f"{workload.name}.json"  # JSON read as data (untrusted: it may come from another machine)
     if checkpoint.resume and path.is_file():
-        try:
-            with open(path, "rb") as handle:
-                trace, tree = pickle.load(handle)
-        except Exception as exc:  # truncated, damaged, or pickled by a perfsuite whose classes have moved since
-            raise CrashCheckError(f"{path}: not a recorded trace this perfsuite can read ({type(exc).__name__}: "
-                                  f"{exc}); run the campaign afresh without --resume") from None
-        if not isinstance(trace, OpTrace) or trace.workload != workload.name or trace.seeded_bug != bug:
-            raise CrashCheckError(f"{path}: not the recorded trace of {workload.name}; run the campaign afresh "
-                                  "without --resume")
-        shutil.rmtree(trace.root, ignore_errors=True)  # (what the killed client left there)
+        trace, tree = read_trace(path, workload.name, bug, root)
+        shutil.rmtree(trace.root, ignore_errors=True)  # (what the killed client left there; checked: its own)
         materialize(tree, trace.root)  # the corruption campaign damages copies of this tree
         return trace
     trace = record_workload(workload, root, bug)
     store.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(temp, "wb") as handle:
-        pickle.dump((trace, snapshot(trace.root)), handle, protocol=pickle.HIGHEST_PROTOCOL)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temp, path)
+    write_trace(path, trace, snapshot(trace.root))
     return trace
 
 
