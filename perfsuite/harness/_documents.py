@@ -13,6 +13,7 @@ storage profiles, fixture specs) goes through here, so the same input gets the s
 from __future__ import annotations
 
 import json
+import math
 import os
 import tomllib
 from pathlib import Path
@@ -45,6 +46,14 @@ def depth_problem(value: Any, limit: int = MAX_JSON_DEPTH) -> str | None:
     return None
 
 
+def _finite(text: str) -> float:
+    """A JSON number as a float; ``1e400`` would parse as infinity and pass every finite-number rule."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is out of range for a number")
+    return value
+
+
 def parse_json(text: str | bytes, source: str) -> Any:
     """Decode one JSON document; every problem is one :class:`PerfsuiteError` line starting with ``source``."""
     if isinstance(text, bytes):
@@ -53,7 +62,7 @@ def parse_json(text: str | bytes, source: str) -> Any:
         except UnicodeDecodeError as exc:
             raise PerfsuiteError(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     try:
-        value = json.loads(text, parse_constant=_no_constant)
+        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
     except RecursionError:
         raise PerfsuiteError(f"{source}: not a usable JSON document: nested more than {MAX_JSON_DEPTH} levels "
                              "deep") from None

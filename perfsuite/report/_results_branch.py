@@ -93,8 +93,17 @@ def _out(proc: subprocess.CompletedProcess[bytes]) -> str:
     return proc.stdout.decode().strip()
 
 
+def check_remote(remote: str) -> str:
+    """A remote or URL git can take as one: one that starts with ``-`` would reach git as an option (an
+    ``--upload-pack=CMD`` runs CMD), so it is refused in one line before git runs."""
+    if not remote or remote.startswith("-") or any(c in remote for c in "\0\n\r"):
+        raise PerfsuiteError(f"--remote {remote!r}: not a git remote or URL (it must not start with '-')")
+    return remote
+
+
 def _remote_tip(repo: Path, remote: str, branch: str) -> str | None:
     """Fetch ``branch`` from ``remote`` and return its tip, or ``None`` when the branch does not exist yet."""
+    check_remote(remote)
     listed = _out(_git(repo, "ls-remote", "--heads", remote, f"refs/heads/{branch}"))
     if not listed:
         return None

@@ -117,18 +117,33 @@ def check_commit_url(template: str) -> str:
                                  f"{{commit}} ({_COMMIT_URL_EXAMPLE})")
     if not fields:
         raise PerfsuiteError(f"--commit-url must contain {{commit}}, got {template!r} ({_COMMIT_URL_EXAMPLE})")
+    if not template.lower().startswith(("https://", "http://")):  # a javascript: link runs script when clicked
+        raise PerfsuiteError(f"--commit-url {template!r}: not an http(s) URL ({_COMMIT_URL_EXAMPLE})")
     return template
+
+
+_HEX_COMMIT = re.compile(r"[0-9a-f]{4,64}")
+
+
+def commit_address(commit: str | None, commit_url: str | None) -> str | None:
+    """The commit's page, only for an http(s) template and a hexadecimal commit: a document's commit is
+    untrusted text, and a ``javascript:`` link would run script when clicked."""
+    if not commit or not commit_url or not _HEX_COMMIT.fullmatch(commit):
+        return None
+    url = commit_url.format(commit=commit)
+    return url if url.lower().startswith(("https://", "http://")) else None
 
 
 def commit_link(commit: str | None, commit_url: str | None) -> str:
     """``<code>abc1234</code>``, linked when a URL template (``...{commit}``) is known."""
     text = f"<code title='{e(commit or 'unknown commit')}'>{e(short_commit(commit))}</code>"
-    return f"<a href='{e(commit_url.format(commit=commit))}'>{text}</a>" if commit and commit_url else text
+    url = commit_address(commit, commit_url)
+    return f"<a href='{e(url)}'>{text}</a>" if url else text
 
 
 def commit_href(commit_url: str | None) -> Callable[[str | None], str | None]:
     """A commit -> URL function for charts (``None`` without a template)."""
-    return lambda commit: commit_url.format(commit=commit) if commit and commit_url else None
+    return lambda commit: commit_address(commit, commit_url)
 
 
 def load_badge(result: Result) -> str:
