@@ -117,7 +117,26 @@ def dependency_spec(tree: Path) -> DependencySpec:
     deps = project.get("dependencies", [])
     if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
         return DependencySpec(None, "pyproject.toml [project] dependencies is not a list of strings")
+    for dep in deps:
+        check_requirement(dep, path)
     return DependencySpec(tuple(sorted(d.strip() for d in deps)), "pyproject.toml [project] dependencies")
+
+
+def check_requirement(text: str, source: Path) -> str:
+    """A revision's dependency as a PEP 508 requirement, never an installer option: a pull request's
+    ``--report=PATH`` or ``--index-url`` would otherwise reach pip's command line as one."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    stripped = text.strip()
+    try:
+        if stripped.startswith("-"):
+            raise InvalidRequirement("it starts with '-'")
+        Requirement(stripped)
+    except InvalidRequirement as exc:
+        raise PerfsuiteError(f"{source}: [project] dependencies: {text!r} is not a requirement ({exc}); a "
+                             "revision's dependencies are installed, never passed to the installer as "
+                             "options") from None
+    return stripped
 
 
 def envs_dir() -> Path:

@@ -65,6 +65,16 @@ def test_dependency_specifications(tmp_path: Path) -> None:
     assert spec.requirements is None and "dynamic" in spec.source
 
 
+@pytest.mark.parametrize("dep", ["--report=/tmp/x", "--no-index", " -e .", "has spaces and !!"])
+def test_a_dependency_that_is_not_a_requirement_never_reaches_the_installer(tmp_path: Path, dep: str) -> None:
+    """A pull request's pyproject is untrusted: an entry pip would take as an option is refused, one line."""
+    (tmp_path / "pyproject.toml").write_text(f'[project]\nname = "x"\ndependencies = [{dep!r}, "packaging"]\n'
+                                             .replace("'", '"'))
+    with pytest.raises(PerfsuiteError, match="is not a requirement") as caught:
+        dependency_spec(tmp_path)
+    assert "\n" not in str(caught.value)
+
+
 PIP = """Looking in links: /tmp/w
 ERROR: Could not find a version that satisfies the requirement tinydep==3.0 (from versions: 1.0, 2.0)
 ERROR: No matching distribution found for tinydep==3.0
