@@ -133,7 +133,8 @@ def check_requirement(text: str, source: Path) -> str:
             raise InvalidRequirement("it starts with '-'")
         Requirement(stripped)
     except InvalidRequirement as exc:
-        raise PerfsuiteError(f"{source}: [project] dependencies: {text!r} is not a requirement ({exc}); a "
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else "not PEP 508"
+        raise PerfsuiteError(f"{source}: [project] dependencies: {text!r} is not a requirement ({why}); a "
                              "revision's dependencies are installed, never passed to the installer as "
                              "options") from None
     return stripped
