@@ -32,7 +32,9 @@ step-down, so an identical revision fails the gate about ``alpha`` of the time, 
 A first look measures ``samples`` rounds; while some gating headline is inconclusive (beyond the factor
 the worse way, not significant) and no regression is found, the recipes concerned get ``samples`` more
 rounds, up to ``looks`` looks; every look tests at ``alpha / looks`` (Bonferroni over the looks), so
-looking again never buys a false regression. Inconclusive after the last look is exit 3, said as such.
+looking again never buys a false regression. Inconclusive after the last look is exit 3, said as such. A
+headline that is only faster takes no look: confirmed it is ``improved``, unconfirmed it is no change for the
+gate, and either way it could only ever pass.
 """
 
 from __future__ import annotations
@@ -431,7 +433,9 @@ def run_ab(
 
 def look_again(comparison: Comparison) -> tuple[str, ...]:
     """The recipes a sequential A/B measures again: those with an inconclusive gating headline (beyond the
-    factor the worse way, not significant), unless a regression already decides the gate."""
+    factor the worse way, not significant), unless a regression already decides the gate. Rows that are only
+    faster (improved, or faster than the factor without the evidence) never earn a look: more rounds could
+    only confirm a pass."""
     if comparison.regressions:
         return ()
     return tuple(sorted({c.recipe for c in comparison.inconclusive}))

@@ -21,6 +21,7 @@ from perfsuite.cli._common import (
 )
 from perfsuite.cli._console import console
 from perfsuite.cli._formats import add_format_option
+from perfsuite.cli._report import add_explain_option
 from perfsuite.errors import PerfsuiteError
 
 if TYPE_CHECKING:
@@ -134,7 +135,7 @@ def _cmd_ab(args: argparse.Namespace, services: CliServices) -> int:
     finally:
         if tasks:
             progress.stop()
-    print_comparison(result.comparison, "ab", fmt=args.format, everything=False)
+    print_comparison(result.comparison, "ab", fmt=args.format, everything=False, explain=args.explain)
     rounds = ", ".join(f"{name} {n}" for name, n in result.rounds)
     line = (f"ab: BASE {result.base.describe()} vs HEAD {result.head.describe()}: rounds (one sample per mode per "
             f"revision each) {rounds}; {result.looks} look{'s' if result.looks != 1 else ''} of {result.samples} "
@@ -206,9 +207,9 @@ def register(sub: Subparsers) -> None:
         "worktree, the harness, operations and recipes are this checkout's; when the revisions declare different "
         "dependencies, each gets a virtual environment of its own (cached). Samples interleaved round by round in "
         "a seeded random order, on the same fixture copies and idle control. Timings are compared round by round "
-        "(signed-rank test), Holm-adjusted over the gating headlines; while a headline is inconclusive, more "
-        "rounds are measured (up to --looks). Writes base/ and head/ results and the pairing ab.json, then "
-        "compares them as `perfsuite compare` does. "
+        "(signed-rank test), Holm-adjusted over the gating headlines; while a headline is inconclusive (slower, "
+        "not confirmed), more rounds are measured (up to --looks); an improvement takes none. Writes base/ and "
+        "head/ results and the pairing ab.json, then compares them as `perfsuite compare` does. "
         "Exit status: 0 no regression, 1 regression, 2 unusable input, 3 inconclusive.",
     )
     ab.add_argument("base", metavar="BASE", type=non_empty,
@@ -224,4 +225,5 @@ def register(sub: Subparsers) -> None:
     ab.add_argument("--output-dir", metavar="DIR", type=output_dir,
                     help="a new or empty directory for base/, head/ and ab.json (default: results/local/ab-<time>)")
     add_format_option(ab)
+    add_explain_option(ab)
     ab.set_defaults(func=_cmd_ab)

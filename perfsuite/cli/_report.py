@@ -120,12 +120,15 @@ def _cmd_compare(args: argparse.Namespace, services: CliServices) -> int:
             allow_incomplete=args.allow_incomplete, skip_bad=args.skip_bad, gate=args.gate, timings=args.timings,
             **thresholds(args),
         )
-    print_comparison(comparison, "compare", fmt=args.format, everything=args.all)
+    print_comparison(comparison, "compare", fmt=args.format, everything=args.all, explain=args.explain)
     return comparison.exit_status
 
 
-def print_comparison(comparison: Comparison, command: str, *, fmt: str, everything: bool) -> None:
-    """The verdict line first (issue 15), then the table; or the Markdown, or the JSON document."""
+def print_comparison(comparison: Comparison, command: str, *, fmt: str, everything: bool,
+                     explain: bool = False) -> None:
+    """The verdict line first (issue 15), then the table; or the Markdown, or the JSON document (which holds
+    every reason anyway). ``explain``: then one line per cost and gating metric saying why it passed or gated,
+    printed even with ``-q`` (asked for by name)."""
     from perfsuite.report import compare_headline, compare_markdown, compare_table
 
     for line in comparison.skipped:
@@ -134,7 +137,7 @@ def print_comparison(comparison: Comparison, command: str, *, fmt: str, everythi
         emit_json(command, comparison.to_json())
         return
     if fmt == "markdown":
-        print(compare_markdown(comparison, everything=everything), end="")
+        print(compare_markdown(comparison, everything=everything, explain=explain), end="")
         return
     out = console()
     out.verdict(f"perfsuite {command}: {compare_headline(comparison)}")
@@ -143,6 +146,18 @@ def print_comparison(comparison: Comparison, command: str, *, fmt: str, everythi
             out.verdict(f"  {c.status}: {c.label} {c.ratio:.2f}x")
     else:
         out.table(compare_table(comparison, everything=everything or out.verbose))
+    if explain:
+        out.verdict("why (--explain):")
+        for line in comparison.explain(everything or out.verbose):
+            out.verdict(f"  {line}")
+
+
+def add_explain_option(parser: argparse.ArgumentParser, *, with_all: bool = False) -> None:
+    """``--explain`` of `compare` (``with_all``: its ``--all`` widens it to every metric) and `ab`."""
+    every = "; every metric with --all" if with_all else ""
+    parser.add_argument("--explain", action="store_true",
+                        help="after the verdict, one line per cost and gating metric saying why it passed or gated "
+                        f"(the figures and the rule that decided{every}); the JSON holds each as the change's reason")
 
 
 def _store_comparison(args: argparse.Namespace) -> Comparison:
@@ -344,11 +359,13 @@ def register(sub: Subparsers) -> None:
         "compare",
         help="compare two runs; exit 1 on a regression, 3 when it cannot tell (the CI gate)",
         description="Per recipe, mode and metric. Timings: the Hodges-Lehmann ratio and Mann-Whitney U, a change "
-        "needs both (separate runs: information unless --timings gate); beyond the factor but not significant is "
+        "needs both (separate runs: information unless --timings gate): slower is a regression, faster an "
+        "improvement (which never fails the gate); beyond the factor the worse way but not significant is "
         "inconclusive; each headline states the smallest "
         "ratio it could detect. Costs (allocation, bytes written, fsync/rename/create counts): medians against a "
-        "tolerance (1% and at least 1 KiB or 1 operation). Exit status: 0 no regression, 1 regression, "
-        "2 unusable input, 3 inconclusive.",
+        "tolerance (1% and at least 1 KiB or 1 operation); a count whose samples vary gates on its median when a "
+        "rank test on the counts confirms the shift, or beyond its range plus the tolerance. --explain says why "
+        "each passed or gated. Exit status: 0 no regression, 1 regression, 2 unusable input, 3 inconclusive.",
     )
     compare.add_argument("base", metavar="BASE", type=non_empty, help="baseline results file or directory (matched "
                          "by recipe); alone: an A/B output directory or its ab.json (perfsuite ab); with --store: "
@@ -361,6 +378,7 @@ def register(sub: Subparsers) -> None:
                          help="with --store: the machine (key, key prefix or host label)")
     add_format_option(compare)
     compare.add_argument("--all", action="store_true", help="every metric, not only headline and changed ones")
+    add_explain_option(compare, with_all=True)
     compare.add_argument("--require-all", action="store_true",
                          help="exit 2 when the recipe sets differ (default: compare the common recipes, list the rest)")
     compare.add_argument("--cross-machine", action="store_true",

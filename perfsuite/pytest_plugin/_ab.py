@@ -310,6 +310,7 @@ def run_ab(config: pytest.Config, write: Any) -> tuple[int, str]:
     write(f"perfsuite ab: {compare_headline(comparison)}")
     for change in (*comparison.regressions, *comparison.inconclusive):
         write(f"  {change.status}: {change.label} {change.ratio:.2f}x")
+        write(f"    why: {change.reason}")  # the figures and the rule that decided (`perfsuite compare --explain`)
     write(f"perfsuite ab: {out} (base/, head/, ab.json, compare.md; `perfsuite compare {out}` says the same)")
     return int(comparison.exit_status), str(out)
 

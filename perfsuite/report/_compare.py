@@ -2,17 +2,20 @@
 
 Three kinds of metric (:mod:`perfsuite.report._metrics`):
 
-* **costs** (:data:`COST_METRICS`: allocation, bytes written, fsync/rename/create counts) are deterministic:
-  the medians are compared against a tolerance (1% and at least 1 KiB or 1 operation by default); a change
-  beyond it is a change whatever the p-value (3 allocation samples against 3 can never reach p < 0.05);
+* **costs** (:data:`COST_METRICS`: allocation, bytes written, fsync/rename/create counts) are counts: the
+  medians are compared against a tolerance (1% and at least 1 KiB or 1 operation by default). Steady samples
+  gate exactly (3 allocation samples against 3 can never reach p < 0.05); samples that vary gate on their
+  median too, confirmed by a rank test on the counts or beyond their widest range plus the tolerance, so one
+  stray sample can neither hide a shift nor fake one (:mod:`perfsuite.report._costs`);
 * **timings** with a known direction: changed only when both tests agree, the two-sided Mann-Whitney U on
   the samples gives p < ``alpha`` and the ratio (new / base: the Hodges-Lehmann estimate, the median of all
   pairwise ratios, :mod:`perfsuite.report._power`; the ratio of medians when a value is not positive) is
   beyond ``factor`` either way
   (and, for the headlines, the medians moved by at least ``min_change_ms``). Every gating timing states
-  the **smallest detectable ratio** at its sample counts and spread (:mod:`perfsuite.report._power`). A
-  gating timing beyond the factor whose test does not reach significance is **inconclusive**: never a
-  pass (exit 3 when it points the worse way);
+  the **smallest detectable ratio** at its sample counts and spread (:mod:`perfsuite.report._power`). The
+  same test decides both ways: slower is **regressed**, faster **improved** (which never fails the gate). A
+  gating timing beyond the factor the worse way whose test does not reach significance is **inconclusive**:
+  never a pass (exit 3); the better way it is no change for the gate, never inconclusive;
 * **paired rounds** (a pairing written by ``perfsuite ab`` that says ``paired``): round ``i`` of BASE and of
   HEAD ran back to back, so timings are compared round by round, the Wilcoxon signed-rank test on the
   per-round log ratios with the Hodges-Lehmann estimate of those as the ratio (:mod:`._power`); the
@@ -31,7 +34,8 @@ information, said in the first line); ``"gate"`` gates timings unless a run is l
 comparison names its loaded runs in the first line.
 
 Exit status: 1 on a regression, else 3 when something is inconclusive (or an incomplete document was
-compared on purpose), else 0; unusable input is a one-line :class:`PerfsuiteError` (exit 2).
+compared on purpose), else 0 (improvements included); unusable input is a one-line :class:`PerfsuiteError`
+(exit 2). Every row carries its verdict in one line (``MetricChange.reason``, :meth:`Comparison.explain`).
 
 Inputs (issue 15, issue 14 case 8): recipe sets may differ (the intersection is compared, the rest listed,
 ``require_all`` makes it an error); documents of different kinds of machine (CPU model, cores, filesystem,
@@ -44,18 +48,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
 from perfsuite._limits import LIMITS
 from perfsuite.errors import PerfsuiteError
-from perfsuite.report._change import GATING_METRICS, MetricChange, cost_change, holm, is_gating, timing_change
-from perfsuite.report._conditions import conditions_of
+from perfsuite.report._change import (
+    DEFAULT_ALPHA,
+    DEFAULT_FACTOR,
+    GATING_METRICS,
+    MetricChange,
+    holm,
+    is_gating,
+    timing_change,
+)
+from perfsuite.report._compare_inputs import MetricInput, metric_inputs
+from perfsuite.report._costs import cost_change, varying_note
 from perfsuite.report._load import Result, latest_by_recipe, scan_results
 from perfsuite.report._machine import machine_of
 from perfsuite.report._metrics import (
-    COST_METRICS,
     HIGHER,
     LOWER,
     METRIC_DIRECTIONS,
@@ -84,8 +95,6 @@ __all__ = [
     "metric_direction",
 ]
 
-DEFAULT_ALPHA = 0.05
-DEFAULT_FACTOR = 1.10
 #: what may fail the gate: everything, or only the deterministic costs (timings then shown as info)
 GATES = ("all", "costs")
 #: error-rate control over a comparison's gating timings: none (each at alpha), or Holm's step-down
@@ -96,12 +105,6 @@ TIMINGS = ("gate", "info", "paired")
 #: the first line's note when timings of separate runs are information
 SEPARATE_NOTE = ("separate runs: timings are information, only costs gate (a timing gate needs both sides "
                  "interleaved in one run: perfsuite ab, pytest --perfsuite-ab)")
-#: metrics left out of comparisons: ``window_ms`` is the acknowledgement plus a constant tail
-EXCLUDED_METRICS = frozenset({"window_ms"})
-#: left out too: the simulated-storage counters describe the M10 condition, not the system under test
-EXCLUDED_PATTERNS = ("metrics.storage.*",)
-#: what the idle control is compared on (its submission and acknowledgement are a timer's)
-CONTROL_METRICS = ("max_gap_ms", "stalls.*", "lag_us.*", "lag_us_uncorrected.*", "gc.*")
 
 
 def _headline_metrics() -> tuple[str, ...]:
@@ -110,10 +113,6 @@ def _headline_metrics() -> tuple[str, ...]:
 
 #: shown in tables even when unchanged (the rest only when changed, or ``--all``); see :mod:`._metrics`
 HEADLINE_METRICS = _headline_metrics()
-
-
-def _conditions_text(result: Result) -> str:
-    return "; ".join(conditions_of(result).lines) or "the machine as it is"
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +204,15 @@ class Comparison:
         if self.inconclusive or self.incomplete:
             return 3
         return 0
+
+    def explained(self, everything: bool = False) -> tuple[MetricChange, ...]:
+        """The rows ``--explain`` gives a reason for: every cost and every gating metric (all with ``everything``)."""
+        return tuple(c for c in self.changes if everything or c.gating or c.kind == "cost")
+
+    def explain(self, everything: bool = False) -> tuple[str, ...]:
+        """``recipe/mode metric: figures (the rule that decided): status``, one line per :meth:`explained` row
+        (``perfsuite compare --explain``, ``perfsuite ab --explain``): why each passed or gated."""
+        return tuple(f"{c.recipe}/{c.mode_label} {c.reason}" for c in self.explained(everything))
 
     def shown(self, everything: bool = False) -> tuple[MetricChange, ...]:
         """Headline metrics plus every metric that changed (all of them with ``everything``)."""
@@ -315,9 +323,9 @@ def compare_results(
         timing_note = ("a loaded run: timings are information, only costs gate (a loaded machine's timings cannot "
                        "tell its load from a regression; measure on a quiet machine or interleaved: perfsuite ab)")
     gate_for_timings = "costs" if timing_note is not None else gate
-    inputs: list[_Input] = []
+    inputs: list[MetricInput] = []
     for b, n in pairs:
-        inputs += _inputs(b, n, base_name, new_name, out_notes, paired)
+        inputs += metric_inputs(b, n, base_name, new_name, out_notes, paired)
     # each look tests at alpha / looks (Bonferroni over the looks of a sequential A/B); Holm then spreads that
     # over the gating timings, so the smallest detectable ratio is stated at the level every one of them is
     # sure to get: alpha / looks / their number
@@ -327,7 +335,7 @@ def compare_results(
                        level / family if correction == "holm" and _in_family(i, gate_for_timings) else level,
                        out_notes) for i in inputs]
     if correction == "holm":
-        changes = holm(changes, level)
+        changes = holm(changes, level, factor)
     if gate == "costs":
         flags = [*flags, "costs-only gate: timings shown, not gating"]
     underpowered = sorted({(c.base.n, c.new.n, c.test) for c in changes if c.underpowered and c.gating})
@@ -372,113 +380,20 @@ def _loaded(pairs: Sequence[tuple[Result, Result]]) -> list[str]:
     return found
 
 
-@dataclass(frozen=True, slots=True)
-class _Input:
-    """One metric of one mode, ready to compare: its two sets of values (aligned by round when ``paired``)."""
-
-    recipe: str
-    mode: str
-    metric: str
-    base: tuple[float, ...]
-    new: tuple[float, ...]
-    reference: str | None
-    paired: bool
-
-    @property
-    def cost(self) -> bool:
-        return self.metric in COST_METRICS and self.mode != "control"
-
-
-def _aligned(b: Result, n: Result, mode: str, metric: str) -> tuple[list[float], list[float]] | None:
-    """BASE's and HEAD's values of ``metric`` round by round, when both sides hold the same rounds."""
-    rb, rn = b.rounds(mode).get(metric) or {}, n.rounds(mode).get(metric) or {}
-    if len(rb) < 2 or set(rb) != set(rn) or len(rb) != len(b.samples(mode)) or len(rn) != len(n.samples(mode)):
-        return None
-    keys = sorted(rb)
-    return [rb[k] for k in keys], [rn[k] for k in keys]
-
-
-def _tracker(result: Result, mode: str) -> str | None:
-    """The method of ``mode``'s allocation pass (documents before issue 30 name none: memray's), None if absent."""
-    section = (result.data.get("modes", {}).get(mode) or {}).get("allocation") if mode != "control" else None
-    return str(section.get("tracker") or "memray") if isinstance(section, dict) else None
-
-
-def _inputs(b: Result, n: Result, base_name: str, new_name: str, notes: list[str], paired: bool) -> list[_Input]:
-    inputs: list[_Input] = []
-    modes = [m for m in b.modes if m in n.modes]
-    for side, result, other in ((base_name, b, n), (new_name, n, b)):
-        for mode in result.modes:
-            if mode not in other.modes:
-                notes.append(f"{b.recipe}: mode {mode!r} only in {side}")
-    if conditions_of(b) != conditions_of(n):  # M10: e.g. two storage profiles are not a regression
-        notes.append(f"{b.recipe}: measured under different conditions ({_conditions_text(b)} vs "
-                     f"{_conditions_text(n)})")
-    bd, nd = (b.data.get("fixture") or {}).get("digest"), (n.data.get("fixture") or {}).get("digest")
-    if bd and nd and bd != nd:
-        notes.append(f"{b.recipe}: the fixtures differ (digest {bd[:19]} in {base_name}, {nd[:19]} in {new_name})")
-    unpaired: list[str] = []
-    for mode in [*modes, "control"]:
-        vb, vn = b.values(mode), n.values(mode)
-        trackers = (_tracker(b, mode), _tracker(n, mode))
-        mixed = None not in trackers and trackers[0] != trackers[1]
-        if mixed:  # issue 30: tracemalloc's bytes beside memray's are two methods, never a regression
-            notes.append(f"{b.recipe}/{mode}: allocation pass by {trackers[0]} in {base_name}, {trackers[1]} in "
-                         f"{new_name}: allocation.* not compared (set PERFSUITE_ALLOCATION_TRACKER alike)")
-        for metric in sorted(set(vb) | set(vn)):
-            if metric in EXCLUDED_METRICS or any(fnmatchcase(metric, p) for p in EXCLUDED_PATTERNS):
-                continue
-            if mixed and metric.startswith("allocation."):
-                continue
-            if mode == "control" and not any(fnmatchcase(metric, p) for p in CONTROL_METRICS):
-                continue
-            if metric not in vb or metric not in vn:  # absent (an older document) or null: not measured
-                side = new_name if metric in vb else base_name
-                notes.append(f"{b.recipe}/{mode}: {metric} not measured in {side}")
-                continue
-            reference = n.reference(mode) or b.reference(mode)
-            values: tuple[list[float], list[float]] | None = (vb[metric], vn[metric])
-            together = False
-            if paired and not (metric in COST_METRICS and mode != "control"):
-                rounds = _aligned(b, n, mode, metric)
-                if rounds is None:
-                    if mode not in unpaired:
-                        unpaired.append(mode)
-                else:
-                    values, together = rounds, True
-            assert values is not None
-            inputs.append(_Input(b.recipe, mode, metric, tuple(values[0]), tuple(values[1]), reference, together))
-    if unpaired:
-        notes.append(f"{b.recipe}: {', '.join(unpaired)}: the two sides do not hold the same rounds; compared "
-                     "unpaired (Mann-Whitney U)")
-    return inputs
-
-
-def _change(item: _Input, alpha: float, factor: float, gate: str, detect_alpha: float,
+def _change(item: MetricInput, alpha: float, factor: float, gate: str, detect_alpha: float,
             notes: list[str]) -> MetricChange:
-    import numpy as np
-
+    """One metric compared: a cost by :func:`._costs.cost_change` (its note when its samples vary), else a timing."""
     if item.cost:
-        change = cost_change(item.recipe, item.mode, item.metric, item.base, item.new, item.reference)
-        # issue 28: a cost whose own samples spread beyond its tolerance is not deterministic (a small operation
-        # whose thread wakes the loop or not: +-13 allocations, +-1.6 KB per sample, measured on the team's
-        # fsync-in-a-thread commit). Each side's median may fall on either end of that range, so a change must go
-        # beyond the widest range either side shows plus the cost's own tolerance: a range alone let one
-        # allocation more, with the medians on opposite ends, fail a gate
-        spread = max(float(np.ptp(item.base)), float(np.ptp(item.new)))
-        if change.tolerance is not None and spread >= change.tolerance:
-            sides = [side for side, values in (("BASE", item.base), ("NEW", item.new))
-                     if float(np.ptp(values)) >= change.tolerance]
-            notes.append(f"{change.label}: not deterministic in {' and '.join(sides)} (range {spread:g} >= "
-                         f"tolerance {change.tolerance:g}); gates only beyond that range plus the tolerance")
-            change = cost_change(item.recipe, item.mode, item.metric, item.base, item.new, item.reference,
-                                 tolerance=spread + change.tolerance)
+        change = cost_change(item.recipe, item.mode, item.metric, item.base, item.new, item.reference, alpha=alpha)
+        note = varying_note(change, item.base, item.new)
+        if note is not None:
+            notes.append(note)
         return change
     return timing_change(item.recipe, item.mode, item.metric, item.base, item.new, alpha, factor, gate,
                          item.reference, paired=item.paired, detect_alpha=detect_alpha)
 
 
-def _in_family(item: _Input, gate: str) -> bool:
+def _in_family(item: MetricInput, gate: str) -> bool:
     """Whether ``item`` will be one of the timing headlines Holm adjusts together (:func:`in_family`)."""
     return (not item.cost and item.metric in TIMING_HEADLINES and gate == "all"
             and is_gating(item.metric, item.mode, metric_direction(item.metric), item.reference))

@@ -1,8 +1,9 @@
 """A comparison as text (a rich table under a one-line verdict) and as Markdown (job summary, PR comment).
 
 The **first line** always carries the verdict (issue 15): ``N regression(s): ...``, ``inconclusive: ...``
-or ``no regression``, plus ``[cross-machine: ...]``, ``[incomplete: ...]`` and the A/B pairing's own flags
-(e.g. a side that ran with its own operations), so a reader of a CI log or a PR comment cannot miss them.
+or ``no regression`` (``; N improved: ...`` when gating metrics improved), plus ``[cross-machine: ...]``,
+``[incomplete: ...]`` and the A/B pairing's own flags (e.g. a side that ran with its own operations), so a
+reader of a CI log or a PR comment cannot miss them; with ``explain``, the Markdown lists each row's reason.
 """
 
 from __future__ import annotations
@@ -84,20 +85,25 @@ def _items(changes: Sequence[MetricChange]) -> str:
 def compare_headline(comparison: Comparison) -> str:
     """The verdict in one line, without a prefix (the text and Markdown outputs start with it)."""
     c = comparison
+    improved = len(c.improvements)
     if c.regressions:
         n = len(c.regressions)
         line = f"{n} regression{'s' if n != 1 else ''}: {_items(c.regressions)}"
         if c.inconclusive:
             line += f"; also {len(c.inconclusive)} inconclusive"
+        if improved:
+            line += f"; also {improved} improved"
     elif c.inconclusive:
         n = len(c.inconclusive)
         adjusted = "Holm-adjusted " if c.correction == "holm" else ""
         line = (f"inconclusive: {n} headline{'s' if n != 1 else ''} beyond {c.factor:g}x that the test could not "
                 f"confirm at {adjusted}p < {c.level:g}: {_items(c.inconclusive)}")
+        if improved:
+            line += f"; also {improved} improved"
     elif c.incomplete:
         line = "inconclusive: no regression in what was measured, but the data is incomplete"
-    else:
-        line = "no regression"
+    else:  # an improvement is a verdict of its own: named, and it never fails the gate
+        line = "no regression" + (f"; {improved} improved: {_items(c.improvements)}" if improved else "")
     if c.timing_note:  # issue 28: right after the verdict, what it could not judge
         line += f" [{c.timing_note}]"
     if c.loaded:
@@ -120,8 +126,10 @@ def _rule(comparison: Comparison) -> str:
               "sure to get" if c.correction == "holm" else "")
     return (
         f"timings: changed = {test} p < {level} and a ratio (Hodges-Lehmann) beyond {c.factor:g}x either way "
-        f"(direction-aware; beyond it but not significant = inconclusive){family}; costs (allocation, bytes "
-        "written, fsync/rename/create counts, instructions): changed = medians apart by at least the tolerance"
+        f"(direction-aware: slower = regressed, faster = improved, which never fails the gate; beyond it the worse "
+        f"way but not significant = inconclusive){family}; costs (allocation, bytes written, fsync/rename/create "
+        "counts, instructions): changed = medians apart by at least the tolerance (samples that vary: confirmed by "
+        f"a rank test on the counts at p < {c.level:g}, or beyond the widest range plus the tolerance)"
     )
 
 
@@ -181,6 +189,14 @@ def compare_table(comparison: Comparison, everything: bool = False) -> Table:
     return table
 
 
+def _md_explained(comparison: Comparison, everything: bool) -> list[str]:
+    lines = []
+    for c in comparison.explained(everything):
+        why = c.reason.removeprefix(f"{c.metric}: ")
+        lines.append(f"- `{c.recipe}/{c.mode_label} {c.metric}`: {why}")
+    return lines
+
+
 def _md_table(changes: Sequence[MetricChange]) -> list[str]:
     lines = ["| " + " | ".join(_HEADER) + " |", "|---|---|---|---:|---:|---:|---:|---:|---|"]
     for change, row in zip(changes, _rows(changes)):
@@ -191,8 +207,10 @@ def _md_table(changes: Sequence[MetricChange]) -> list[str]:
     return lines
 
 
-def compare_markdown(comparison: Comparison, everything: bool = False, *, details: bool = True) -> str:
-    """Markdown for a job summary (``details``: every metric in a collapsed table) or a PR comment (without)."""
+def compare_markdown(comparison: Comparison, everything: bool = False, *, details: bool = True,
+                     explain: bool = False) -> str:
+    """Markdown for a job summary (``details``: every metric in a collapsed table) or a PR comment (without);
+    ``explain`` adds each reason (:meth:`Comparison.explain`) under the table."""
     c = comparison
     lines = [f"### perfsuite compare: {compare_headline(c)}", ""]
     for word, group in (("**regressed**", c.regressions), ("**inconclusive**", c.inconclusive),
@@ -207,6 +225,8 @@ def compare_markdown(comparison: Comparison, everything: bool = False, *, detail
     lines += _md_table(c.shown(everything))
     if _lists(c):
         lines += ["", *(f"- {note}" for note in _lists(c))]
+    if explain:
+        lines += ["", "Why each cost and gating metric passed or gated:", "", *_md_explained(c, everything)]
     if details and not everything and len(c.changes) > len(c.shown()):
         lines += ["", f"<details><summary>All {len(c.changes)} metrics</summary>", ""]
         lines += _md_table(c.changes)

@@ -6,12 +6,14 @@ Two kinds of gating metric (issue 15, SPEC section 5 ``perfsuite ab``):
   allocation pass (M3), bytes written and the per-publication fsync / directory fsync / rename / create
   counts from the recording I/O layer (E1), and the instructions from submission to acknowledgement
   counted under valgrind (issue 22: in total and on the loop thread; pinned passes spread by under 1%).
-  A change beyond the tolerance (``relative`` of the base and at least ``floor``) is a change, whatever a
-  test says: they are deterministic to a few bytes (instructions: a fraction of a percent), so sample
-  counts do not matter;
+  A change of the median beyond the tolerance (``relative`` of the base and at least ``floor``) is a change,
+  whatever a test says, while the samples are steady (deterministic to a few bytes; instructions: a fraction
+  of a percent); a count whose samples vary gates on its median when a rank test on the counts confirms the
+  shift, or beyond its range plus the tolerance (:mod:`perfsuite.report._costs`);
 * **timings** (:data:`TIMING_HEADLINES`, plus recipe metrics with a known direction): Mann-Whitney U and
-  the ratio of medians must agree, with the smallest detectable ratio stated; a headline beyond the factor
-  whose test cannot reach significance is "inconclusive" (exit 3), never a pass. ``min_change_ms`` is an
+  the ratio of medians must agree, with the smallest detectable ratio stated: slower is "regressed", faster
+  "improved" (never failing the gate); a headline beyond the factor the worse way whose test cannot reach
+  significance is "inconclusive" (exit 3), never a pass. ``min_change_ms`` is an
   absolute floor under which a shift of medians is below the heartbeat's resolution and never a change.
 
 Both registries are plain dicts keyed by the flattened metric name (``metrics.x``, ``allocation.x``, or a
@@ -91,7 +93,7 @@ class CostMetric:
 @dataclass(frozen=True, slots=True)
 class TimingHeadline:
     """A headline timing of a sample (lower is better): gated by Mann-Whitney U and the factor, exit 3 when
-    beyond the factor but not significant; shifts of the medians under ``min_change_ms`` never count."""
+    beyond the factor the worse way but not significant; shifts of the medians under ``min_change_ms`` never count."""
 
     name: str
     min_change_ms: float = 0.5

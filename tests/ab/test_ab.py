@@ -30,11 +30,14 @@ def test_a_planted_fsync_fails_the_gate_and_every_reader_reads_the_pair(scratch_
     base_commit = git(scratch_repo, "rev-parse", "HEAD")
     planted = plant_fsync(scratch_repo)
     out = tmp_path / "ab"
-    proc = run_perfsuite(scratch_repo, "ab", "HEAD~1", *TINY, "--output-dir", str(out), "--seed", "7")
+    proc = run_perfsuite(scratch_repo, "ab", "HEAD~1", *TINY, "--output-dir", str(out), "--seed", "7", "--explain")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     first = proc.stdout.splitlines()[0]
     assert first.startswith("perfsuite ab: ") and " regression" in first, first
     assert "ci-tiny/barrier metrics.fsyncs +5 (2.00x)" in first, first
+    # --explain: why each cost passed or gated, one line each (the count is steady: gated exactly)
+    assert ("  ci-tiny/barrier metrics.fsyncs: median 5 -> 10 per operation (+5, steady samples gate exactly on "
+            "their median, tolerance 1): regressed") in proc.stdout.splitlines(), proc.stdout
     assert "costs-only gate" in first and "Traceback" not in proc.stderr
     docs = _docs(out)
     assert docs["base"]["environment"]["git"] == {"commit": base_commit, "dirty": False}

@@ -73,3 +73,56 @@ def test_look_again_measures_only_recipes_whose_verdict_is_still_open(
 ) -> None:
     comparison = Comparison(base="b", new="n", alpha=0.05, factor=1.1, changes=tuple(changes), notes=())
     assert look_again(comparison) == expected
+
+
+
+def _report_docs() -> Any:
+    """The report tests' synthetic documents (tests/report/conftest.py: seeded, schema-valid), loaded by path."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("report_docs", Path(__file__).parents[1] / "report" / "conftest.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _pair(recipe: str, factor: float, rounds: int, seed: int) -> tuple[Any, Any]:
+    """BASE and HEAD of one recipe, round by round: HEAD's headline timings are BASE's times ``factor``."""
+    import copy
+
+    import numpy as np
+
+    from perfsuite.report import Result
+
+    base = _report_docs().make_doc(recipe, n=rounds, seed=seed)
+    head = copy.deepcopy(base)
+    rng = np.random.default_rng(seed + 100)
+    for body in head["modes"].values():
+        for sample in body["samples"]:
+            for key in ("submission_ms", "ack_ms", "max_gap_ms"):
+                sample[key] = float(sample[key]) * factor * float(rng.lognormal(0.0, 0.01))
+    return Result(None, base), Result(None, head)
+
+
+def test_an_improvement_takes_no_extra_look_and_a_slowdown_the_test_could_not_confirm_does() -> None:
+    """The decision between two looks, on synthetic rounds compared as `ab` compares them (paired, Holm, the
+    first of 4 looks): 0.87x with 16 rounds is improved, 0.87x with 6 (which can never reach the level) is no
+    evidence either way, and neither is worth another round; 1.2x with 6 rounds that the test could not
+    confirm is the one recipe measured again."""
+    from perfsuite.report import compare_results
+
+    sides = [_pair("clear", 0.87, 16, 1), _pair("short", 0.87, 6, 2), _pair("slow", 1.2, 6, 3)]
+    options: dict[str, Any] = {"paired": True, "timings": "paired", "looks": 4, "correction": "holm"}
+    looked = compare_results([b for b, _ in sides], [h for _, h in sides], **options)
+    status: dict[str, set[str]] = {}
+    for c in looked.changes:
+        if c.gating and c.kind == "timing":
+            status.setdefault(c.recipe, set()).add(c.status)
+    assert "improved" in status["clear"] and status["clear"] <= {"improved", "unchanged"}, status
+    assert status["short"] == {"unchanged"}, status  # faster, unconfirmed: never "inconclusive"
+    assert "inconclusive" in status["slow"], status
+    assert looked.exit_status == 3 and look_again(looked) == ("slow",)
+    improved_only = compare_results([b for b, _ in sides[:2]], [h for _, h in sides[:2]], **options)
+    assert improved_only.exit_status == 0 and improved_only.improvements and look_again(improved_only) == ()
+    assert not any(c.status == "inconclusive" for c in improved_only.changes)

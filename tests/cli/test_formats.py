@@ -70,7 +70,7 @@ def test_json_keys_are_the_documented_ones() -> None:
     assert {c["status"] for c in compare["changes"]} == {"unchanged"}
     assert list(compare["changes"][0]) == ["recipe", "mode", "metric", "base", "new", "ratio", "p_value", "status",
                                            "gating", "headline", "underpowered", "kind", "detectable", "tolerance",
-                                           "reference", "test", "p_adjusted"]
+                                           "reference", "test", "p_adjusted", "reason"]
     # issue 15: the verdict line, "cannot tell" counted, what was not compared and why
     assert compare["verdict"].startswith("no regression [separate runs: timings are information")
     assert compare["inconclusive"] == 0

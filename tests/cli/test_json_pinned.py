@@ -50,6 +50,7 @@ def _compare(comparison: Comparison) -> dict[str, Any]:
             "ratio": c.ratio, "p_value": c.p_value, "status": c.status, "gating": bool(c.gating),
             "headline": c.headline, "underpowered": c.underpowered, "kind": c.kind, "detectable": c.detectable,
             "tolerance": c.tolerance, "reference": c.reference, "test": c.test, "p_adjusted": c.p_adjusted,
+            "reason": c.reason,
         })
     return {
         "base": str(comparison.base), "new": str(comparison.new), "alpha": comparison.alpha,
