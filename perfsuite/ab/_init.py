@@ -1,5 +1,5 @@
-"""``perfsuite init`` (issue 28 item 7, as ``asv quickstart``): what a team needs to measure and gate its own
-code, written into its repository, green as generated.
+"""``perfsuite init`` (as ``asv quickstart``): what a team needs to measure and gate its own code, written
+into its git repository, green as generated.
 
 * ``recipes/<package>-example.toml``: a recipe, found by name from the repository (``./recipes``), the
   default set of ``perfsuite ab`` and ``bisect`` there;
@@ -9,19 +9,25 @@ code, written into its repository, green as generated.
 * ``tests/test_perfsuite_example.py``: the pytest plugin's ``perfsuite_bench`` on the package;
 * ``.github/workflows/perfsuite.yml``: on a pull request, ``perfsuite ab`` against the merge base (the gate,
   one comment updated in place); on a push to the default branch, the recipes run and their results are
-  appended to a results branch with a history dashboard.
+  appended to a results branch with a history dashboard; it installs perfsuite as the running one was
+  installed (:mod:`perfsuite.ab._install`), or from ``--install-from``;
+* ``.gitignore``: ``results/local/`` (what ``perfsuite run`` writes), created or appended once.
 
-Nothing is overwritten: when any of these files exists, nothing is written and the first one is named. The
-package is ``--package`` or the one Python package of the repository (its root, or ``src/``).
+Nothing is overwritten: when any of these files exists, nothing is written and the first one is named; outside
+a git repository, or when no CI runner could install this perfsuite, nothing is written either. The package is
+``--package`` or the one Python package of the repository (its root, or ``src/``).
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfsuite.ab._git import repo_root
+from perfsuite.ab._install import workflow_requirement
 from perfsuite.errors import PerfsuiteError
 
 __all__ = ["InitResult", "find_package", "init_project"]
@@ -30,23 +36,30 @@ __all__ = ["InitResult", "find_package", "init_project"]
 _NOT_CODE = {"tests", "test", "testing", "docs", "doc", "examples", "example", "scripts", "benchmarks", "bench",
              "perf", "build", "dist", "site", "results", "recipes", "fixtures", "notebooks", "tools"}
 WORKFLOW = ".github/workflows/perfsuite.yml"
+#: what ``perfsuite run`` writes by default: local, never committed
+IGNORED = "results/local/"
+_IGNORED_ALREADY = {IGNORED, IGNORED.rstrip("/"), "/" + IGNORED, "/" + IGNORED.rstrip("/")}
 
 
 @dataclass(frozen=True, slots=True)
 class InitResult:
-    """What ``init`` wrote (paths relative to ``root``, with what each one is), for which package."""
+    """What ``init`` wrote (paths relative to ``root``, with what each one is), for which package; the pip
+    requirement the workflow installs perfsuite with; what became of ``.gitignore`` ("created", "appended"
+    or "" when it ignored ``results/local/`` already)."""
 
     root: Path
     package: str
     recipe: str
     written: tuple[tuple[str, str], ...]
+    install: str
+    gitignore: str
 
     def next_steps(self) -> tuple[str, ...]:
         """What to run next, as lines (the CLI prints them)."""
         return (
             f"perfsuite run {self.recipe}              # measure it once (results/local/)",
             "python -m pytest tests/test_perfsuite_example.py",
-            "git add recipes perf tests .github && git commit -m 'perfsuite'",
+            "git add .gitignore recipes perf tests .github && git commit -m 'perfsuite'",
             "perfsuite ab HEAD~1                          # after your next change: the gate (exit 1 on a regression)",
             f"code under test: {self.package} (what perf/ops.py imports); to declare it, add to pyproject.toml: "
             f'[tool.perfsuite] code-under-test = ["{self.package}"]',
@@ -94,36 +107,67 @@ def find_package(root: Path, package: str | None = None) -> str:
     raise PerfsuiteError(f"several packages in {root} ({', '.join(found)}): name the one to measure with --package")
 
 
-def _files(package: str, recipe: str) -> list[tuple[str, str, str]]:
-    """(path, what it is, text) of everything ``init`` writes."""
+def _files(package: str, recipe: str, install: str) -> list[tuple[str, str, str]]:
+    """(path, what it is, text) of every file ``init`` creates."""
     return [
         (f"recipes/{recipe}.toml", "the recipe", _RECIPE.format(package=package, recipe=recipe)),
         ("perf/__init__.py", "the operations' package", '"""perfsuite operations (see ops.py)."""\n'),
         ("perf/ops.py", f"an operation skeleton importing {package}", _OPS.format(package=package, recipe=recipe)),
         ("tests/test_perfsuite_example.py", "a pytest example (the perfsuite_bench fixture)",
          _PYTEST.format(package=package)),
-        (WORKFLOW, "the CI workflow: pull request: perfsuite ab; push: history", _WORKFLOW.format(recipe=recipe)),
+        (WORKFLOW, "the CI workflow: pull request: perfsuite ab; push: history",
+         _WORKFLOW.format(recipe=recipe, install=shlex.quote(install))),
     ]
 
 
-def init_project(root: Path, package: str | None = None) -> InitResult:
-    """Write the files of the module docstring into ``root``; one-line :class:`PerfsuiteError` (nothing
-    written) when one exists already or the package cannot be told."""
-    root = Path(root)
+def _git_top(directory: Path) -> Path:
+    """The top of the git repository holding ``directory``: the workflow, ``ab`` and ``bisect`` need its
+    history, and ``git add`` (the next step printed) would fail anywhere else."""
+    try:
+        return repo_root(directory)
+    except PerfsuiteError:
+        raise PerfsuiteError(f"{directory}: not in a git repository: perfsuite init writes into a team's "
+                             "repository (run git init first, or name one with --dir); nothing written") from None
+
+
+def _ignore_local(root: Path) -> str:
+    """Add ``results/local/`` to ``root/.gitignore`` unless a line of it says so already; what was done."""
+    path = root / ".gitignore"
+    if not path.exists():
+        with open(path, "x", encoding="utf-8") as fh:
+            fh.write(f"# perfsuite run's results on this machine (perfsuite init)\n{IGNORED}\n")
+        return "created"
+    text = path.read_text(encoding="utf-8")
+    if _IGNORED_ALREADY & {line.strip() for line in text.splitlines()}:
+        return ""  # idempotent: a second init never adds it twice
+    with open(path, "a", encoding="utf-8") as fh:
+        # a team's file may end without a newline: the entry would join its last pattern
+        fh.write(("" if not text or text.endswith("\n") else "\n")
+                 + f"# perfsuite run's results on this machine (perfsuite init)\n{IGNORED}\n")
+    return "appended"
+
+
+def init_project(root: Path, package: str | None = None, *, install_from: str | None = None) -> InitResult:
+    """Write the files of the module docstring into the top of the git repository holding ``root``; one-line
+    :class:`PerfsuiteError` (nothing written) outside one, when a file exists already, when the package cannot
+    be told, or when no CI runner could install this perfsuite and ``install_from`` does not say how."""
+    root = _git_top(Path(root))
     name = find_package(root, package)
     recipe = f"{name.replace('_', '-')}-example"
-    files = _files(name, recipe)
-    for rel, _, _ in files:
+    for rel, _, _ in _files(name, recipe, ""):
         if (root / rel).exists():
             raise PerfsuiteError(f"{rel} exists already: nothing written (perfsuite init never overwrites a file)")
+    if (root / ".gitignore").exists() and not (root / ".gitignore").is_file():
+        raise PerfsuiteError(".gitignore is not a file: nothing written")
+    install = workflow_requirement(install_from)
     written = []
-    for rel, what, text in files:
+    for rel, what, text in _files(name, recipe, install):
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "x", encoding="utf-8") as fh:  # "x": never over a file that appeared meanwhile
             fh.write(text)
         written.append((rel, what))
-    return InitResult(root, name, recipe, tuple(written))
+    return InitResult(root, name, recipe, tuple(written), install, _ignore_local(root))
 
 
 _RECIPE = '''\
@@ -259,7 +303,8 @@ jobs:
 
       - name: Install perfsuite
         run: |
-          python -m pip install 'perfsuite[report]'
+          # perfsuite as `perfsuite init` found it installed (or its --install-from): edit to upgrade
+          python -m pip install {install}
           if [ -f pyproject.toml ] || [ -f setup.py ]; then python -m pip install -e .; fi
 
       - name: A/B against the merge base
@@ -378,7 +423,7 @@ jobs:
 
       - name: Install perfsuite
         run: |
-          python -m pip install 'perfsuite[report]'
+          python -m pip install {install}
 
       - uses: actions/download-artifact@v4
         with:

@@ -1,22 +1,30 @@
 """Run a workflow's own shell steps (`.github/workflows/bench.yml`, or the one `perfsuite init` writes into a
 user's repository: `.github/workflows/perfsuite.yml`) on this machine, as GitHub would.
 
-Extracts the `run:` steps of one job from the YAML and runs them in order in a git checkout, with GITHUB_OUTPUT
-and GITHUB_STEP_SUMMARY files, the step's `env:` and `if:` evaluated (the expressions the workflow uses; any
-other one is an error), and a fake `gh` that keeps issue comments in a JSON file. `uses:` steps are GitHub's
-(checkout, setup-python, upload- and download-artifact) and are not run (a job after another runs in the same
-checkout, so the first one's results are its "artifact"); "Install perfsuite" is replaced by PYTHONPATH
-pointing at the checkout (perfsuite's own repository) or at this perfsuite and the checkout (a user's, whose
-`pip install -e .` it replaces). Used by tests/ab/test_workflow.py and tests/ab/test_init.py, and on its own
-for issue 15's acceptance ("the workflow's steps run green against the committed baseline and the project
-itself"):
+Extracts the steps of one job from the YAML and runs every `run:` step as written, in order, in a git checkout,
+with GITHUB_OUTPUT and GITHUB_STEP_SUMMARY files, the step's `env:` and `if:` evaluated (the expressions the
+workflow uses; any other one is an error), and a fake `gh` that keeps issue comments in a JSON file. Nothing
+is replaced: "Install perfsuite" runs its own pip lines, and the steps after it find perfsuite where it
+installed it, with no PYTHONPATH. The `uses:` steps are GitHub's; each runs as its local equivalent:
+
+* actions/checkout: the checkout given (`--repo`, or a fresh clone of this repository);
+* actions/setup-python: the job's virtualenv (`python -m venv` with this interpreter, whatever its
+  python-version says, and pip upgraded from the configured index, as the runner's Python has a current pip:
+  the one ensurepip bundles cannot parse a `git+file://` requirement), first on PATH for the later steps;
+  a virtualenv that exists already is reused (a job after another on the same runner);
+* actions/upload-artifact / download-artifact: nothing: a job after another runs in the same checkout, so
+  the first one's results are its "artifact" (the upload's `artifact-url` output is faked).
+
+Used by tests/ab/test_workflow.py and tests/ab/test_init.py, and on its own to check that the workflow's steps
+run green against the committed baseline and the project itself:
 
     python scripts/dev/run_workflow.py --event pull_request   # a scratch clone of this repository, PR = HEAD
     python scripts/dev/run_workflow.py --event push           # the quick set, the committed baseline, dashboard
     python scripts/dev/run_workflow.py --event push --repo ~/myruntime --workflow .github/workflows/perfsuite.yml \
         --job bench --job history                         # a user's repository (`perfsuite init`)
 
-Prints each step's exit status and the job's; exit status 0 when the job would be green. Needs PyYAML.
+Prints each step's exit status and the job's; exit status 0 when the job would be green. Needs PyYAML, and
+pip's index (the configured one) for what the install steps install.
 """
 
 from __future__ import annotations
@@ -39,6 +47,8 @@ GIT_ENV = {"GIT_AUTHOR_NAME": "ci", "GIT_AUTHOR_EMAIL": "ci@example.invalid", "G
            "GIT_COMMITTER_EMAIL": "ci@example.invalid"}
 WORKFLOW = Path(".github") / "workflows" / "bench.yml"  # in the checkout the job runs in
 MARKER = "<!-- perfsuite-ab -->"
+#: the `uses:` steps the runner knows (each one's local equivalent: the module docstring)
+_ACTIONS = ("actions/checkout", "actions/setup-python", "actions/upload-artifact", "actions/download-artifact")
 ARTIFACT_URL = "https://github.example/octo/project/actions/runs/42/artifacts/1"
 
 FAKE_GH = textwrap.dedent('''\
@@ -131,59 +141,34 @@ class Job:
     ran: bool = True  # False: the job's own `if:` was false
 
 
-def _check_extra(extra: str) -> None:
-    """The packages of a pyproject extra the install step names are importable here (else the run would test
-    an install the workflow does not make)."""
-    import importlib.util
-    import tomllib
-
-    project = tomllib.loads((SOURCE / "pyproject.toml").read_text())["project"]
-    for requirement in project["optional-dependencies"][extra]:
-        name = re.split(r"[\[<>=!~ ]", requirement, maxsplit=1)[0]
-        if name == "perfsuite":
-            continue
-        module = {"scikit-learn": "sklearn"}.get(name, name.replace("-", "_"))
-        if importlib.util.find_spec(module) is None:
-            raise SystemExit(f"run_workflow: the install step's extra [{extra}] needs {name}, not installed here")
+#: what would make a step's python find this interpreter's packages instead of what its install step installed
+_HOST_PYTHON = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP", "PYTHONUSERBASE")
 
 
-#: the install lines the runner knows: perfsuite's own checkout (`-e '.[extras]'`), perfsuite from the index
-#: (`'perfsuite[extras]'`), and a user's project (`-e .` when it has a pyproject.toml or setup.py)
-_INSTALLS = (
-    re.compile(r"python -m pip install -e '?\.(?:\[(?P<extras>[\w,]+)\])?'?"),
-    re.compile(r"python -m pip install '?perfsuite(?:\[(?P<extras>[\w,]+)\])?'?"),
-    re.compile(r"if \[ -f pyproject\.toml \] \|\| \[ -f setup\.py \]; then python -m pip install -e \.; fi"),
-)
-
-
-def _check_install(run: str) -> None:
-    """Every line of an install step is one the runner replaces by PYTHONPATH; the extras it names import here."""
-    for line in run.splitlines():
-        command = line.split("#", 1)[0].strip()
-        if not command:
-            continue
-        found = next((m for m in (p.fullmatch(command) for p in _INSTALLS) if m), None)
-        assert found, f"the runner does not know this install line: {command!r}"
-        for extra in ((found.groupdict().get("extras") or "").split(",")):
-            if extra:
-                _check_extra(extra)
-
-
-def default_pythonpath(repo: Path) -> list[str]:
-    """What replaces the install step: the checkout when it is perfsuite's own, else this perfsuite and it."""
-    if (repo / "perfsuite" / "__init__.py").is_file():
-        return [str(repo)]
-    return [str(SOURCE), str(repo)]
+def setup_python(venv: Path) -> Path:
+    """actions/setup-python's local equivalent: ``venv`` made with this interpreter (when it is not there
+    yet) and its pip upgraded; returns its bin directory."""
+    bin_dir = venv / "bin"
+    if not (bin_dir / "python").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300)
+        env = {k: v for k, v in os.environ.items() if k not in _HOST_PYTHON}
+        proc = subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "--quiet", "--upgrade", "pip"],
+                              env=env, capture_output=True, text=True, timeout=600, check=False)
+        if proc.returncode != 0:
+            raise SystemExit(f"run_workflow: setup-python: pip could not be upgraded in {venv}: {proc.stderr}")
+    return bin_dir
 
 
 def run_job(repo: Path, event: str, context: Mapping[str, str], bin_dir: Path, tmp: Path,
-            extra_env: Mapping[str, str], *, workflow_path: Path = WORKFLOW, job_name: str = "bench",
-            pythonpath: list[str] | None = None) -> Job:
+            extra_env: Mapping[str, str], *, venv: Path, workflow_path: Path = WORKFLOW,
+            job_name: str = "bench") -> Job:
+    """Run the job ``job_name`` of ``repo``'s workflow for ``event``: ``bin_dir``'s tools (the fake `gh`) first
+    on PATH, then ``venv``'s once setup-python's step ran; ``extra_env`` added to every step's environment."""
     import yaml
 
     workflow = yaml.safe_load((repo / workflow_path).read_text())
     job_spec = workflow["jobs"][job_name]
-    path_env = os.pathsep.join(pythonpath if pythonpath is not None else default_pythonpath(repo))
+    path = [str(bin_dir), os.environ["PATH"]]
     job = Job()
     summary = tmp / f"summary-{len(list(tmp.glob('summary-*')))}.md"
     summary.write_text("")
@@ -205,15 +190,17 @@ def run_job(repo: Path, event: str, context: Mapping[str, str], bin_dir: Path, t
         if not _evaluate(condition, ctx):
             job.steps[sid] = {"ran": False, "outputs": {}, "name": step.get("name")}
             continue
-        if "uses" in step:  # GitHub's actions: the checkout is the scratch repo; the upload's URL is faked
-            outputs = {"artifact-url": ARTIFACT_URL} if step["uses"].startswith("actions/upload-artifact") else {}
-            job.steps[sid] = {"ran": True, "status": 0, "outputs": outputs}
+        if "uses" in step:  # GitHub's actions, as their local equivalents (the module docstring)
+            action = step["uses"].split("@", 1)[0]
+            if action not in _ACTIONS:
+                raise SystemExit(f"run_workflow: no local equivalent of {step['uses']}")
+            if action == "actions/setup-python":
+                path.insert(1, str(setup_python(venv)))
+            outputs = {"artifact-url": ARTIFACT_URL} if action == "actions/upload-artifact" else {}
+            job.steps[sid] = {"ran": True, "status": 0, "outputs": outputs, "name": step.get("name")}
             continue
-        if step.get("name") == "Install perfsuite":
-            _check_install(step["run"])  # replaced by PYTHONPATH below
-            continue
-        env = {**os.environ, **GIT_ENV, **extra_env, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-               "PYTHONPATH": path_env}
+        env = {k: v for k, v in os.environ.items() if k not in _HOST_PYTHON}
+        env.update({**GIT_ENV, **extra_env, "PATH": os.pathsep.join(path)})
         for scope in (workflow.get("env") or {}, job_spec.get("env") or {}, step.get("env") or {}):
             env.update({k: _substitute(v, ctx) for k, v in scope.items()})
         output = tmp / f"output-{sid}-{index}"
@@ -234,13 +221,10 @@ def run_job(repo: Path, event: str, context: Mapping[str, str], bin_dir: Path, t
     return job
 
 
-
-
 def fake_tools(directory: Path) -> Path:
-    """A `gh` that keeps comments in ``$FAKE_GH_STATE`` and a `perfsuite` that runs this interpreter's."""
+    """A `gh` that keeps comments in ``$FAKE_GH_STATE`` (perfsuite itself is what the install step installs)."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "gh").write_text(FAKE_GH.format(python=sys.executable))
-    (directory / "perfsuite").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m perfsuite "$@"\n')
     for tool in directory.iterdir():
         tool.chmod(0o755)
     return directory
@@ -282,7 +266,7 @@ def main() -> int:
     failed = False
     for name in args.jobs or ["bench"]:
         job = run_job(repo, args.event, context, bin_dir, tmp, {"FAKE_GH_STATE": str(state)},
-                      workflow_path=Path(args.workflow), job_name=name)
+                      venv=tmp / f"venv-{name}", workflow_path=Path(args.workflow), job_name=name)
         if not job.ran:
             print(f"job {name}: skipped (its if: is false for {args.event})")
             continue

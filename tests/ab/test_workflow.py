@@ -1,11 +1,12 @@
-"""Issue 15 item 5: the workflow's own shell steps, extracted from `.github/workflows/bench.yml`, run against a
+"""The workflow's own shell steps, extracted from `.github/workflows/bench.yml`, run against a
 scratch git repository (a copy of the project), with GITHUB_OUTPUT / GITHUB_STEP_SUMMARY files and a fake `gh`.
 
 A pull request with a planted regression (an extra fsync per barrier: a deterministic cost) fails the gate and
 gets one comment; the fix pushed to the same pull request passes and *updates* that comment; a push to main runs
-the quick-set path green. `uses:` steps are GitHub's (checkout, setup-python, upload-artifact) and are not
-run; "Install perfsuite" (`pip install -e .`) is replaced by PYTHONPATH pointing at the copy. Repository
-variables shrink the run to a tiny recipe and gate on costs only: the steps' logic is under test, not timing.
+the quick-set path green. Every `run:` step runs as written, "Install perfsuite" (`pip install -e '.[report]'`)
+included, into the runner's virtualenv (setup-python's local equivalent), without PYTHONPATH; the other `uses:`
+steps are GitHub's (checkout, upload-artifact). Repository variables shrink the run to a tiny recipe and gate
+on costs only: the steps' logic is under test, not timing.
 """
 
 from __future__ import annotations
@@ -13,13 +14,16 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
+import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from .conftest import FSYNC_FILE, FSYNC_OLD, SOURCE, commit, edit, git, plant_fsync
+from .userrepo import wheel
 
 pytest.importorskip("yaml")
 _spec = importlib.util.spec_from_file_location("run_workflow", SOURCE / "scripts" / "dev" / "run_workflow.py")
@@ -40,6 +44,60 @@ def fake_tools(tmp_path: Path) -> tuple[Path, Path]:
     return workflow.fake_tools(tmp_path / "bin"), tmp_path / "gh-state.json"
 
 
+@pytest.fixture(scope="module")
+def runner_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The runner's virtualenv, shared by this module's runs of bench.yml: the first install step fills it from
+    nothing (perfsuite[report] and its dependencies, ~20 s), each later one reinstalls its own scratch copy."""
+    return tmp_path_factory.mktemp("runner") / "venv"
+
+
+#: a workflow whose install step installs a wheel by hand; the next step imports it
+_INSTALLING = textwrap.dedent("""\
+    name: installs
+    on: [push]
+    jobs:
+      bench:
+        runs-on: ubuntu-latest
+        steps:
+          - uses: actions/checkout@v4
+          - uses: actions/setup-python@v5
+            with:
+              python-version: "3.11"
+          - name: Install perfsuite
+            run: |
+              python -m pip install --no-index {wheel}
+              python -c "import os, sys; print(sys.prefix); print(os.environ.get('PYTHONPATH', '-'))" > where.txt
+          - name: Use it
+            run: python -c "import tinydep; print(tinydep.VERSION)" > used.txt
+""")
+
+
+def test_the_install_step_runs_as_written_in_a_fresh_virtualenv(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    built = wheel(tmp_path / "wheels", "tinydep", "1.0", 'VERSION = "1.0"\n')
+    (repo / ".github" / "workflows").mkdir(parents=True)
+    (repo / ".github" / "workflows" / "installs.yml").write_text(_INSTALLING.format(wheel=built))
+    git(repo, "init", "-q", "-b", "main")
+    commit(repo, "installs")
+    venv = tmp_path / "runner"
+    job = run_job(repo, "push", {}, workflow.fake_tools(tmp_path / "bin"), tmp_path, {},
+                  workflow_path=Path(".github/workflows/installs.yml"), venv=venv)
+    assert not job.failed, {k: v.get("log") for k, v in job.steps.items()}
+    prefix, pythonpath = (repo / "where.txt").read_text().splitlines()
+    assert Path(prefix).resolve() == venv.resolve() and pythonpath == "-"  # the runner's python, nothing added
+    assert (repo / "used.txt").read_text() == "1.0\n"
+    outside = subprocess.run([sys.executable, "-c", "import tinydep"], capture_output=True, check=False)
+    assert outside.returncode != 0  # installed into the runner's virtualenv, not into this interpreter
+    # an install that fails fails the job, and the steps after it do not run
+    (repo / ".github" / "workflows" / "installs.yml").write_text(_INSTALLING.format(wheel=tmp_path / "none.whl"))
+    (repo / "used.txt").unlink()
+    job = run_job(repo, "push", {}, workflow.fake_tools(tmp_path / "bin"), tmp_path, {},
+                  workflow_path=Path(".github/workflows/installs.yml"), venv=tmp_path / "runner-2")
+    assert job.failed and not (repo / "used.txt").exists()
+    (install,) = [s for s in job.steps.values() if s.get("name") == "Install perfsuite"]
+    assert install["status"] != 0 and "none.whl" in install["log"]
+
+
 def _fresh_runner(repo: Path) -> None:
     """What a new CI runner starts from: the checkout, nothing left by a previous job."""
     for leftover in ("results/ab", "results/local", "site", "pr-comment.md", "results-ab-failed.md"):
@@ -56,7 +114,7 @@ def _by_name(job: Job, name: str) -> dict[str, Any]:
 
 
 def test_the_workflow_gates_a_pull_request_and_keeps_one_comment(
-    scratch_repo: Path, fake_tools: tuple[Path, Path], tmp_path: Path
+    scratch_repo: Path, fake_tools: tuple[Path, Path], tmp_path: Path, runner_venv: Path
 ) -> None:
     bin_dir, state = fake_tools
     gh = {"FAKE_GH_STATE": str(state)}
@@ -70,7 +128,8 @@ def test_the_workflow_gates_a_pull_request_and_keeps_one_comment(
                "github.token": "fake-token", "github.server_url": "https://github.example", "github.run_id": "42",
                "github.ref": "refs/pull/7/merge"}
 
-    job = run_job(scratch_repo, "pull_request", context, bin_dir, tmp_path, gh)
+    job = run_job(scratch_repo, "pull_request", context, bin_dir, tmp_path, gh, venv=runner_venv)
+    assert _by_name(job, "Install perfsuite")["status"] == 0
     assert job.steps["ab"]["status"] == 0 and job.steps["ab"]["outputs"]["status"] == "1", job.steps["ab"]["log"]
     assert f"BASE: merge base {base_sha}" in job.steps["ab"]["log"]
     assert "### perfsuite compare: " in job.summary and "metrics.fsyncs" in job.summary
@@ -92,7 +151,7 @@ def test_the_workflow_gates_a_pull_request_and_keeps_one_comment(
     fixed = commit(scratch_repo, "fix: one fsync per barrier")
     _fresh_runner(scratch_repo)
     job = run_job(scratch_repo, "pull_request", {**context, "github.event.pull_request.head.sha": fixed,
-                                                 "github.sha": fixed}, bin_dir, tmp_path, gh)
+                                                 "github.sha": fixed}, bin_dir, tmp_path, gh, venv=runner_venv)
     assert job.steps["ab"]["outputs"]["status"] == "0", job.steps["ab"]["log"]
     assert not _by_name(job, "Gate")["ran"] and not job.failed
     after = json.loads(state.read_text())
@@ -103,13 +162,14 @@ def test_the_workflow_gates_a_pull_request_and_keeps_one_comment(
 
 
 def test_the_workflow_on_push_to_main_keeps_producing_results(
-    scratch_repo: Path, fake_tools: tuple[Path, Path], tmp_path: Path
+    scratch_repo: Path, fake_tools: tuple[Path, Path], tmp_path: Path, runner_venv: Path
 ) -> None:
     bin_dir, state = fake_tools
     sha = git(scratch_repo, "rev-parse", "HEAD")
     context = {**VARS, "github.sha": sha, "github.repository": "octo/project", "github.token": "fake-token",
                "github.server_url": "https://github.example", "github.run_id": "43", "github.ref": "refs/heads/main"}
-    job = run_job(scratch_repo, "push", context, bin_dir, tmp_path, {"FAKE_GH_STATE": str(state)})
+    job = run_job(scratch_repo, "push", context, bin_dir, tmp_path, {"FAKE_GH_STATE": str(state)},
+                  venv=runner_venv)
     assert not job.failed, {k: v.get("log") for k, v in job.steps.items()}
     assert not job.steps["ab"]["ran"] and not _by_name(job, "Gate")["ran"]
     assert _by_name(job, "Run the quick set")["status"] == 0

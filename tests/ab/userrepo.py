@@ -111,13 +111,17 @@ RECIPE = textwrap.dedent('''\
 ''')
 
 
-def pyproject(dependencies: Sequence[str] = (), code_under_test: Sequence[str] | None = ("myruntime",)) -> str:
-    """The project's pyproject.toml; ``code_under_test=None`` leaves the default (what the operations import)."""
+def pyproject(dependencies: Sequence[str] = (), code_under_test: Sequence[str] | None = ("myruntime",),
+              packages: Sequence[str] | None = None) -> str:
+    """The project's pyproject.toml; ``code_under_test=None`` leaves the default (what the operations import);
+    ``packages`` names setuptools' packages (``pip install .`` then needs no discovery of the top-level dirs)."""
     deps = "".join(f'    "{d}",\n' for d in dependencies)
     text = (f'[project]\nname = "myruntime"\nversion = "0.1.0"\nrequires-python = ">=3.11"\n'
             f'dependencies = [\n{deps}]\n')
     if code_under_test is not None:
         text += "\n[tool.perfsuite]\ncode-under-test = [" + ", ".join(f'"{c}"' for c in code_under_test) + "]\n"
+    if packages is not None:
+        text += "\n[tool.setuptools]\npackages = [" + ", ".join(f'"{p}"' for p in packages) + "]\n"
     return text
 
 
