@@ -34,6 +34,7 @@ from perfsuite.crash.states._campaign import (
     run_campaign,
 )
 from perfsuite.crash.workloads import (
+    _group_fault,  # noqa: F401  (importing it registers session-group-fault)
     _retention,  # noqa: F401  (importing it registers session-retention)
     _sessions,  # noqa: F401  (importing it registers the session workloads)
 )

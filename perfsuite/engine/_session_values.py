@@ -115,6 +115,10 @@ class FaultHooks:
     (after a reopen: HEAD's log's) and takes every other retained log to reference none, so it deletes a log
     an older retained generation's bytes rest on and restoring that generation fails (E3 keeps the last N;
     the behaviour before the fix, planted back).
+    ``ack_failed_group``: a group commit's members (the job's absorbed round, E4) are acknowledged as
+    durable without checking the result of the round's shared fdatasync: when it failed they are still
+    acknowledged, then kept pending (E1: a failed fsync is never acknowledged; E4: one acknowledgement,
+    after adoption).
     (``recover_head``, for format 2, is called as ``recover_head(store, problems)`` and returns HEAD and
     problem lines, like ``_logadoption.recover_lost_head``.)
     ``accept_partial_line``: a last line without its newline that still decodes is loaded as a message
@@ -153,6 +157,7 @@ class FaultHooks:
     readopt_as_new: bool = False
     abandon_in_memory: bool = False
     forget_unreplayed_refs: bool = False
+    ack_failed_group: bool = False
 
 
 class _HookedFileSystem(DelegatingFileSystem):

@@ -131,6 +131,9 @@ STALE_SALT_LOG_ACCEPTED = FaultHooks(skip_log_identity=True)
 #: after a reopen the store has replayed HEAD's log only: retirement takes every other retained log's BASE to
 #: reference nothing and deletes a log an older retained generation rests on (E3, the fixed defect planted back)
 RETAINED_REFS_FORGOTTEN = FaultHooks(forget_unreplayed_refs=True)
+#: a group commit's members are acknowledged durable without reading the result of the round's shared
+#: fdatasync (E1 fsyncgate, E4: one acknowledgement, after adoption)
+GROUP_FAILURE_ACKED = FaultHooks(ack_failed_group=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +259,10 @@ SEEDED_BUGS: Mapping[str, SeededBug] = {
         SeededBug("retained-refs-forgotten", "after a reopen, retirement knows only HEAD's log's BASE references and "
                   "deletes a log an older retained generation rests on (its restore fails)",
                   _hooked(RETAINED_REFS_FORGOTTEN), ("session-retention",)),
+        # Group commit under a failed shared fdatasync (E1 fsyncgate, E4: one acknowledgement, after adoption).
+        SeededBug("group-failure-acked", "a group commit's members are acknowledged durable although the round's "
+                  "shared fdatasync failed (then kept pending)", _same, ("session-group-fault",),
+                  faults=GROUP_FAILURE_ACKED),
     )
 }
 
