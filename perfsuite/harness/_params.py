@@ -66,12 +66,17 @@ class ReadRecorder(Mapping[str, object]):
     def __len__(self) -> int:
         return len(self._params)
 
+    @property
+    def given(self) -> frozenset[str]:
+        """Every key the mode sets, read or not (not counted as a read)."""
+        return frozenset(self._params)
+
 
 def unread_keys(factory: object, params: ReadRecorder) -> list[str]:
     """The keys an operation that declares no parameters never read (its declaration is checked instead)."""
     if declared_parameters(factory) is not None:
         return []
-    return sorted(set(params._params) - params.read - LABEL_KEYS - CONDITION_PARAMS)
+    return sorted(params.given - params.read - LABEL_KEYS - CONDITION_PARAMS)
 
 
 @dataclass(frozen=True, slots=True)
