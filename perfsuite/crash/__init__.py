@@ -35,8 +35,13 @@ from perfsuite.crash.states._campaign import (
 )
 from perfsuite.crash.workloads import (
     _group_fault,  # noqa: F401  (importing it registers session-group-fault)
+    _ledger_retire,  # noqa: F401  (importing it registers session-ledger-retire)
+    _migration,  # noqa: F401  (importing it registers session-migrate)
     _retention,  # noqa: F401  (importing it registers session-retention)
     _sessions,  # noqa: F401  (importing it registers the session workloads)
+    _sidecar_rounds,  # noqa: F401  (importing it registers session-sidecar-rounds)
+    _takeover,  # noqa: F401  (importing it registers session-lease-fence, session-noflock-takeover)
+    _torn_tail,  # noqa: F401  (importing it registers session-torn-tail)
 )
 from perfsuite.crash.workloads._bug_classes import NoFlock  # (importing it registers the issue 27 workloads)
 from perfsuite.crash.workloads._driver import SessionDriver

@@ -55,8 +55,9 @@ def campaign_document(kind: str, report: Any, config: Any, runner: str) -> dict[
                 if f.name not in ("jobs", "keep_dir", "scratch_dir", "directory")}
     if kind == "kill":
         results: list[Mapping[str, Any]] = [{"kills": report.kills, "per_profile": dict(report.per_profile),
-                                             "torn": report.torn}]
-        timing = {"acks": report.acks, "recovered_pending": report.recovered_pending,
+                                             "torn": report.torn, "coalescing": report.coalescing}]
+        timing = {"acks": report.acks, "checked": report.checked, "lost": report.lost,
+                  "coalesced": report.coalesced, "recovered_pending": report.recovered_pending,
                   "child_seconds": round(report.child_seconds, 3),
                   "recovery_seconds": round(report.recovery_seconds, 3)}
     else:

@@ -39,6 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from perfsuite.engine._confined import DOCUMENT_BYTES
 from perfsuite.engine._damage import DAMAGE, describe
 from perfsuite.engine._fs import FileSystem
 from perfsuite.engine._layout import HEAD, HeadRef, Manifest, SessionError, manifest_epoch, manifest_seq, manifest_tag
@@ -129,7 +130,7 @@ def choose(store: GenerationStore, *, only: str | None = None) -> Choice:
         except SessionError as exc:
             (damaged if candidate.strong or only is not None else skipped).append(str(exc))
             continue
-        digest = digest_bytes(store.fs.read(store.path(candidate.name)))
+        digest = digest_bytes(store.fs.read_regular(store.path(candidate.name), DOCUMENT_BYTES))
         head = HeadRef(manifest.seq, candidate.name, digest, manifest.epoch, manifest.parent)
         rivals = tuple(c.name for c in candidates if c.proof and c.name != candidate.name
                        and (c.seq, c.epoch) == (candidate.seq, candidate.epoch) and _intact(store, c.name))

@@ -34,6 +34,7 @@ from typing import Any
 
 from perfsuite.engine._buffer import ConversationBuffer
 from perfsuite.engine._clock import Clock, SystemClock
+from perfsuite.engine._confined import CONTROL_BYTES, DOCUMENT_BYTES
 from perfsuite.engine._damage import DAMAGE, describe, environmental
 from perfsuite.engine._fs import O_EXCL_CREATE, WINDOWS, FileSystem, OsFileSystem
 from perfsuite.engine._generations import NotAFile, OwnerConflict, SessionError, read_control
@@ -116,7 +117,7 @@ class FilePublication:
 
     def _adopt(self) -> None:
         self.session.check_owner()  # fenced before it can acknowledge (issue 14 case 3)
-        self.session.fs.atomic_replace(self.session.path(SIDECAR_ARTIFACT), self.sidecar_bytes)
+        self.session.fs.atomic_replace(self.session.path(SIDECAR_ARTIFACT), self.sidecar_bytes, follow=False)
         self.session.sidecar_digest = self.digest
         self.adopted = True
         self.outcome = "adopted"
@@ -174,7 +175,7 @@ class FileSession(Session):
                                f"{repair}")
         names = fs.listdir(conversations)
         try:
-            sidecar = read_control(fs, sidecar_path)
+            sidecar = read_control(fs, sidecar_path, DOCUMENT_BYTES)
         except NotAFile as exc:
             raise NotAFile(f"{exc}; {repair}") from None
         if sidecar is None:
@@ -182,7 +183,7 @@ class FileSession(Session):
                 raise SessionError(f"{sidecar_path}: missing although conversations hold messages: the registry, "
                                    f"mailboxes and committed state are gone; {repair}")
             sidecar = encode_sidecar(Sidecar().detach(None, {}, {}, None))  # creation (or a crash during it)
-            fs.atomic_replace(sidecar_path, sidecar)
+            fs.atomic_replace(sidecar_path, sidecar, follow=False)
         try:
             if not sidecar:
                 raise ValueError("empty")  # the engine never writes an empty sidecar: damage
@@ -267,7 +268,7 @@ class FileSession(Session):
                     raise NotAFile(f"{lock}: is a directory, not a PID lock; run `perfsuite session repair "
                                    f"{self.root}`") from None
                 try:
-                    pid = int(self.fs.read(lock).decode().split()[0])
+                    pid = int(self.fs.read_regular(lock, CONTROL_BYTES).decode().split()[0])
                 except (OSError, ValueError, IndexError, OverflowError):
                     pid = 0  # torn, garbage or a dangling link: names no owner
                 if pid > 0 and self.owner_alive(pid):
@@ -351,7 +352,7 @@ class FileSession(Session):
         if pending.phase == "adopt":
             committed_sidecar = encode_sidecar(self.sidecar.detach(None, {}, self.sidecar.root,
                                                                    self.sidecar.checkpoint))
-            self.fs.atomic_replace(self.path(SIDECAR_ARTIFACT), committed_sidecar)
+            self.fs.atomic_replace(self.path(SIDECAR_ARTIFACT), committed_sidecar, follow=False)
             self.sidecar_digest = digest_bytes(committed_sidecar)
         marker = (self.sidecar.checkpoint or {}).get("conversations") or {}
         for conversation in pending.batch.texts:

@@ -17,6 +17,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Any
 
+from perfsuite.engine._confined import FileFacts, facts_of, open_own, read_bounded
+from perfsuite.engine._datasync import fdatasync as _fdatasync
+
 # Errors a filesystem uses to say "I do not support fsync on a directory" (E1). Anything else is real.
 DIR_FSYNC_REJECTED = frozenset(
     code
@@ -144,6 +147,17 @@ class FileSystem(ABC):
     @abstractmethod
     def size(self, path: str) -> int: ...
 
+    # A session's own files (``_confined``): never through a link, regular files only, bounded before read.
+    @abstractmethod
+    def read_regular(self, path: str, limit: int) -> bytes:
+        """A regular file's bytes, never through a link nor blocking, at most ``limit`` (checked first)."""
+
+    @abstractmethod
+    def stat_fd(self, fd: int) -> FileFacts: ...
+
+    @abstractmethod
+    def lstat(self, path: str) -> FileFacts | None: ...  # what is at ``path`` itself (None: nothing)
+
     # -- policy -----------------------------------------------------------------------------------
     def write_all(self, fd: int, data: bytes) -> None:
         """Write every byte, looping over short writes; an error mid-way leaves a partial write."""
@@ -241,13 +255,14 @@ class FileSystem(ABC):
         finally:
             self.close(fd)
 
-    def atomic_replace(self, path: str, data: bytes, *, sync_dir: bool = True) -> str:
+    def atomic_replace(self, path: str, data: bytes, *, sync_dir: bool = True, follow: bool = True) -> str:
         """Temp file in the same directory, write, fsync, replace, fsync the directory (E1, E2).
 
-        A symlinked ``path`` is replaced through the link: the link stays, its target is replaced.
+        A symlinked ``path`` is replaced through the link: the link stays, its target is replaced; with
+        ``follow=False`` (a session's own file: HEAD, LEASE, a sidecar) the link itself is replaced.
         A crash at any point leaves either the old complete file or the new one. Returns the real path.
         """
-        target = self.realpath(path)
+        target = self.realpath(path) if follow else os.path.abspath(path)
         directory = os.path.dirname(target)
         temp = os.path.join(directory, f".{os.path.basename(target)}.tmp-{os.getpid()}-{_next_serial()}")
         try:
@@ -369,24 +384,18 @@ class OsFileSystem(FileSystem):
     def size(self, path: str) -> int:
         return os.stat(path).st_size
 
+    def read_regular(self, path: str, limit: int) -> bytes:
+        fd = open_own(self, path, os.O_RDONLY | _O_BINARY)  # an own file: no link followed, no FIFO (_confined)
+        try:
+            return read_bounded(fd, os.fstat(fd).st_size, limit, path)
+        finally:
+            os.close(fd)
 
-def _full_fsync(fd: int) -> None:
-    """macOS: fsync does not flush the drive's cache; F_FULLFSYNC does (as LevelDB's SyncFd), still one
-    durability point. Falls back to fsync where the file system refuses it."""
-    import fcntl
+    def stat_fd(self, fd: int) -> FileFacts:
+        return facts_of(os.fstat(fd))
 
-    try:
-        fcntl.fcntl(fd, fcntl.F_FULLFSYNC)  # type: ignore[attr-defined]
-    except OSError:
-        os.fsync(fd)
-
-
-if hasattr(os, "fdatasync"):
-    _fdatasync = os.fdatasync
-elif sys.platform == "darwin":  # pragma: no cover - exercised on macOS only
-    _fdatasync = _full_fsync
-else:  # pragma: no cover - Windows: no fdatasync, a full fsync is the barrier
-    _fdatasync = os.fsync
+    def lstat(self, path: str) -> FileFacts | None:
+        return facts_of(os.lstat(path)) if os.path.lexists(path) else None
 
 
 class DelegatingFileSystem(FileSystem):
@@ -475,3 +484,12 @@ class DelegatingFileSystem(FileSystem):
 
     def size(self, path: str) -> int:
         return self.inner.size(path)
+
+    def read_regular(self, path: str, limit: int) -> bytes:
+        return self.inner.read_regular(path, limit)
+
+    def stat_fd(self, fd: int) -> FileFacts:
+        return self.inner.stat_fd(fd)
+
+    def lstat(self, path: str) -> FileFacts | None:
+        return self.inner.lstat(path)

@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Iterable
 
 from perfsuite.engine._adoption import recover_lost_head
+from perfsuite.engine._confined import CONTROL_BYTES, DOCUMENT_BYTES, STATE_BYTES, TooLarge
 from perfsuite.engine._damage import DAMAGE, describe, one_line
 from perfsuite.engine._fs import O_EXCL_CREATE, FileSystem
 from perfsuite.engine._layout import (
@@ -147,8 +148,10 @@ class GenerationStore:
         of a regular file whose bytes are the ones parsed last time; anything else takes the careful path."""
         path = self.path(LEASE)
         try:
-            data: bytes | None = self.fs.read(path)
-        except OSError:  # absent, a directory, a dangling link, unreadable: classified below
+            data: bytes | None = self.fs.read_regular(path, CONTROL_BYTES)  # never through a link or a FIFO
+        except TooLarge:
+            data = b""  # garbage no engine wrote: names no owner (read no further)
+        except OSError:  # absent, a directory, a link, a FIFO, unreadable: classified below
             data = self._read_lease_carefully(path)
         if data is None:
             return None
@@ -168,10 +171,11 @@ class GenerationStore:
         try:
             return read_control(self.fs, path)
         except NotAFile:
-            if self.fs.isdir(path):
+            facts = self.fs.lstat(path)
+            if facts is not None and facts.kind == "directory":
                 raise NotAFile(f"{path}: is a directory, not a lease; run `perfsuite session repair "
                                f"{self.root}`") from None
-            return b""  # a dangling symbolic link: nobody can hold it
+            return b""  # a symbolic link, a FIFO, a device: nobody can hold it (never followed)
 
     def release_lease(self, lease: Lease) -> None:
         try:
@@ -186,7 +190,7 @@ class GenerationStore:
         """Restore and intentional replacement seed a new owner epoch (E3)."""
         new = Lease(lease.epoch + 1, lease.token, lease.pid, lease.host)
         body = json.dumps({"epoch": new.epoch, "token": new.token, "pid": new.pid, "host": new.host}).encode()
-        self.fs.atomic_replace(self.path(LEASE), body)
+        self.fs.atomic_replace(self.path(LEASE), body, follow=False)
         return new
 
     def check_format(self) -> int:
@@ -238,7 +242,7 @@ class GenerationStore:
             current = None if expected is None else expected  # corrupt HEAD was already diagnosed at open
         if current != expected:
             raise StaleHead(f"{self.path(HEAD)}: names {current} instead of the expected {expected}")
-        self.fs.atomic_replace(self.path(HEAD), json.dumps(new.to_json(), sort_keys=True).encode())
+        self.fs.atomic_replace(self.path(HEAD), json.dumps(new.to_json(), sort_keys=True).encode(), follow=False)
 
     def rewrite_head(self, head: HeadRef | None) -> None:
         """Make HEAD name ``head`` again, durably (an abandon's rollback of an adoption whose directory
@@ -248,11 +252,11 @@ class GenerationStore:
             self.fs.remove(self.path(HEAD))
             self.fs.sync_dir(self.root)
             return
-        self.fs.atomic_replace(self.path(HEAD), json.dumps(head.to_json(), sort_keys=True).encode())
+        self.fs.atomic_replace(self.path(HEAD), json.dumps(head.to_json(), sort_keys=True).encode(), follow=False)
 
     # -- manifests and objects ----------------------------------------------------------------------
     def read_manifest(self, name: str, digest: str | None = None) -> Manifest:
-        data = self.fs.read(self.path(name))
+        data = self.fs.read_regular(self.path(name), DOCUMENT_BYTES)  # an own file: bounded, no link followed
         if digest is not None and digest_bytes(data) != digest:
             raise ValueError("digest mismatch")
         return Manifest.decode(data, self.path(name))
@@ -270,7 +274,7 @@ class GenerationStore:
         return self.path(OBJECTS, digest)
 
     def read_object(self, chunk: ChunkRef) -> bytes:
-        data = self.fs.read(self.object_path(chunk.digest))
+        data = self.fs.read_regular(self.object_path(chunk.digest), min(chunk.size, STATE_BYTES))
         if len(data) != chunk.size or digest_bytes(data) != chunk.digest:
             raise ValueError("chunk digest mismatch")
         return data
@@ -297,6 +301,10 @@ class GenerationStore:
         except DAMAGE as exc:
             raise SessionError(one_line(f"{path}: corrupt manifest ({describe(exc)})")) from None
         contents: dict[str, bytes] = {}
+        total = sum(c.size for entry in manifest.artifacts.values() for c in entry.chunks)
+        if total > STATE_BYTES:  # bounded before anything is assembled (the same chunk may be named many times)
+            raise SessionError(f"{path}: names {total} bytes of artifacts, more than the {STATE_BYTES} a session "
+                               "holds: damage")
         for artifact, entry in manifest.artifacts.items():
             parts: list[bytes] = []
             for chunk in entry.chunks:
@@ -362,7 +370,7 @@ class GenerationStore:
         staged = set()
         for pub in self.fs.listdir(staging):
             try:
-                record = json.loads(self.fs.read(os.path.join(staging, pub, "batch.json")))
+                record = json.loads(self.fs.read_regular(os.path.join(staging, pub, "batch.json"), DOCUMENT_BYTES))
             except (*DAMAGE, SessionError):
                 continue
             if isinstance(record, dict):
@@ -446,7 +454,8 @@ class GenerationStore:
             batch = os.path.join(staging, pub, "batch.json")
             if self.fs.exists(batch):
                 try:
-                    refs.update(str(d) for d in json.loads(self.fs.read(batch)).get("digests", []))
+                    record = json.loads(self.fs.read_regular(batch, DOCUMENT_BYTES))
+                    refs.update(str(d) for d in record.get("digests", []))
                 except DAMAGE:
                     continue
         return refs

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from perfsuite.engine._confined import CONTROL_BYTES, NotRegular
 from perfsuite.engine._damage import describe
 from perfsuite.engine._fs import FileSystem
 from perfsuite.engine._objects import ArtifactEntry
@@ -82,17 +83,21 @@ def format_version(value: Any, path: str) -> int:
 OwnerProbe = Callable[[int], bool]  # is the process with this pid alive on this host?
 
 
-def read_control(fs: FileSystem, path: str) -> bytes | None:
-    """A small control file's bytes, or None when it is absent; :class:`NotAFile` for a directory or a
-    dangling symbolic link, one-line :class:`SessionError` when it cannot be read."""
-    if not fs.exists(path):
+def read_control(fs: FileSystem, path: str, limit: int = CONTROL_BYTES) -> bytes | None:
+    """A small control file's bytes, or None when it is absent; :class:`NotAFile` for a directory, a
+    symbolic link (never followed: a copied session is untrusted input), a FIFO or a device; one-line
+    :class:`SessionError` when it is larger than ``limit`` (checked before it is read) or unreadable."""
+    facts = fs.lstat(path)
+    if facts is None:
         return None
-    if fs.isdir(path):
+    if facts.kind == "directory":
         raise NotAFile(f"{path}: is a directory, not a file")
     try:
-        return fs.read(path)
+        return fs.read_regular(path, limit)
+    except NotRegular as exc:
+        raise NotAFile(f"{path}: is {exc.strerror}") from None
     except FileNotFoundError:
-        raise NotAFile(f"{path}: is a dangling symbolic link") from None
+        return None  # removed since it was seen
     except OSError as exc:
         raise SessionError(f"{path}: unreadable ({describe(exc)})") from None
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from perfsuite.engine._confined import LOG_BYTES
 from perfsuite.engine._layout import HEAD, SessionError
 from perfsuite.engine._logformat import BASE, DAMAGED, LogDamage, LogHeader, Record, salt32, scan
 from perfsuite.engine._logstore import HeadV2, LogStore
@@ -66,7 +67,7 @@ def survey(store: LogStore) -> list[LogCandidate]:
     for number in store.log_numbers():
         path = store.log_path(number)
         try:
-            data = store.fs.read(path)
+            data = store.fs.read_regular(path, LOG_BYTES)  # an own file: no link or FIFO, bounded
             header = LogHeader.decode(data)
         except (OSError, LogDamage) as exc:
             out.append(LogCandidate(number, None, (), f"{path}: unreadable or not a log ({exc})"))

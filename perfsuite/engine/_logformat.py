@@ -49,6 +49,12 @@ ZERO_SECTORS = 0x01
 _HEAD = struct.Struct("<4sBBHIIQQ")  # 32 bytes, covered by the crc
 _CRC = struct.Struct("<II")  # crc32, reserved zero
 HEADER_SIZE = _HEAD.size + _CRC.size  # 40
+#: The header's ranges the log store's ``rezero`` zeroes, back to front, each made durable before the next.
+#: A torn write of zeros leaves its first bytes zero and the rest old, so a range may only end at the last
+#: nonzero byte and must not cut into what a torn header's prefix is checked by (magic 0-4, type 4, the salt
+#: 12-16 once 16 bytes are present): the salt's last byte alone first, the magic byte by byte (a 1-byte write
+#: cannot tear).
+REZERO_HEADER = ((16, HEADER_SIZE), (15, 16), (5, 15), (4, 5), (3, 4), (2, 3), (1, 2), (0, 1))
 _TRAILER = struct.Struct("<32sQ8s")  # 48
 TRAILER_SIZE = _TRAILER.size
 _META_LEN = struct.Struct("<I")
@@ -327,6 +333,7 @@ __all__ = [
     "GEN",
     "HEADER_SIZE",
     "LOG_HEADER_SIZE",
+    "REZERO_HEADER",
     "SEAL",
     "TORN",
     "TRAILER_SIZE",

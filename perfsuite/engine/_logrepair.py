@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from perfsuite.engine._confined import LOG_BYTES
 from perfsuite.engine._damage import DAMAGE, describe
 from perfsuite.engine._fs import FileSystem
 from perfsuite.engine._layout import HEAD, LEASE, LOG_DIR, LOGS, OwnerProbe, SessionError
@@ -35,7 +36,7 @@ def _prefix(store: LogStore, number: int, upto: int | None = None) -> tuple[LogS
     records used, records valid, why it stops)."""
     path = store.log_path(number)
     try:
-        data = store.fs.read(path)
+        data = store.fs.read_regular(path, LOG_BYTES)  # an own file: no link or FIFO, bounded
         header = LogHeader.decode(data)
     except (OSError, LogDamage) as exc:
         return None, None, 0, 0, f"{path}: {describe(exc) if isinstance(exc, OSError) else exc}"
@@ -77,16 +78,16 @@ def repair_log_session(root: str, *, generation: str | int | None, fs: FileSyste
     from perfsuite.engine._generations import owner_alive as default_probe
 
     store = LogStore(root, fs)
+    store.log_dir()  # a symbolic link is refused before anything is moved or written (never followed)
     if not fs.isdir(store.path(LOG_DIR)):
         raise SessionError(f"{store.path(LOG_DIR)}: missing or not a directory: every generation is gone, nothing to "
                            "repair from (restore the session from a backup)")
     if generation is not None:  # checked before anything is moved or written (issue 27)
         generation = _resolve(store, generation)
     for name in (LEASE, HEAD):
-        path = store.path(name)
-        if fs.isdir(path) or (fs.exists(path) and not fs.exists(fs.realpath(path))):
-            aside.move(path, "a directory or a dangling symbolic link, not a file")
-    if fs.exists(store.path(LOGS)) and not fs.isdir(store.path(LOGS)):
+        aside.not_regular(store.path(name))  # a link, a FIFO, a directory: moved aside, never followed
+    logs = fs.lstat(store.path(LOGS))
+    if logs is not None and logs.kind != "directory":
         aside.move(store.path(LOGS), "not a directory")
     fs.makedirs(store.path(LOGS))
     candidates = survey(store)
@@ -130,8 +131,9 @@ def _adopt(store: LogStore, generation: str | int | None, lease: Any, aside: Any
         except SessionError as exc:
             lines.append(f"open refuses: {exc}")
         else:
-            lines.append(f"HEAD is intact (generation {store.state.generation}): nothing to repair")
-            return None
+            if _links(store, head.number) <= 1:
+                lines.append(f"HEAD is intact (generation {store.state.generation}): nothing to repair")
+                return None
     upto = int(generation) if generation is not None else None
     numbers = sorted(store.log_numbers(), reverse=True)
     if head is not None and head.number in numbers:
@@ -154,6 +156,11 @@ def _adopt(store: LogStore, generation: str | int | None, lease: Any, aside: Any
                        + (f" named {generation}" if generation is not None else ""))
 
 
+def _links(store: LogStore, number: int) -> int:
+    facts = store.fs.lstat(store.log_path(number))
+    return facts.links if facts is not None else 0
+
+
 def _write(store: LogStore, number: int, header: LogHeader, state: LogState, used: int, valid: int, why: str,
            lease: Any, aside: Any, lines: list[str]) -> GenerationRef:
     """Roll the adopted state over into a new log (bytes of the damaged log copied in), point HEAD at it and
@@ -169,10 +176,15 @@ def _write(store: LogStore, number: int, header: LogHeader, state: LogState, use
     epoch = max(lease.epoch, state.epoch)
     store.head = None
     store.current = None
-    damaged = {number} if (why or used < valid) else set()
+    linked = _links(store, number)
+    if linked > 1:  # written in place from now on: its bytes are copied into the new log, it is moved aside
+        lines.append(f"{store.log_path(number)}: has {linked} hard links; its generations are copied into a new "
+                     "log (the other names keep the old one)")
+    damaged = {number} if (why or used < valid or linked > 1) else set()
     state.epoch = epoch
     copy = damaged | {n for n in state.logs() if n in lost}
     base_state, payload = store._copied(state, copy)
+    aside.keep(store.path(HEAD), "replaced by repair")  # repair keeps what it replaces
     _placed, base = store.roll_over((), state=base_state, epoch=epoch, session=header.session, compact=False,
                                     inline=payload)
     assert store.current is not None  # roll_over names its new log current

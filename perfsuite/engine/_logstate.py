@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from perfsuite.engine._confined import STATE_BYTES
 from perfsuite.engine._objects import ArtifactEntry, ChunkRef
 
 #: in a record's meta, extents in log 0 are in that record's own payload (offset relative to it)
@@ -319,6 +320,7 @@ def state_from_base(meta: Mapping[str, Any], seq: int, digest: str, epoch: int, 
                     ) -> LogState:
     """The state a BASE record describes (its inline extents resolved against its payload at ``payload``)."""
     artifacts: dict[str, ArtifactState] = {}
+    total = 0
     for name, entry in dict(meta["artifacts"]).items():
         pieces = []
         for digest_, size, extents in entry["pieces"]:
@@ -330,6 +332,9 @@ def state_from_base(meta: Mapping[str, Any], seq: int, digest: str, epoch: int, 
         if sum(p.size for p in artifact.pieces) != artifact.size:
             raise ValueError(f"the chunks of {name} do not add up to its size")
         artifacts[str(name)] = artifact
+        total += artifact.size
+        if total > STATE_BYTES:  # before any byte is assembled: extents may overlap (a BASE of 40 KB naming 32 GB)
+            raise ValueError(f"its artifacts name more than the {STATE_BYTES} bytes a session holds")
     sidecar = meta["sidecar"]
     if not isinstance(sidecar, dict):
         raise ValueError("the sidecar document is not an object")
@@ -358,21 +363,27 @@ Reader = Callable[[int], bytes | memoryview]  # log number -> that log's bytes
 
 
 def assemble(artifact: ArtifactState, read: Reader, *, name: str = "artifact") -> bytes:
-    """An artifact's bytes, every chunk checked against its digest (readers verify, E3)."""
-    parts: list[bytes] = []
+    """An artifact's bytes, every chunk checked against its digest (readers verify, E3). Each extent lies
+    inside its log's real bytes, and a chunk is verified before its bytes are kept: nothing unverified is
+    copied, and the result is one copy of the verified views."""
+    parts: list[memoryview] = []
     for piece in artifact.pieces:
         hasher = hashlib.sha256()
         got = 0
+        views = []
         for extent in piece.extents:
             data = read(extent.log)
             if extent.offset + extent.length > len(data):
                 raise ValueError(f"a chunk of {name} lies past the end of log {extent.log}")
             view = memoryview(data)[extent.offset : extent.offset + extent.length]
-            hasher.update(view)
-            parts.append(bytes(view))
             got += extent.length
+            if got > piece.size:
+                raise ValueError(f"a chunk of {name} is longer than its size")
+            hasher.update(view)
+            views.append(view)
         if got != piece.size or hasher.hexdigest() != piece.digest:
             raise ValueError(f"a chunk of {name} does not match its digest")
+        parts.extend(views)
     return b"".join(parts)
 
 

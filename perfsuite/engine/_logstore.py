@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from perfsuite.engine._confined import CONTROL_BYTES, LOG_BYTES, HardLinked, NotRegular, open_own
 from perfsuite.engine._damage import DAMAGE, describe, one_line
 from perfsuite.engine._fs import O_EXCL_CREATE, FileSystem
 from perfsuite.engine._generations import GenerationStore, owner_alive
@@ -56,6 +57,7 @@ from perfsuite.engine._logformat import (
     GEN,
     HEADER_SIZE,
     LOG_HEADER_SIZE,
+    REZERO_HEADER,
     TORN,
     LogDamage,
     LogHeader,
@@ -286,6 +288,11 @@ class LogStore:
         if self.fence is not None and not (self.hooks is not None and self.hooks.skip_lease_check):
             self.fence()
 
+    def _fence_late(self) -> bool:
+        """A seeded bug (``FaultHooks.fence_after_head``): a roll-over re-checks the lease only after HEAD's
+        replace, not before its new log is named and before HEAD's replace."""
+        return self.hooks is not None and self.hooks.fence_after_head
+
     def check_lease(self, lease: Lease, epoch: int) -> None:
         """Re-validate the lease before acknowledging (E3 fencing): a read, no sync."""
         if self.hooks is not None and self.hooks.skip_lease_check:  # a seeded bug (FaultHooks, issue 27)
@@ -309,10 +316,10 @@ class LogStore:
         failed, HEAD names ``head`` now (it is adopted in memory too, but not durable until rewritten)."""
         data = head.encode()
         try:
-            self.fs.atomic_replace(self.path(HEAD), data)
+            self.fs.atomic_replace(self.path(HEAD), data, follow=False)  # own: a link is replaced, not followed
         except BaseException:
             try:
-                landed = self.fs.read(self.path(HEAD)) == data
+                landed = self.fs.read_regular(self.path(HEAD), CONTROL_BYTES) == data
             except OSError:
                 landed = False
             if landed:
@@ -324,7 +331,8 @@ class LogStore:
     def read_log(self, number: int) -> bytes:
         data = self._cache.get(number)
         if data is None:
-            data = self.fs.read(self.log_path(number))
+            # an own file: never through a link or a FIFO, its size bounded before a byte is read
+            data = self.fs.read_regular(self.log_path(number), LOG_BYTES)
             self._cache[number] = data
         return data
 
@@ -384,8 +392,10 @@ class LogStore:
             data = self.read_log(head.number)
         except FileNotFoundError:
             raise SessionError(f"{path}: is a dangling symbolic link, not a log; {repair}") from None
-        except OSError as exc:
-            raise SessionError(f"{path}: unreadable ({describe(exc)})") from None
+        except NotRegular as exc:  # a link, a FIFO, a device: never followed or read
+            raise SessionError(f"{path}: is {exc.strerror}; {repair}") from None
+        except OSError as exc:  # TooLarge included: larger than any log, refused before a byte is read
+            raise SessionError(f"{path}: unreadable ({exc.strerror or describe(exc)}); {repair}") from None
         try:
             header = self.check_log(head.number, head.salt, head.session, data, what="HEAD's log")
         except SessionError as exc:
@@ -480,7 +490,11 @@ class LogStore:
         self.current.fd = self._open_locked(self.current.path)
 
     def _open_locked(self, path: str) -> int:
-        fd = self.fs.open(path, _O_RDWR)
+        try:
+            fd = open_own(self.fs, path, _O_RDWR)  # written in place: no link, FIFO or second hard link
+        except HardLinked as exc:
+            raise SessionError(f"{path}: {exc.strerror}; run `perfsuite session repair {self.root}` to copy it "
+                               "(nothing was changed)") from None
         locked = self.fs.lock(fd)
         self.locked = locked is True
         if locked is False:
@@ -504,8 +518,8 @@ class LogStore:
             return None
         try:
             return self._open_locked(path)
-        except FileNotFoundError:
-            return None
+        except (FileNotFoundError, NotRegular):
+            return None  # load names the damage
 
     def close(self) -> None:
         if self.current is not None and self.current.fd is not None:
@@ -513,16 +527,22 @@ class LogStore:
             self.fs.close(fd)
 
     def rezero(self, torn: Tail) -> None:
-        """Zero a torn tail so the next record starts on zeros: the body first, then its header, each made
-        durable, so a crash in between still leaves a torn record (never junk after a valid one)."""
+        """Zero a torn tail so the next record starts on zeros, from its end back to its start, each range
+        durable before the next: the body, then the header in the ranges of ``REZERO_HEADER``, so every
+        crash state on the way is still a torn record (a header's leading bytes intact up to its last nonzero
+        one) or zeros. One write of zeros over the header could tear (its first bytes zeros, the rest the old
+        header: damage, which open refuses), and a second crash would leave an acknowledged session unopenable."""
         log = self.current
         assert log is not None and log.fd is not None
+        synced = not (self.hooks is not None and self.hooks.unsynced_rezero)  # a seeded bug: zeros left unsynced
+        size = torn.end - torn.offset
+        ranges = [(HEADER_SIZE, size)] + [(a, min(b, size)) for a, b in REZERO_HEADER]
         try:
-            if torn.end - torn.offset > HEADER_SIZE:
-                self.fs.pwrite_all(log.fd, bytes(torn.end - torn.offset - HEADER_SIZE), torn.offset + HEADER_SIZE)
-                self.fs.fdatasync_file(log.fd, log.path)
-            self.fs.pwrite_all(log.fd, bytes(min(HEADER_SIZE, torn.end - torn.offset)), torn.offset)
-            self.fs.fdatasync_file(log.fd, log.path)
+            for start, end in ranges:
+                if start < end:
+                    self.fs.pwrite_all(log.fd, bytes(end - start), torn.offset + start)
+                    if synced:
+                        self.fs.fdatasync_file(log.fd, log.path)
         except OSError as exc:
             log.poisoned = f"re-zeroing its torn tail failed ({describe(exc)})"
             raise
@@ -664,7 +684,11 @@ class LogStore:
             old = self.current
             try:
                 if not head_first:
+                    if not self._fence_late():
+                        self._fenced()  # E3: a fenced owner never replaces its successor's HEAD (the commit point)
                     self.write_head(head)
+                    if self._fence_late():
+                        self._fenced()  # the seeded bug: the re-check after HEAD already names this log
             except BaseException:
                 if self.head is head and self.hooks is not None and self.hooks.readopt_as_new:
                     # A seeded bug (issue 27 defect 2's shape): the landed HEAD is taken for a failed one and
@@ -724,7 +748,7 @@ class LogStore:
     def _create_log(self, header: LogHeader, path: str) -> int:
         """A new log: a temp file of header and real zeros to its capacity, fsynced, renamed to its name, the
         directory fsynced; then opened for writing and flock-ed. Its name and size are durable first."""
-        directory = self.path(LOG_DIR)
+        directory = self.log_dir()
         self.fs.makedirs(directory)
         temp = os.path.join(directory, f".{header.number:08d}.log.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         fd = self.fs.open(temp, O_EXCL_CREATE)
@@ -742,6 +766,8 @@ class LogStore:
             raise
         self.fs.close(fd)
         try:
+            if not self._fence_late():
+                self._fenced()  # E3: the lease again before the name lands (another owner may use the number)
             self.fs.replace(temp, path)
         except BaseException:
             _quietly_remove(self.fs, temp)
@@ -766,8 +792,18 @@ class LogStore:
         return state
 
     # -- the logs on disk ---------------------------------------------------------------------------------------
-    def log_numbers(self) -> list[int]:
+    def log_dir(self) -> str:
+        """``log/``, refused in one line when it is anything but a directory of its own (a symbolic link would
+        lead compaction, retirement and orphan removal outside the session)."""
         directory = self.path(LOG_DIR)
+        facts = self.fs.lstat(directory)
+        if facts is not None and facts.kind != "directory":
+            raise SessionError(f"{directory}: {facts.what}, not a directory: a session's own files are never "
+                               "reached through a link (nothing was changed)")
+        return directory
+
+    def log_numbers(self) -> list[int]:
+        directory = self.log_dir()
         if not self.fs.isdir(directory):
             return []
         return sorted(n for n in (log_number(name) for name in self.fs.listdir(directory)) if n is not None)
@@ -809,7 +845,7 @@ class LogStore:
     def remove_orphans(self, problems: list[str], abandoned: Iterable[int] = ()) -> None:
         """Temp files of unfinished log creations and the newer logs :meth:`check_newer` proved abandoned."""
         assert self.head is not None
-        directory = self.path(LOG_DIR)
+        directory = self.log_dir()
         doomed = {log_name(n).split("/")[-1] for n in abandoned}
         for name in self.fs.listdir(directory):
             if ".tmp-" in name or name in doomed:

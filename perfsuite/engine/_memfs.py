@@ -8,6 +8,7 @@ import errno
 import os
 import posixpath
 
+from perfsuite.engine._confined import FileFacts, too_large
 from perfsuite.engine._fs import FileSystem
 
 
@@ -188,6 +189,24 @@ class MemoryFileSystem(FileSystem):
 
     def size(self, path: str) -> int:
         return len(self.read(path))
+
+    # no links, FIFOs or devices here: an own file is a file or a directory (_confined)
+    def read_regular(self, path: str, limit: int) -> bytes:
+        inode = self.files.get(self._norm(path))
+        if inode is not None and len(inode.data) > limit:
+            raise too_large(self._norm(path), len(inode.data), limit)
+        return self.read(path)
+
+    def stat_fd(self, fd: int) -> FileFacts:
+        inode = self._fds[fd].inode
+        return FileFacts("directory", 0) if inode is None else FileFacts("file", len(inode.data))
+
+    def lstat(self, path: str) -> FileFacts | None:
+        path = self._norm(path)
+        if path in self.dirs:
+            return FileFacts("directory", 0)
+        inode = self.files.get(path)
+        return None if inode is None else FileFacts("file", len(inode.data))
 
 
 __all__ = ["MemoryFileSystem"]

@@ -65,16 +65,32 @@ def migrate_format1(session: Any) -> None:
         parts.append(data)
         offset += len(data)
     state = LogState(head.seq if head else 0, 0, None, session.lease.epoch, artifacts, document)
-    fs.makedirs(store.path("log"))
-    fs.makedirs(store.path(LOGS))
+    _leftovers_removed(session)
+    created = fs.makedirs(store.path("log")) + fs.makedirs(store.path(LOGS))
+    fs.sync_dirs(os.path.dirname(d) for d in created)  # log/ durable in the session before HEAD names a log in it
+    aside_first = fs.fault_hooks is not None and fs.fault_hooks.migrate_aside_first  # a seeded bug (FaultHooks)
+    if aside_first:
+        _manifests_aside(session)
     _placed, base = store.roll_over((), state=state, epoch=session.lease.epoch, compact=False, inline=b"".join(parts))
     store.state = base  # HEAD v2 is durable: the session is format 2 from here on
-    _manifests_aside(session)
+    if not aside_first:
+        _manifests_aside(session)
     _staging_aside(session)
     session.migrated = (f"{store.root}: migrated from format 1 (generation {state.generation}, "
                         f"{len(artifacts)} artifacts, {offset} bytes) into {store.log_path(store.current.number)}")
     session._load_state({name: data for name, data in contents.items()})
     store.forget()
+
+
+def _leftovers_removed(session: Any) -> None:
+    """What an earlier migration a crash cut before HEAD format 2 left in ``log/`` (temp files, an unnamed
+    log): HEAD is still format 1, so none of it committed anything; removed so this migration writes log 1
+    again and recovery is idempotent (a crash may resurrect them: removed again next time)."""
+    store, fs = session.store, session.fs
+    directory = store.path("log")
+    if fs.isdir(directory):
+        for name in fs.listdir(directory):
+            fs.remove(os.path.join(directory, name))
 
 
 def _manifests_aside(session: Any) -> None:

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from perfsuite.engine._buffer import ConversationBuffer
 from perfsuite.engine._damage import DAMAGE, describe, one_line
-from perfsuite.engine._layout import HEAD, LOG_DIR, LOGS, OBJECTS, NotAFile, SessionError, format_version
+from perfsuite.engine._layout import HEAD, LOG_DIR, LOGS, OBJECTS, STAGING, NotAFile, SessionError, format_version
 from perfsuite.engine._logadoption import candidate_head, recover_lost_head
 from perfsuite.engine._logstore import GenerationRef, HeadV2
 from perfsuite.engine._migrate import migrate_format1
@@ -34,9 +34,14 @@ class Opening(SessionState):
             if not create:
                 raise SessionError(f"{self.root}: no portable session here")
             return "new"
-        for sub in (LOG_DIR, LOGS):
+        for sub in (LOG_DIR, LOGS, OBJECTS, STAGING):  # lstat: a link to a directory is no directory of its own
             directory = store.path(sub)
-            if fs.exists(directory) and not fs.isdir(directory):
+            facts = fs.lstat(directory)
+            if facts is not None and facts.kind == "symlink":
+                raise SessionError(f"{directory}: a symbolic link, not a directory: a session's own files are never "
+                                   "reached through a link (nothing was changed)"
+                                   + (f"; {repair}" if sub == LOGS else ""))
+            if facts is not None and facts.kind != "directory" and sub in (LOG_DIR, LOGS):
                 raise SessionError(f"{directory}: not a directory; {repair}")
         try:
             data = _read_head_bytes(self)
@@ -89,11 +94,14 @@ class Opening(SessionState):
         store.fence = self._fence
         if broke:
             self.problems.append(broke)
-        if broke and not store.locked:
+        hooks = self.fs.fault_hooks
+        fresh = broke and not store.locked and not (hooks is not None and hooks.takeover_in_place)  # a seeded bug
+        if fresh:
             # No flock proves the previous owner gone (another host, a layer without locks): read the log
             # again now that the lease is ours (anything it acknowledged before is in it; nothing it writes
             # from now on is acknowledged), and start a new log so its later writes land where HEAD is not.
             held = store.current.fd
+            store.forget()  # from the disk: the bytes read before the lease was ours miss its last records
             loaded = store.load(head)
             store.current.fd = held
         self.problems.extend(loaded.problems)
@@ -103,7 +111,10 @@ class Opening(SessionState):
             store.rezero(loaded.torn)
         self.fs.makedirs(store.path(LOGS))  # a crash during creation may have lost it
         store.remove_orphans(self.problems, abandoned)
-        if broke and not store.locked:
+        if fresh:
+            # Its last records may never have been synced (it was taken over mid-publication): the new BASE
+            # copies the log's live bytes (made durable with it) instead of referencing them (E1, E3).
+            store.poison("another owner wrote it last, perhaps without syncing")
             _placed, base = store.roll_over((), epoch=self.lease.epoch, compact=False)
             store.state = base
         self._load_state(loaded.contents)

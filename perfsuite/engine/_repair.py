@@ -72,11 +72,41 @@ class Aside:
 
     def move(self, path: str, why: str) -> None:
         directory = os.path.join(self.root, RECOVERY)
-        if self.fs.exists(directory) and not self.fs.isdir(directory):
+        facts = self.fs.lstat(directory)
+        if facts is not None and facts.kind != "directory":  # a link to a directory too: never written through
             self._rename(directory, os.path.join(self.root, f"{RECOVERY}.damaged-{uuid.uuid4().hex[:8]}"), why="")
         self.fs.makedirs(directory)
         name = os.path.relpath(path, self.root).replace(os.sep, "__")
         self._rename(path, os.path.join(directory, f"{name}.damaged-{uuid.uuid4().hex[:8]}"), why)
+
+    def not_regular(self, path: str) -> None:
+        """Move ``path`` aside when it is there but not a regular file (a directory, a symbolic link, a FIFO, a
+        device): it is kept as it is (a link is moved, never followed), and the repair goes on without it."""
+        facts = self.fs.lstat(path)
+        if facts is not None and facts.kind != "file":
+            self.move(path, f"{facts.what}, not a regular file (never followed)")
+
+    def keep(self, path: str, why: str) -> None:
+        """Copy a regular file's bytes under ``recovery/`` before repair replaces it (repair keeps what it
+        replaces); read without following a link, bounded like a control file."""
+        try:
+            data = read_control(self.fs, path)
+        except SessionError:
+            self.not_regular(path)
+            return
+        if data is None:
+            return
+        directory = os.path.join(self.root, RECOVERY)
+        facts = self.fs.lstat(directory)
+        if facts is not None and facts.kind != "directory":
+            self._rename(directory, os.path.join(self.root, f"{RECOVERY}.damaged-{uuid.uuid4().hex[:8]}"), why="")
+        for created in self.fs.makedirs(directory):
+            self.fs.sync_dir(os.path.dirname(created))
+        name = os.path.relpath(path, self.root).replace(os.sep, "__")
+        kept = os.path.join(directory, f"{name}.replaced-{uuid.uuid4().hex[:8]}")
+        self.fs.write_new(kept, data, exclusive=True, sync=True)
+        self.fs.sync_dir(directory)
+        self.lines.append(f"{path}: {why}; its old bytes kept in {kept}")
 
     def _rename(self, src: str, dst: str, why: str) -> None:
         self.fs.replace(src, dst)
@@ -100,6 +130,10 @@ def repair_portable(root: str, *, generation: str | int | None, fs: FileSystem,
         adopted2 = repair_log_session(root, generation=generation, fs=fs, owner_alive=owner_alive, aside=aside,
                                       lines=lines)
         return RepairReport(root, "portable", tuple(lines), bool(aside.moved or adopted2), adopted2)
+    facts = fs.lstat(store.path(OBJECTS))
+    if facts is not None and facts.kind == "symlink":
+        raise SessionError(f"{store.path(OBJECTS)}: a symbolic link, not a directory: a session's own files are never "
+                           "reached through a link; put the directory it names in its place (nothing was changed)")
     if not fs.isdir(store.path(OBJECTS)):
         raise SessionError(f"{store.path(OBJECTS)}: missing or not a directory: every generation is gone, nothing "
                            "to repair from (restore the session from a backup)")
@@ -108,12 +142,11 @@ def repair_portable(root: str, *, generation: str | int | None, fs: FileSystem,
     # session used to be answered "left as it was", exit 0)
     only = _resolve(store, generation) if generation is not None else None
     for name in (LEASE, HEAD):
-        path = store.path(name)
-        if fs.isdir(path) or (fs.exists(path) and not fs.exists(fs.realpath(path))):
-            aside.move(path, "a directory or a dangling symbolic link, not a file")
+        aside.not_regular(store.path(name))  # a link is moved aside, never followed
     for name in (STAGING, LOGS):
         path = store.path(name)
-        if fs.exists(path) and not fs.isdir(path):
+        facts = fs.lstat(path)
+        if facts is not None and facts.kind != "directory":
             aside.move(path, "not a directory")
         fs.makedirs(path)
     floor = max([0] + [manifest_epoch(n) for n in store.list_manifests()])
@@ -154,7 +187,7 @@ def _adopt(store: GenerationStore, generation: str | int | None, only: str | Non
             return None
         lines.extend(problems)
         if generation is None and head is not None:
-            _write_head(store, head)
+            _write_head(store, head, aside)
             lines.append(f"{store.path(HEAD)}: now names generation {head.seq} ({head.manifest})")
             return head
     choice = choose(store, only=only)
@@ -173,7 +206,7 @@ def _adopt(store: GenerationStore, generation: str | int | None, only: str | Non
             aside.move(store.path(candidate.name), "a damaged generation newer than the one adopted")
         else:
             lines.append(f"generation {candidate.seq} ({candidate.name}) is intact but not adopted; kept")
-    _write_head(store, target)
+    _write_head(store, target, aside)
     lines.append(f"{store.path(HEAD)}: now names generation {target.seq} ({target.manifest}), "
                  + (f"proven adopted: {choice.proof}" if choice.proof else "as asked"))
     return target
@@ -206,8 +239,9 @@ def _resolve(store: GenerationStore, generation: str | int) -> str:
     return matching[0]
 
 
-def _write_head(store: GenerationStore, head: HeadRef) -> None:
-    store.fs.atomic_replace(store.path(HEAD), json.dumps(head.to_json(), sort_keys=True).encode())
+def _write_head(store: GenerationStore, head: HeadRef, aside: Aside) -> None:
+    aside.keep(store.path(HEAD), "replaced by repair")
+    store.fs.atomic_replace(store.path(HEAD), json.dumps(head.to_json(), sort_keys=True).encode(), follow=False)
 
 
 def repair_file_tree(fs: FileSystem, root: str, lines: list[str], aside: Aside) -> None:
@@ -260,7 +294,7 @@ def repair_file_tree(fs: FileSystem, root: str, lines: list[str], aside: Aside) 
         if lost > 0:
             lines.append(f"{os.path.join(conversations, name)}: {lost}B of committed messages are lost")
     record["checkpoint"] = {**marker, "conversations": sizes}
-    fs.atomic_replace(sidecar_path, encode_sidecar(record))
+    fs.atomic_replace(sidecar_path, encode_sidecar(record), follow=False)  # an own file: a link is not followed
     lines.append(f"{sidecar_path}: rewritten; its checkpoint marker records what the transcripts hold")
 
 

@@ -403,8 +403,13 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
                 self.store.state = base
                 self.head = self._generation_ref()
             numbers = [int(p) for p in pinned if isinstance(p, int) or str(p).isdigit()]
-            return self.store.retire(self.settings.keep_generations, numbers, self.settings.retire_slice,
-                                     self.problems)
+            removed, more = self.store.retire(self.settings.keep_generations, numbers, self.settings.retire_slice,
+                                              self.problems)
+            if removed and self.faults is not None and self.faults.forget_ledger_on_retire:  # a seeded bug
+                for conversation in [c for c, entries in self.sidecar.ledger.items() if entries]:
+                    self.sidecar.ledger[conversation].clear()
+                    self.sidecar.touch("mailboxes", conversation)
+            return removed, more
         except DAMAGE as exc:
             raise SessionError(f"{self.root}: retirement failed: {describe(exc)}") from exc
 

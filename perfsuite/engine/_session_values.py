@@ -119,6 +119,14 @@ class FaultHooks:
     durable without checking the result of the round's shared fdatasync: when it failed they are still
     acknowledged, then kept pending (E1: a failed fsync is never acknowledged; E4: one acknowledgement,
     after adoption).
+    ``fence_after_head``: a roll-over re-checks the lease only after HEAD's replace (its commit point), not
+    before its new log's rename nor before HEAD's replace, so an owner fenced mid roll-over still names a
+    log over its successor's or replaces its successor's HEAD (E3 fencing).
+    ``takeover_in_place``: an open that broke the lease without holding the log's flock (a layer without
+    flock) neither reads the log again once the lease is its own nor starts a log of its own: it misses what
+    the old owner acknowledged meanwhile and appends where the old owner's late write may land (E3 fencing).
+    ``migrate_aside_first``: a format-1 session's migration sets the format-1 manifests aside before HEAD
+    format 2 is durable, so a crash in between leaves HEAD format 1 naming a manifest that is gone (E3).
     (``recover_head``, for format 2, is called as ``recover_head(store, problems)`` and returns HEAD and
     problem lines, like ``_logadoption.recover_lost_head``.)
     ``accept_partial_line``: a last line without its newline that still decodes is loaded as a message
@@ -136,7 +144,20 @@ class FaultHooks:
     checkpoints back acknowledges ``None`` at once (issue 27 defect 1, planted back).
     ``abandon_in_memory``: abandon rolls back in memory only: the session log (format 2: no roll-over past
     the abandoned record) or the file-backed sidecar and transcripts keep what the abandoned publication
-    wrote (issue 27 defect 3, planted back)."""
+    wrote (issue 27 defect 3, planted back).
+    ``ack_coalesced_running``: ``request_checkpoint(ack=...)`` while a checkpoint of that conversation is
+    accepted and running coalesces into it: the request is acknowledged with the running checkpoint's
+    result, although that checkpoint froze before the request's edit (E7: a request with an ``ack``
+    coalesces only into a queued checkpoint, which freezes later).
+    ``unsynced_rezero``: the open's re-zeroing of a torn log tail is written without its fdatasyncs, so the
+    session goes on before the zeros are durable: a second crash can keep the next record over the torn
+    one's place and lose the zeros behind it (E2/E3: the drop of a torn tail is itself made durable first).
+    ``clear_changed_keys``: an installed publication marks every key it captured clean, also one changed
+    again since the capture (a key set again while its save was in flight), so the next save leaves the
+    newer value out (format 2's dirty journal: clean only at the captured version).
+    ``forget_ledger_on_retire``: a retirement slice that deleted logs takes the consumed mail of every
+    ledger as settled and drops it from the mailboxes the next publication writes, before the receiving
+    transcript committed its receipt (E7 at-least-once mail, across retirement)."""
 
     acknowledge_after: str | None = None
     reorder_steps: Callable[[Generator[Step, None, None]], Generator[Step, None, None]] | None = None
@@ -158,6 +179,13 @@ class FaultHooks:
     abandon_in_memory: bool = False
     forget_unreplayed_refs: bool = False
     ack_failed_group: bool = False
+    fence_after_head: bool = False
+    takeover_in_place: bool = False
+    migrate_aside_first: bool = False
+    ack_coalesced_running: bool = False
+    unsynced_rezero: bool = False
+    clear_changed_keys: bool = False
+    forget_ledger_on_retire: bool = False
 
 
 class _HookedFileSystem(DelegatingFileSystem):

@@ -2,8 +2,9 @@
 engine's I/O layer (E1).
 
 What it checks, exactly. A subprocess (so the hook, which cannot be removed, never leaks into this
-process) installs ``sys.addaudithook`` and runs every registered crash workload three ways: its setup,
-its run on the recorder (faults included, as the campaign runs it) and its recovery of the final tree.
+process) installs ``sys.addaudithook`` and runs every registered crash workload three ways: its setup (where
+only the engine's own calls are held to the rule: a setup may build a crashed tree with the crash model,
+which no engine wrote), its run on the recorder (faults included, as the campaign runs it) and its recovery of the final tree.
 While a workload is armed, every audit event of these kinds is examined:
 
 - ``open`` (``builtins.open``, ``os.open``, ``io.open``: reads *and* writes), ``os.rename`` (also raised
@@ -48,6 +49,8 @@ GUARD = textwrap.dedent(
                    "os.truncate": (0,), "os.link": (0, 1), "os.symlink": (0, 1), "os.chmod": (0,),
                    "os.chown": (0,), "os.utime": (0,), "os.listdir": (0,), "os.scandir": (0,)}
     armed = None
+    setup_phase = [False]
+    ENGINE_DIR = os.path.dirname(FS_FILE) + os.sep
     checked, violations = [0], []
 
     def inside(path):
@@ -81,6 +84,8 @@ GUARD = textwrap.dedent(
             return
         checked[0] += 1
         where, line = caller()
+        if setup_phase[0] and not where.startswith(ENGINE_DIR):
+            return  # a setup building a crashed tree (the crash model materializing a state): not the engine
         if where != FS_FILE:
             violations.append({"event": event, "args": [str(a) for a in args[:2]],
                                "caller": f"{os.path.relpath(where)}:{line}"})
@@ -101,7 +106,11 @@ GUARD = textwrap.dedent(
         root = os.path.realpath(tempfile.mkdtemp(prefix=f"audit-{name}-"))
         with arm(root):
             if workload.setup is not None:
-                workload.setup(root)
+                setup_phase[0] = True
+                try:
+                    workload.setup(root)
+                finally:
+                    setup_phase[0] = False
             inner = FaultyFileSystem(OsFileSystem(), workload.faults) if workload.faults else OsFileSystem()
             recorder = OpRecorder(inner)
             workload.run(WorkloadEnv(recorder, recorder, root))

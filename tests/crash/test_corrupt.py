@@ -81,7 +81,9 @@ def test_the_session_workloads_are_the_standard_session_ones():
                                         "session-async", "session-group", "session-create", "session-second-owner",
                                         "session-file-second-writer", "session-file-lost-lock", "session-einval",
                                         "session-file-einval", "session-adopt-eio", "session-file-abandon",
-                                        "session-file-damaged", "session-retention", "session-group-fault"}
+                                        "session-file-damaged", "session-retention", "session-group-fault",
+                                        "session-torn-tail", "session-sidecar-rounds", "session-ledger-retire",
+                                        "session-lease-fence", "session-noflock-takeover", "session-migrate"}
 
 
 def test_damaged_quarantine_files_never_block_open(pool, tmp_path):

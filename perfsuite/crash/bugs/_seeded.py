@@ -34,8 +34,9 @@ class SkipHeadDirFsync(DelegatingFileSystem):
     """The directory fsync after the HEAD replace is skipped (E3 head adoption is not durable): the new
     HEAD may vanish after a crash although the publication was acknowledged."""
 
-    def atomic_replace(self, path: str, data: bytes, *, sync_dir: bool = True) -> str:
-        return super().atomic_replace(path, data, sync_dir=sync_dir and os.path.basename(path) != "HEAD")
+    def atomic_replace(self, path: str, data: bytes, *, sync_dir: bool = True, follow: bool = True) -> str:
+        return super().atomic_replace(path, data, sync_dir=sync_dir and os.path.basename(path) != "HEAD",
+                                      follow=follow)
 
 
 class FsyncRetryAck(DelegatingFileSystem):
@@ -263,6 +264,33 @@ SEEDED_BUGS: Mapping[str, SeededBug] = {
         SeededBug("group-failure-acked", "a group commit's members are acknowledged durable although the round's "
                   "shared fdatasync failed (then kept pending)", _same, ("session-group-fault",),
                   faults=GROUP_FAILURE_ACKED),
+        # Torn-tail repair followed by a second crash (E2/E3: the drop of a torn tail is durable before the
+        # session goes on), the sidecar's dirty journal across save rounds, the mail ledger across retirement.
+        SeededBug("torn-tail-rezero-unsynced", "the repairing open re-zeroes a torn log tail without fdatasync: "
+                  "the next record lands over it before the zeros are durable",
+                  _hooked(FaultHooks(unsynced_rezero=True)), ("session-torn-tail",)),
+        SeededBug("dirty-key-cleared-early", "an installed publication marks every key it captured clean, also one "
+                  "set again while it was in flight: the next save leaves the newer value out", _same,
+                  ("session-sidecar-rounds",), faults=FaultHooks(clear_changed_keys=True)),
+        SeededBug("ledger-forgotten-on-retire", "a retirement slice that deleted logs drops consumed mail from the "
+                  "ledger before the receiving transcript committed its receipt", _same, ("session-ledger-retire",),
+                  faults=FaultHooks(forget_ledger_on_retire=True)),
+        # A checkpoint request coalesced into a running checkpoint (E7: only into a queued one): caught by the
+        # kill campaign's coalescing kills, where every such request is acknowledged with content it lacks.
+        SeededBug("coalesced-into-running", "request_checkpoint(ack=...) while a checkpoint of that conversation runs "
+                  "is acknowledged with the running checkpoint's result, which froze before the request's edit",
+                  _same, (), faults=FaultHooks(ack_coalesced_running=True), kill=True),
+        # Takeovers inside a publication (E3 fencing): the lease re-check of a roll-over after its commit point,
+        # and a takeover on a layer without flock that neither reads the log again nor starts its own.
+        SeededBug("lease-checked-after-head", "a roll-over re-checks the lease only after HEAD's replace: an owner "
+                  "taken over mid roll-over names its log over its successor's or replaces its successor's HEAD",
+                  _hooked(FaultHooks(fence_after_head=True)), ("session-lease-fence",)),
+        SeededBug("takeover-in-place", "an open that broke the lease without the log's flock goes on in the old "
+                  "owner's log as it first read it: no second read, no log of its own",
+                  _hooked(FaultHooks(takeover_in_place=True)), ("session-noflock-takeover",)),
+        # The format-1 migration under crash states (E3): a step reordered.
+        SeededBug("format1-aside-first", "a format-1 session's migration sets the format-1 manifests aside before "
+                  "HEAD format 2 is durable", _hooked(FaultHooks(migrate_aside_first=True)), ("session-migrate",)),
     )
 }
 
