@@ -7,7 +7,10 @@ the same recipes, on the same bytes:
   of seed 000's transcript contract), against our transcript log (E2) in ``recipes/peer-transcript.toml``;
 * :mod:`perfsuite.workloads.peers.langgraph_sqlite`: LangGraph's SQLite checkpointers (``SqliteSaver``
   and ``AsyncSqliteSaver``) storing our root checkpoints, against our publication pipeline (E4) in
-  ``recipes/peer-checkpoint.toml``.
+  ``recipes/peer-checkpoint.toml``;
+* :mod:`perfsuite.workloads.peers.langgraph_graph`: a real LangGraph graph invoked on a long thread with
+  our savers (:mod:`perfsuite.integrations.langgraph`) and LangGraph's own, in
+  ``recipes/peer-langgraph-graph.toml``.
 
 The peer packages are the optional ``peers`` extra (``pip install -e '.[peers]'``). Modules here import
 without them; a peer operation then fails with a one-line :class:`~perfsuite.errors.PerfsuiteError`
