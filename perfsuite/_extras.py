@@ -11,7 +11,10 @@ extra          packages                                      what needs them
 ``profile``    scalene, py-spy                               profile
 ``notebooks``  jupyterlab, nbclient, ipykernel (+ report)    notebooks/
 ``peers``      gptme, langgraph-checkpoint-sqlite            the peer recipes
-``cluster``    dask[distributed]                             --cluster local, --scheduler ADDRESS
+``langgraph``  langgraph, langgraph-checkpoint               perfsuite.integrations.langgraph (the
+                                                             engine's LangGraph checkpointers)
+``cluster``    dask[distributed], cryptography               --cluster local (TLS under a per-run
+                                                             certificate), --scheduler ADDRESS
                                                              (crashcheck, sweep, whatif)
 ``ui``         textual                                       the typing recipes (typing-*, M12)
 ``alloc``      memray                                        PERFSUITE_ALLOCATION_TRACKER=memray (the
@@ -41,7 +44,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "profile": ("scalene",),
     "notebooks": ("jupyterlab", "nbclient", "nbformat", "ipykernel"),
     "peers": ("gptme", "langgraph", "aiosqlite"),
-    "cluster": ("dask", "distributed"),
+    "langgraph": ("langgraph",),
+    "cluster": ("dask", "distributed", "cryptography"),
     "ui": ("textual",),
     "alloc": ("memray",),
     "validate": ("jsonschema",),

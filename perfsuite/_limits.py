@@ -145,6 +145,10 @@ LIMITS: dict[str, Limit] = {
     "max_states": Limit(1, 1_000_000, what="crash states per workload and model (crashcheck --max-states)"),
     "max_cases": Limit(1, 1_000_000, what="corruption cases per workload (crashcheck --max-cases)"),
     "jobs": Limit(1, 256, what="worker processes (crashcheck --jobs)"),
+    # files perfsuite reads (results, pairings, costs, traces, recipes): the size is checked before reading
+    "document_bytes": Limit(0, 256 << 20, what="bytes of one document or trace file perfsuite reads (256 MiB)"),
+    "created_epoch": Limit(0, 4_102_444_800, integer=False, unit="s",
+                           what="a results document's created_epoch (1970 to 2100)"),
     # profile
     "repeat": Limit(1, 10_000, what="operations per profiled mode (profile --repeat)"),
     "rate": Limit(1, 10_000, unit="Hz", what="sampling rate of py-spy (profile --rate)"),

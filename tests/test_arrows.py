@@ -31,7 +31,7 @@ def _load_script() -> types.ModuleType:
 graph = _load_script()
 
 #: the floor: the root package (``__version__``) and its helper modules; everything but the engine may use it
-BASE = {"perfsuite", "errors", "_extras", "_limits", "_paths"}
+BASE = {"perfsuite", "errors", "_extras", "_limits", "_paths", "_text"}
 #: package -> the packages directly below it (README "Arrows"; what may be imported is the closure)
 ARROWS: dict[str, set[str]] = {
     "__main__": {"cli"},
@@ -43,8 +43,9 @@ ARROWS: dict[str, set[str]] = {
     "crash": {"workloads"},
     "whatif": {"workloads"},
     "report": {"harness", "engine"},
-    "workloads": {"engine", "harness", "cluster"},
+    "workloads": {"engine", "harness", "cluster", "integrations"},
     "cluster": {"harness"},
+    "integrations": {"engine", "base"},
     "harness": {"base"},
     "engine": set(),
     "base": set(),

@@ -24,7 +24,8 @@ def test_every_python_block_of_the_readme_is_run_by_a_test() -> None:
     kinds = {"operation protocol": "class Append", "pytest plugin": "def test_flush(perfsuite_bench)",
              "declared parameters (tests/test_operation_lookup.py)": "class Commit:  # records appended",
              "whatif --target (tests/whatif/test_readme_whatif.py)": "# mydebounce.py",
-             "whatif emit (tests/whatif/test_readme_whatif.py)": "# benchops.py"}
+             "whatif emit (tests/whatif/test_readme_whatif.py)": "# benchops.py",
+             "LangGraph (tests/integrations/test_langgraph_docs.py)": "builder.compile(checkpointer=saver)"}
     assert BLOCKS and all(any(marker in b for marker in kinds.values()) for b in BLOCKS)
     assert all(_block(marker) for marker in kinds.values())
 

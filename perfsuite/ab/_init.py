@@ -53,6 +53,7 @@ class InitResult:
     written: tuple[tuple[str, str], ...]
     install: str
     gitignore: str
+    notes: tuple[str, ...] = ()  # what the repository needs before the workflow's `pip install -e .` works
 
     def next_steps(self) -> tuple[str, ...]:
         """What to run next, as lines (the CLI prints them)."""
@@ -167,7 +168,28 @@ def init_project(root: Path, package: str | None = None, *, install_from: str | 
         with open(path, "x", encoding="utf-8") as fh:  # "x": never over a file that appeared meanwhile
             fh.write(text)
         written.append((rel, what))
-    return InitResult(root, name, recipe, tuple(written), install, _ignore_local(root))
+    return InitResult(root, name, recipe, tuple(written), install, _ignore_local(root), flat_layout_note(root, name))
+
+
+def flat_layout_note(root: Path, package: str) -> tuple[str, ...]:
+    """One line when setuptools would refuse ``pip install -e .`` (the workflow's install step) once ``perf/``
+    exists: a ``[project]`` built by setuptools (the default backend) with no package list and the package at
+    the top of the repository, where setuptools' flat-layout discovery finds several top-level packages
+    ("Multiple top-level packages discovered in a flat-layout") and builds nothing."""
+    try:
+        with open(root / "pyproject.toml", "rb") as fh:
+            data = tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError):
+        return ()
+    backend = str((data.get("build-system") or {}).get("build-backend") or "setuptools")
+    table = (data.get("tool") or {}).get("setuptools") or {}
+    named = isinstance(table, dict) and ("packages" in table or "py-modules" in table)
+    flat = (root / package / "__init__.py").is_file() and not (root / "setup.py").exists()
+    if "project" not in data or not backend.startswith("setuptools") or named or not flat:
+        return ()
+    return (f"pyproject.toml: pip install -e . (the workflow's install step) fails once perf/ exists: setuptools finds "
+            f'"Multiple top-level packages discovered in a flat-layout" ({package}, perf); name the package, add: '
+            f'[tool.setuptools.packages.find] include = ["{package}*"]',)
 
 
 _RECIPE = '''\
@@ -258,14 +280,17 @@ _WORKFLOW = '''\
 # perfsuite in CI (written by `perfsuite init`; perfsuite's docs/gates.md, "The CI gate").
 #
 # Pull request:  perfsuite ab <merge base>  -> both revisions measured on this runner, rounds interleaved;
-#                                              exit 1 regression, 2 unusable input, 3 inconclusive (the gate)
+#                                              exit 0 passed, 1 regression (red), 2 unusable input (red),
+#                                              3 inconclusive (only with --strict: red), 78 neutral (a loaded
+#                                              runner's timings not gated, or inconclusive): a warning, green
 #                results/ab/compare.md       -> the job summary; results/ab/summary.md -> ONE comment per pull
 #                                              request, updated in place
 # Push:          perfsuite run recipes/*.toml -> results/local, then the history job appends them to the
 #                                              results branch and publishes a history dashboard artifact
 #
 # Repository variables add arguments without editing this file: PERFSUITE_AB_ARGS (e.g. "--looks 6", or
-# "--gate costs" on a noisy shared runner) and PERFSUITE_RUN_ARGS (e.g. "--samples 12").
+# "--gate costs" on a noisy shared runner, "--strict" to fail on inconclusive timings, "--instructions" for the
+# callgrind pass) and PERFSUITE_RUN_ARGS (e.g. "--samples 12").
 name: perfsuite
 
 on:
@@ -307,6 +332,20 @@ jobs:
           python -m pip install {install}
           if [ -f pyproject.toml ] || [ -f setup.py ]; then python -m pip install -e .; fi
 
+      - name: Install valgrind (only when the callgrind pass is used)
+        if: github.event_name == 'pull_request'
+        shell: bash
+        run: |
+          # instruction counts gate on a loaded runner, where timings cannot: recipes with instructions = true,
+          # or --instructions in PERFSUITE_AB_ARGS, need valgrind from the runner's package manager
+          if grep -qsE '^[[:space:]]*instructions[[:space:]]*=[[:space:]]*true' recipes/*.toml \
+              || [[ " $PERFSUITE_AB_ARGS " == *" --instructions "* ]]; then
+            sudo apt-get update -q
+            sudo apt-get install -y valgrind
+          else
+            echo "valgrind not needed: no recipe sets instructions = true and PERFSUITE_AB_ARGS has no --instructions"
+          fi
+
       - name: A/B against the merge base
         id: ab
         if: github.event_name == 'pull_request'
@@ -318,7 +357,8 @@ jobs:
           echo "BASE: merge base $base of $BASE_SHA and HEAD $(git rev-parse HEAD)"
           set +e
           # shellcheck disable=SC2086 # PERFSUITE_AB_ARGS holds several arguments
-          perfsuite ab "$base" --output-dir results/ab $PERFSUITE_AB_ARGS
+          # --neutral-exit 78: a neutral result gets a status of its own, which the Gate step turns into a warning
+          perfsuite ab "$base" --output-dir results/ab --neutral-exit 78 $PERFSUITE_AB_ARGS
           status=$?
           set -e
           echo "status=$status" >> "$GITHUB_OUTPUT"
@@ -395,9 +435,14 @@ jobs:
         env:
           STATUS: ${{{{ steps.ab.outputs.status }}}}
         run: |
+          verdict=$(head -n 1 results/ab/summary.md 2>/dev/null | sed 's/^### //' || true)
           case "$STATUS" in
-            1) echo "perfsuite ab: regression (exit 1)" ;;
-            3) echo "perfsuite ab: inconclusive: beyond the factor, but the test could not tell (exit 3)" ;;
+            78) # neutral: no regression in what gated; the timings could not gate (a loaded runner) or stayed
+                # inconclusive: a warning on the run, and a green job
+                echo "::warning title=perfsuite ab: neutral::${{verdict:-no regression in what gated}}"
+                exit 0 ;;
+            1) echo "perfsuite ab: regression (exit 1): $verdict" ;;
+            3) echo "perfsuite ab: inconclusive (--strict): beyond the factor, but the test could not tell (exit 3)" ;;
             *) echo "perfsuite ab: unusable input or failure (exit $STATUS)" ;;
           esac
           exit 1

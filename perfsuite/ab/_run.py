@@ -32,7 +32,9 @@ step-down, so an identical revision fails the gate about ``alpha`` of the time, 
 A first look measures ``samples`` rounds; while some gating headline is inconclusive (beyond the factor
 the worse way, not significant) and no regression is found, the recipes concerned get ``samples`` more
 rounds, up to ``looks`` looks; every look tests at ``alpha / looks`` (Bonferroni over the looks), so
-looking again never buys a false regression. Inconclusive after the last look is exit 3, said as such. A
+looking again never buys a false regression. Inconclusive after the last look is said as such: neutral (exit 0)
+unless ``strict`` (exit 3). On a loaded machine (the idle control) timings gate nothing unless ``strict``, so no
+look is taken for them (:mod:`perfsuite.report._gate_policy`). A
 headline that is only faster takes no look: confirmed it is ``improved``, unconfirmed it is no change for the
 gate, and either way it could only ever pass.
 """
@@ -302,6 +304,7 @@ def run_ab(
     env: str = "auto",
     installer: str = "auto",
     on_note: OnNote | None = None,
+    strict: bool = False,
 ) -> AbResult:
     """Measure ``recipes`` for BASE and HEAD (``None``: the working tree) interleaved, write both documents
     per recipe and the pairing under ``output_dir``, and compare them; see the module docstring.
@@ -311,7 +314,8 @@ def run_ab(
     ``looks``: at most this many looks of each recipe's ``samples`` rounds (see the module docstring).
     ``env``: an environment per revision when their dependencies differ (``auto``), always (``revision``)
     or never (``current``); ``installer``: ``auto`` (uv when on PATH), ``uv`` or ``pip``. ``on_note`` hears
-    what happens before the first sample (environments built, and their time), one line each."""
+    what happens before the first sample (environments built, and their time), one line each. ``strict``
+    (recorded in the pairing): a loaded machine's timings gate too, and inconclusive after the last look exits 3."""
     started = time.monotonic()
     if not recipes:
         raise PerfsuiteError("no recipe to measure")
@@ -399,7 +403,7 @@ def run_ab(
             "notes": notes,
             "flags": flags,
             "options": {"alpha": alpha, "factor": factor, "gate": gate or "all", "paired": True, "looks": looks,
-                        "correction": "holm"},
+                        "correction": "holm", "strict": strict},
             "looks": 1,
         }
         write_json_atomic(pairing, document)

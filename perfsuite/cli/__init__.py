@@ -25,6 +25,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from perfsuite import __version__
+from perfsuite._text import terminal_text
 from perfsuite.cli._common import CliServices, Command, OneLineParser, describe_error
 from perfsuite.cli._console import configure
 from perfsuite.errors import PerfsuiteError, Terminated
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     from perfsuite.cli import (
         _ab,
         _bisect,
+        _cache,
         _crash,
         _fixtures,
         _init,
@@ -70,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     _ab.register(sub)
     _bisect.register(sub)
     _init.register(sub)
+    _cache.register(sub)
     _store.register(sub)
     _whatif.register(sub)
     _profile.register(sub)
@@ -107,8 +110,8 @@ def _sigterm_as_exception() -> Iterator[None]:
 
 
 def _error(text: str) -> None:
-    try:
-        print(f"perfsuite: error: {text}", file=sys.stderr)
+    try:  # a message may quote a document's names: their control characters shown, never sent
+        print(f"perfsuite: error: {terminal_text(text, newlines=False)}", file=sys.stderr)
     except OSError:  # stderr itself is gone: nothing more to say
         pass
 

@@ -13,8 +13,10 @@ from perfsuite.cli._common import (
     CliServices,
     Subparsers,
     add_gate_option,
+    add_strict_options,
     bounded_int,
     finite_float,
+    gate_exit,
     non_empty,
     output_dir,
     thresholds,
@@ -30,27 +32,26 @@ if TYPE_CHECKING:
     from perfsuite.harness import Recipe
 
 
-def default_recipes(cwd: Path) -> tuple[list[str], bool]:
-    """What `ab` and `bisect` measure without -r (issue 28): ``[tool.perfsuite] recipes`` of the repository's
-    pyproject.toml; else, but in perfsuite's own repository, the repository's own recipes (``./recipes`` or
-    ``$PERFSUITE_RECIPES``, when that is not perfsuite's built-in catalogue); else the quick set. The flag:
-    leave out recipes that import no code under test (only for the quick set, which is perfsuite's own)."""
+def default_recipes(cwd: Path, dirs: list[Path] | None = None) -> tuple[list[str], bool]:
+    """What `ab` and `bisect` measure without -r (issue 28): ``[tool.perfsuite] recipes`` of the project's
+    pyproject.toml (:func:`perfsuite.cli._root.project_root`: found from any directory of the repository);
+    else, but in perfsuite's own repository, the project's own recipes (``dirs``: ``./recipes``, the root's
+    ``recipes/`` or ``$PERFSUITE_RECIPES``, when that is not perfsuite's built-in catalogue); else the quick
+    set. The flag: leave out recipes that import no code under test (only for the quick set, perfsuite's)."""
     from perfsuite._paths import builtin_dir
-    from perfsuite.ab import read_config, repo_root
+    from perfsuite.ab import read_config
+    from perfsuite.cli._root import project_root
     from perfsuite.harness import list_recipes, recipe_dirs
     from perfsuite.workloads.plan import DEFAULT_RUN_RECIPES
 
-    try:
-        root = repo_root(cwd)
-        config = read_config(root)
-    except PerfsuiteError:
-        root, config = None, None  # not a repository: said by the command itself, in its own words
+    root = project_root(cwd)
+    config = read_config(root) if root is not None else None  # not a repository: said by the command itself
     if config is not None and config.recipes:
         return list(config.recipes), False
     if root is not None and (root / "perfsuite" / "__init__.py").is_file():  # perfsuite's own (or a copy of it)
         return list(DEFAULT_RUN_RECIPES), True
     builtin = builtin_dir("recipes").resolve()
-    own = [d for d in recipe_dirs() if d.resolve() != builtin]
+    own = [d for d in (recipe_dirs() if dirs is None else dirs) if d.resolve() != builtin]
     if own:
         names = list_recipes(dirs=own)
         if names:
@@ -61,10 +62,15 @@ def default_recipes(cwd: Path) -> tuple[list[str], bool]:
 def load_ab_recipes(args: argparse.Namespace) -> tuple[list[Recipe], bool]:
     """The recipes of `ab` / `bisect` with the command line's overrides, and whether to skip machine-only ones."""
     from perfsuite.ab import AB_SAMPLES
-    from perfsuite.harness import check_parameters, list_recipes, load_recipe, resolve_factories
+    from perfsuite.cli._root import project_recipes, project_root
+    from perfsuite.harness import check_parameters, list_recipes, load_recipe, recipe_dirs, resolve_factories
 
-    if os.getcwd() not in sys.path:  # operations import like `python -m` would (workers get the same)
-        sys.path.insert(0, os.getcwd())
+    cwd = Path.cwd()
+    root = project_root(cwd)  # from a subdirectory: the project's recipes and operations, as from its top
+    for where in (os.getcwd(), *([str(root)] if root is not None else [])):
+        if where not in sys.path:  # operations import like `python -m` would (workers get the same)
+            sys.path.insert(1 if where != os.getcwd() else 0, where)
+    dirs = recipe_dirs(project_recipes(cwd, None, os.environ.get("PERFSUITE_RECIPES")))
     if args.all and args.recipes:
         raise PerfsuiteError("--all runs the whole catalogue: give no --recipe with it")
     skip = False
@@ -73,9 +79,9 @@ def load_ab_recipes(args: argparse.Namespace) -> tuple[list[Recipe], bool]:
     elif args.recipes:
         names = list(args.recipes)
     else:
-        names, skip = default_recipes(Path.cwd())
+        names, skip = default_recipes(cwd, dirs)
     recipes = [
-        load_recipe(ref).with_overrides(samples=args.samples or AB_SAMPLES, warmup=args.warmup, gc=args.gc,
+        load_recipe(ref, dirs).with_overrides(samples=args.samples or AB_SAMPLES, warmup=args.warmup, gc=args.gc,
                                         allocation_samples=args.allocation_samples, isolation="process",
                                         instructions=True if getattr(args, "instructions", False) else None)
         for ref in names
@@ -130,7 +136,7 @@ def _cmd_ab(args: argparse.Namespace, services: CliServices) -> int:
             seed=args.seed, work_root=Path(args.work_dir) if args.work_dir else None, on_sample=on_sample,
             gate=args.gate, skip_machine_only=skip, valgrind=args.valgrind,
             looks=AB_LOOKS if args.looks is None else args.looks, env=args.env, installer=args.installer,
-            on_note=note_printer(), **thresholds(args),
+            on_note=note_printer(), strict=args.strict, **thresholds(args),
         )
     finally:
         if tasks:
@@ -146,7 +152,7 @@ def _cmd_ab(args: argparse.Namespace, services: CliServices) -> int:
         print(line, file=sys.stderr)
     else:
         out.line(line)  # hidden by -q: the verdict line and what made it are what -q keeps
-    return result.comparison.exit_status
+    return gate_exit(result.comparison, args)
 
 
 def note_printer() -> Callable[[str], None]:
@@ -210,13 +216,17 @@ def register(sub: Subparsers) -> None:
         "(signed-rank test), Holm-adjusted over the gating headlines; while a headline is inconclusive (slower, "
         "not confirmed), more rounds are measured (up to --looks); an improvement takes none. Writes base/ and "
         "head/ results and the pairing ab.json, then compares them as `perfsuite compare` does. "
-        "Exit status: 0 no regression, 1 regression, 2 unusable input, 3 inconclusive.",
+        "When the idle control says the machine was loaded, timings are reported, not gated (the counts gate: I/O, "
+        "allocations, instructions), unless --strict; the first line says which gated and why. Exit status: 0 no "
+        "regression (passed, or neutral: timings not gated or inconclusive; --neutral-exit), 1 regression, 2 unusable "
+        "input, 3 inconclusive (--strict).",
     )
     ab.add_argument("base", metavar="BASE", type=non_empty,
                     help="the baseline revision (branch, tag, commit, e.g. the merge base)")
     ab.add_argument("head", metavar="HEAD", nargs="?", type=non_empty,
                     help="the revision to test (default: the working tree)")
     add_measure_options(ab)
+    add_strict_options(ab)
     ab.add_argument("--instructions", action="store_true",
                     help="also count instructions per operation under valgrind (callgrind), both revisions "
                     "interleaved; gated as a cost, 1%% tolerance (recipe setting: instructions = true)")

@@ -373,6 +373,33 @@ def add_gate_option(parser: argparse.ArgumentParser) -> None:
                         "(timings still compared, shown as info; for noisy shared runners)")
 
 
+def add_strict_options(parser: argparse.ArgumentParser) -> None:
+    """``--strict`` and ``--neutral-exit`` of `compare` and `ab` (the loaded-runner policy, docs/gates.md)."""
+    parser.add_argument("--strict", action="store_true",
+                        help="timings gate even when the idle control says the machine was loaded (paired), and an "
+                        "inconclusive timing exits 3; default: a loaded machine's timings are reported, not gated "
+                        "(the counts gate), and inconclusive timings alone are neutral")
+    parser.add_argument("--neutral-exit", type=_exit_code, default=0, metavar="CODE",
+                        help="exit status of a neutral result (no regression in what gated, but timings not gated "
+                        "on a loaded machine or inconclusive; default 0; the workflow perfsuite init writes "
+                        "passes 78 and turns it into a warning)")
+
+
+def _exit_code(text: str) -> int:
+    """An exit status a shell keeps as it is: 0 to 125 (126 and up mean the shell's own failures)."""
+    value = _integer(text, "an integer from 0 to 125")
+    if not 0 <= value <= 125:
+        raise argparse.ArgumentTypeError(f"must be from 0 to 125, got {value}")
+    return value
+
+
+def gate_exit(comparison: Any, args: argparse.Namespace) -> int:
+    """The command's exit status for ``comparison``: its own, but ``--neutral-exit`` for a neutral outcome."""
+    if getattr(comparison, "outcome", None) == "neutral":
+        return int(getattr(args, "neutral_exit", 0) or 0)
+    return int(comparison.exit_status)
+
+
 def add_recipes_option(parser: argparse.ArgumentParser) -> None:
     """``--recipes DIR``: where your own recipes live (default: ``./recipes`` when it exists); built-ins follow."""
     parser.add_argument("--recipes", dest="recipes_dir", metavar="DIR",

@@ -25,6 +25,8 @@ import sys
 import textwrap
 from typing import IO, TYPE_CHECKING, TypeGuard
 
+from perfsuite._text import terminal_text
+
 if TYPE_CHECKING:
     from rich.console import Console as RichConsole
     from rich.console import RenderableType
@@ -105,18 +107,18 @@ class Console:
                            force_terminal=color or None, no_color=not color or None, emoji=False)
 
     def line(self, text: str = "") -> None:
-        """An ordinary line (hidden by ``-q``)."""
+        """An ordinary line (hidden by ``-q``); its control characters shown, never sent (``_text``)."""
         if not self.quiet:
-            self._write(text)
+            self._write(terminal_text(text))
 
     def verdict(self, text: str) -> None:
         """A verdict line: printed even with ``-q``."""
-        self._write(text)
+        self._write(terminal_text(text))
 
     def detail(self, text: str) -> None:
         """A detail line: printed only with ``-v``."""
         if self.verbose:
-            self._write(text)
+            self._write(terminal_text(text))
 
     def _write(self, text: str) -> None:
         out = self._out()
@@ -128,14 +130,15 @@ class Console:
         ``quiet_ok`` (a table that is itself the verdict)."""
         if self.quiet and not quiet_ok:
             return
+        _shown_controls(table)  # names from documents: an escape sequence is shown, never sent
         title, caption = table.title, table.caption  # plain lines: never wrapped at the table's width
         table.title = table.caption = None
         wide = self._rich(10_000, io.StringIO())  # measures the natural width (a narrower console clamps it)
         legend = fit(table, self.width, wide)
         natural = _measure(table, wide)
         buffer = io.StringIO()
-        if title:
-            self._rich(10_000, buffer).print(title)
+        if title:  # plain text, as the caption: a title's markup would come from a document's names
+            self._rich(10_000, buffer).print(title if not isinstance(title, str) else _plain_text(title))
         self._rich(max(self.width, natural), buffer).print(table)
         if caption:  # each line folded at the console's width, never cut (issue 18)
             caption = caption.plain if hasattr(caption, "plain") else str(caption)
@@ -175,6 +178,24 @@ class Console:
     def rich(self, stderr: bool = False) -> RichConsole:
         """A rich console for live displays (progress bars): on stderr by default, as wide as this one."""
         return self._rich(self.width, sys.stderr if stderr else self._out())
+
+
+def _plain_text(text: str) -> RenderableType:
+    from rich.text import Text
+
+    return Text(text)
+
+
+def _shown_controls(table: Table) -> None:
+    """Every string of ``table`` (title, caption, headers, cells) with its control characters shown."""
+    if isinstance(table.title, str):
+        table.title = terminal_text(table.title)
+    if isinstance(table.caption, str):
+        table.caption = terminal_text(table.caption)
+    for column in table.columns:
+        if isinstance(column.header, str):
+            column.header = terminal_text(column.header)
+        column._cells[:] = [terminal_text(c) if isinstance(c, str) else c for c in column._cells]
 
 
 def _is_table(renderable: RenderableType) -> TypeGuard[Table]:

@@ -6,7 +6,7 @@ import argparse
 import os
 from typing import TYPE_CHECKING
 
-from perfsuite.cli._cluster import add_cluster_options, progress_bar
+from perfsuite.cli._cluster import add_cluster_options, progress_bar, with_cluster_security
 from perfsuite.cli._common import (
     CliServices,
     Subparsers,
@@ -154,8 +154,10 @@ def _crashcheck_kill(args: argparse.Namespace, console: Console) -> int:
     if len(report.violations) > args.show:
         console.print(f"... and {len(report.violations) - args.show} more violations", markup=False)
     per = ", ".join(f"{n} {p}" for p, n in report.per_profile.items())
-    console.print(f"{report.kills} kills ({per}; {report.torn} tore a transcript write first), {report.acks} "
-                  f"acknowledgements checked, {report.recovered_pending} recoveries retried a pending publication, "
+    console.print(f"{report.kills} kills ({per}; {report.torn} tore a transcript write first, {report.coalescing} "
+                  f"coalescing kills, {report.coalesced} coalescing steps met a running checkpoint), {report.acks} "
+                  f"acknowledgements recorded ({report.checked} checked one by one after reopen, {report.lost} lost), "
+                  f"{report.recovered_pending} recoveries retried a pending publication, "
                   f"{len(report.violations)} violations, {report.seconds:.1f} s "
                   f"(children {report.child_seconds:.1f} s, recovery and checks {report.recovery_seconds:.1f} s)",
                   markup=False, verdict=True)
@@ -253,4 +255,4 @@ def register(sub: Subparsers) -> None:
     crash.add_argument("--resume", action="store_true",
                        help="continue the campaign recorded in --checkpoint FILE from its last finished batch "
                        "(same options; a missing FILE starts afresh)")
-    crash.set_defaults(func=_cmd_crashcheck)
+    crash.set_defaults(func=with_cluster_security(_cmd_crashcheck))

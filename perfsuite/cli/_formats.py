@@ -39,11 +39,25 @@ SCHEMA_VERSION = 1
 
 
 def add_format_option(parser: argparse.ArgumentParser) -> None:
-    """``--format text|json|markdown`` and its alias ``--markdown``."""
-    parser.add_argument("--format", choices=FORMATS, default="text",
+    """``--format text|json|markdown`` and its alias ``--markdown``: one or the other, never both: giving
+    both is a one-line usage error (exit 2), not a silent choice of one."""
+    parser.add_argument("--format", choices=FORMATS, default="text", action=_OneFormat,
                         help="text (default), json (schema: perfsuite/cli/output.schema.json) or markdown")
-    parser.add_argument("--markdown", dest="format", action="store_const", const="markdown",
+    parser.add_argument("--markdown", dest="format", action=_OneFormat, nargs=0, const="markdown",
                         help="alias of --format markdown")
+
+
+class _OneFormat(argparse.Action):
+    """``--format`` or ``--markdown``, whichever comes second is a usage error (argparse's mutually exclusive
+    group would let ``--format text --markdown`` through: ``text`` is the default)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        given = getattr(namespace, "_format_option", None)
+        if given is not None and given != option_string:
+            parser.error(f"argument {option_string}: not allowed with argument {given}")
+        namespace._format_option = option_string
+        vars(namespace)[self.dest] = self.const if self.nargs == 0 else values  # the parsed namespace's own field
 
 
 @cache
@@ -70,11 +84,18 @@ def emit_json(command: str, body: Mapping[str, Any]) -> None:
     sys.stdout.write(json.dumps(_finite(document), indent=1, allow_nan=False) + "\n")
 
 
-def _cell(cell: RenderableType) -> str:
+def _cell(cell: RenderableType, *, markup: bool = True) -> str:
+    """A cell's text as Markdown: its markup rendered away (``markup``: cells are markup, titles and captions
+    plain text), then every character Markdown could read as syntax escaped (names come from documents)."""
     from rich.text import Text
 
-    text = Text.from_markup(cell).plain if isinstance(cell, str) else getattr(cell, "plain", str(cell))
-    return text.replace("|", "\\|").replace("\n", " ")
+    from perfsuite.report import md_text
+
+    if isinstance(cell, str):
+        text = Text.from_markup(cell).plain if markup else cell
+    else:
+        text = getattr(cell, "plain", str(cell))
+    return md_text(text.replace("\n", " "))
 
 
 def markdown_table(table: Table) -> str:
@@ -85,11 +106,12 @@ def markdown_table(table: Table) -> str:
     rows = list(zip(*[list(c.cells) for c in columns])) if columns else []
     lines = []
     if table.title:
-        lines += [f"**{_cell(table.title)}**", ""]
+        lines += [f"**{_cell(table.title, markup=False)}**", ""]
     lines += ["| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
     lines += ["| " + " | ".join(_cell(x) for x in row) + " |" for row in rows]
     if table.caption:
-        lines += ["", *(_cell(line) for line in str(table.caption).splitlines())]
+        caption = getattr(table.caption, "plain", table.caption)
+        lines += ["", *(_cell(line, markup=False) for line in str(caption).splitlines())]
     return "\n".join(lines) + "\n"
 
 

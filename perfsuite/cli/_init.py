@@ -26,6 +26,8 @@ def _cmd_init(args: argparse.Namespace, services: CliServices) -> int:
     out.line(f"  .gitignore: results/local/ {done}")
     origin = "--install-from" if args.install_from is not None else "as this perfsuite was installed"
     out.line(f"the workflow installs perfsuite with: pip install {shlex.quote(result.install)} ({origin})")
+    for note in result.notes:  # said even with -q: the workflow fails without it
+        out.verdict(f"perfsuite init: note: {note}")
     out.line("next:")
     for step in result.next_steps():
         out.line(f"  {step}")

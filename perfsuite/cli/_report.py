@@ -7,12 +7,15 @@ import sys
 import textwrap
 from typing import TYPE_CHECKING
 
+from perfsuite._text import terminal_text
 from perfsuite.cli._common import (
     CliServices,
     Subparsers,
     add_gate_option,
     add_phase_options,
+    add_strict_options,
     finite_float,
+    gate_exit,
     non_empty,
     non_negative_float,
     output_dir,
@@ -42,7 +45,7 @@ def _read(paths: list[str], skip_bad: bool) -> list[Result]:
         found, skipped = scan_results(path, skip_bad=skip_bad)
         results += found
         for line in skipped:
-            print(f"perfsuite: skipped {line}", file=sys.stderr)
+            print(f"perfsuite: skipped {terminal_text(line, newlines=False)}", file=sys.stderr)
     return results
 
 
@@ -51,9 +54,14 @@ def _cmd_report(args: argparse.Namespace, services: CliServices) -> int:
 
     results = _read(args.results, args.skip_bad)
     pool = {str(r.path): r for r in results}
-    for r in results:  # the run's fsync floor may sit beside a file given alone
-        if r.path is not None:
-            pool.update({str(s.path): s for s in read_siblings(r.path, known=pool.values()) if str(s.path) not in pool})
+
+    def skipped(line: str) -> None:
+        print(f"perfsuite: skipped {terminal_text(line, newlines=False)}", file=sys.stderr)
+
+    for r in results:  # the run's fsync floor may sit beside a file given alone: read only when it is needed
+        if r.path is not None and find_floor(r, pool.values()) is None:
+            pool.update({str(s.path): s for s in read_siblings(r.path, known=pool.values(), floors_only=True,
+                                                                on_skip=skipped) if str(s.path) not in pool})
     ordered = order_results(results)
     floors = [find_floor(r, pool.values()) for r in ordered]
     if args.format == "json":
@@ -91,8 +99,15 @@ def _cmd_report(args: argparse.Namespace, services: CliServices) -> int:
 def _cmd_evidence(args: argparse.Namespace, services: CliServices) -> int:
     from pathlib import Path
 
-    from perfsuite.report import evidence_for, read_results, read_sweeps, sweep_evidence
+    from perfsuite.report import evidence_for, find_pairing, read_pairing, read_results, read_sweeps, sweep_evidence
 
+    if find_pairing(args.result) is not None:  # `perfsuite ab`'s output: each recipe's HEAD against its BASE, paired
+        if args.baseline:
+            raise PerfsuiteError(f"{args.result}: an A/B output directory holds its own baseline (base/): give no "
+                                 "--baseline")
+        for _, base, head in read_pairing(args.result).pairs:
+            print(evidence_for(head, base, **thresholds(args)).markdown, end="")
+        return 0
     if thresholds(args) and not args.baseline:  # they would be silently ignored (issue 27)
         raise PerfsuiteError("--alpha and --factor apply to a comparison: give --baseline RESULT with them")
     if Path(args.result).is_dir():  # a sweep's directory: the crossover paragraph (M10)
@@ -118,10 +133,10 @@ def _cmd_compare(args: argparse.Namespace, services: CliServices) -> int:
         comparison = compare(
             args.base, args.new, require_all=args.require_all, cross_machine=args.cross_machine,
             allow_incomplete=args.allow_incomplete, skip_bad=args.skip_bad, gate=args.gate, timings=args.timings,
-            **thresholds(args),
+            strict=True if args.strict else None, **thresholds(args),
         )
     print_comparison(comparison, "compare", fmt=args.format, everything=args.all, explain=args.explain)
-    return comparison.exit_status
+    return gate_exit(comparison, args)
 
 
 def print_comparison(comparison: Comparison, command: str, *, fmt: str, everything: bool,
@@ -132,7 +147,7 @@ def print_comparison(comparison: Comparison, command: str, *, fmt: str, everythi
     from perfsuite.report import compare_headline, compare_markdown, compare_table
 
     for line in comparison.skipped:
-        print(f"perfsuite: skipped {line}", file=sys.stderr)
+        print(f"perfsuite: skipped {terminal_text(line, newlines=False)}", file=sys.stderr)
     if fmt == "json":
         emit_json(command, comparison.to_json())
         return
@@ -186,7 +201,7 @@ def _store_comparison(args: argparse.Namespace) -> Comparison:
     return compare_results(base, new, **thresholds(args), base_name=f"{args.base} on {label}",
                            new_name=f"{args.new} on {label}", require_all=args.require_all,
                            allow_incomplete=args.allow_incomplete, gate=args.gate or "all",
-                           timings=args.timings or "info")  # two separate runs of the store (issue 28)
+                           timings=args.timings or "info", strict=args.strict)  # two separate runs of the store
 
 
 def _source(args: argparse.Namespace) -> str:
@@ -209,6 +224,7 @@ def _source(args: argparse.Namespace) -> str:
 
 def _cmd_history(args: argparse.Namespace, services: CliServices) -> int:
     from rich import box
+    from rich.markup import escape
     from rich.table import Table
 
     from perfsuite.report import MIN_PELT_RUNS, fmt_level, history, short_commit
@@ -234,12 +250,12 @@ def _cmd_history(args: argparse.Namespace, services: CliServices) -> int:
     columns = ("machine", "recipe", "mode", "metric", "commits", "date", "before", "after", "change", "kind", "by")
     for column in columns:
         table.add_column(column, justify="right" if column in ("before", "after", "change") else "left")
-    for st in hist.steps:
+    for st in hist.steps:  # names from documents: their markup escaped (a cell is rich markup)
         table.add_row(
-            hosts.get(st.machine, st.machine),
-            st.recipe,
-            st.mode,
-            st.metric,
+            escape(hosts.get(st.machine, st.machine)),
+            escape(st.recipe),
+            escape(st.mode),
+            escape(st.metric),
             f"{short_commit(st.previous_commit)}..{short_commit(st.commit)}",
             st.date[:10],
             fmt_level(st.before),
@@ -274,6 +290,7 @@ def _bar_lines(bar: Bar, width: int) -> list[str]:
 
 
 def _cmd_bars(args: argparse.Namespace, services: CliServices) -> int:
+    from rich.markup import escape
     from rich.table import Table
 
     from perfsuite.report import bars
@@ -289,8 +306,8 @@ def _cmd_bars(args: argparse.Namespace, services: CliServices) -> int:
         for column in ("bar", "recipe", "measured", "target", "verdict"):
             table.add_column(column)
         for bar in judged:
-            verdict = "not measured" if bar.met is None else "met" if bar.met else "**not met**"
-            table.add_row(bar.bar, bar.recipe, bar.measured, bar.target, verdict)
+            verdict = "not measured" if bar.met is None else "met" if bar.met else "NOT MET"  # cells are text
+            table.add_row(*(escape(cell) for cell in (bar.bar, bar.recipe, bar.measured, bar.target)), verdict)
         print(markdown_table(table), end="")
         return status
     out = console()
@@ -349,7 +366,8 @@ def register(sub: Subparsers) -> None:
 
     evidence = sub.add_parser("evidence", help="the ADR evidence paragraph (Markdown) of a results file or sweep")
     evidence.add_argument("result", metavar="RESULT", type=non_empty,
-                          help="a results file, or the directory of a `perfsuite sweep` (the crossover paragraph)")
+                          help="a results file, the directory of a `perfsuite sweep` (the crossover paragraph), or "
+                          "an A/B output directory (`perfsuite ab`: each recipe's HEAD against its BASE, paired)")
     evidence.add_argument("--baseline", metavar="RESULT", type=non_empty,
                           help="a results file of the same recipe to compare with")
     thresholds(evidence)
@@ -365,7 +383,10 @@ def register(sub: Subparsers) -> None:
         "ratio it could detect. Costs (allocation, bytes written, fsync/rename/create counts): medians against a "
         "tolerance (1% and at least 1 KiB or 1 operation); a count whose samples vary gates on its median when a "
         "rank test on the counts confirms the shift, or beyond its range plus the tolerance. --explain says why "
-        "each passed or gated. Exit status: 0 no regression, 1 regression, 2 unusable input, 3 inconclusive.",
+        "each passed or gated. A loaded machine's timings (its idle control) are reported, not gated, unless "
+        "--strict; the counts gate, and the first line says which. Exit status: 0 no regression (passed, or "
+        "neutral: timings not gated or inconclusive; --neutral-exit), 1 regression, 2 unusable input, 3 "
+        "inconclusive (--strict).",
     )
     compare.add_argument("base", metavar="BASE", type=non_empty, help="baseline results file or directory (matched "
                          "by recipe); alone: an A/B output directory or its ab.json (perfsuite ab); with --store: "
@@ -389,6 +410,7 @@ def register(sub: Subparsers) -> None:
                          "best) instead of refusing them")
     _skip_bad(compare)
     add_gate_option(compare)
+    add_strict_options(compare)
     compare.add_argument("--timings", choices=("info", "gate"),
                          help="what timings of two SEPARATE runs may do: information only (default: two runs cannot "
                          "tell the machine's load from a regression; costs still gate), or gate, unless either run "

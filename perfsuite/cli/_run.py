@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfsuite._extras import require
@@ -96,6 +97,7 @@ def _print_measured(documents: Sequence[RunResult]) -> list[Result]:
 def _cmd_run(args: argparse.Namespace, services: CliServices) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from perfsuite.cli._root import project_recipes
     from perfsuite.harness import SampleEvent
     from perfsuite.workloads.plan import RunOptions
     from perfsuite.workloads.runs import RunStarted, prepare_runs, run_plans
@@ -104,13 +106,18 @@ def _cmd_run(args: argparse.Namespace, services: CliServices) -> int:
         require("report", "matplotlib")  # the phase plot: say so before measuring, not after
     if os.getcwd() not in sys.path:  # operations import like `python -m` would (workers get the same)
         sys.path.insert(0, os.getcwd())
+    recipes_dir = project_recipes(Path.cwd(), args.recipes_dir, os.environ.get("PERFSUITE_RECIPES"))
+    if recipes_dir is not None and args.recipes_dir is None:  # from a subdirectory: the project root's recipes,
+        root = str(Path(recipes_dir).parent)  # whose operations import from that root
+        if root not in sys.path:
+            sys.path.insert(1, root)
     options = RunOptions(samples=args.samples, warmup=args.warmup, worker_warmup=args.worker_warmup,
                          isolation=args.isolation, gc=args.gc,
                          order=args.order, seed=args.seed, storage=args.storage, storage_file=args.storage_file,
                          heap=args.heap, gc_freeze=args.gc_freeze or None,
                          instructions=True if args.instructions else None)
     batch = prepare_runs(args.recipes, options, output_dir=args.output_dir, resume=args.resume, all_recipes=args.all,
-                         recipes_dir=args.recipes_dir, session=args.session, commit=args.commit, branch=args.branch,
+                         recipes_dir=recipes_dir, session=args.session, commit=args.commit, branch=args.branch,
                          allow_loaded=args.allow_loaded, work_root=args.work_dir, valgrind=args.valgrind,
                          resolve_fixture=services.resolve_fixture, load_probe=services.load_probe)
     if batch.measured is None and not batch.resuming:  # said first (stdout: stderr is the one-line error's)

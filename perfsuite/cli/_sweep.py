@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from perfsuite.harness import RunResult, SampleEvent
     from perfsuite.workloads.conditions import SweepPlan, SweepSetting
 
-from perfsuite.cli._cluster import add_cluster_options
+from perfsuite.cli._cluster import add_cluster_options, with_cluster_security
 from perfsuite.cli._common import (
     CliServices,
     Subparsers,
@@ -187,4 +187,4 @@ def register(sub: Subparsers) -> None:
     add_cluster_options(sweep, "the settings (one setting per task, all its samples on one worker, at most one "
                         "setting per host at a time)", default="one setting after another in this process",
                         jobs=False)
-    sweep.set_defaults(func=_cmd_sweep)
+    sweep.set_defaults(func=with_cluster_security(_cmd_sweep))

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from perfsuite._extras import require
-from perfsuite.cli._cluster import add_cluster_options
+from perfsuite.cli._cluster import add_cluster_options, with_cluster_security
 from perfsuite.cli._common import (
     CliServices,
     Subparsers,
@@ -38,9 +38,6 @@ def _cmd_whatif(args: argparse.Namespace, services: CliServices) -> int:
 
     if args.plot:
         require("report", "matplotlib")  # the trade-off plot: say so before simulating
-    if args.target and (args.cluster or args.scheduler or args.jobs):
-        raise PerfsuiteError("--target replays your own code in this process: it takes no --jobs, --cluster or "
-                             "--scheduler")
     sources = [bool(args.trace), args.storm, args.unattended]
     if sum(sources) != 1:
         raise PerfsuiteError("give exactly one of --trace FILE, --storm or --unattended")
@@ -109,14 +106,17 @@ def _cmd_whatif(args: argparse.Namespace, services: CliServices) -> int:
         if args.remeasure or not _whatif_cached():
             note("measuring this machine's per-publication costs (allocation pass, once; cached)...")
         costs = whatif.load_costs(refresh=args.remeasure)
-    if target is not None:
-        report = whatif.sweep_target(trace, grid, target, costs)
-    elif args.cluster or args.scheduler or args.jobs:
+    if args.cluster or args.scheduler or args.jobs:  # a target's grid too: one setting per task (by its name)
         from perfsuite.cluster import make_runner
 
         with make_runner(args.jobs or os.cpu_count() or 1, cluster=args.cluster, scheduler=args.scheduler) as runner:
             note(f"replaying {len(grid)} settings on {runner.describe()}")
-            report = whatif.sweep(trace, grid, costs, runner=runner)
+            if target is not None:
+                report = whatif.sweep_target(trace, grid, args.target, costs, runner=runner)
+            else:
+                report = whatif.sweep(trace, grid, costs, runner=runner)
+    elif target is not None:
+        report = whatif.sweep_target(trace, grid, target, costs)
     else:
         report = whatif.sweep(trace, grid, costs)
     writers = (("csv", whatif.write_csv), ("json", whatif.write_json), ("plot", whatif.write_plot))
@@ -193,7 +193,8 @@ def register(sub: Subparsers) -> None:
                    "(default: 10)")
     w.add_argument("--jobs", type=bounded_int("jobs"),
                    help="replay the grid's settings in N worker processes (default: in this process; the "
-                   "results are the same: the simulation is deterministic)")
+                   "results are the same: the simulation is deterministic; with --target one setting per task, "
+                   "the target imported there by its MODULE:CLASS)")
     add_cluster_options(w, "the grid's replays (deterministic: the same table anywhere)", default="in this process")
-    w.set_defaults(func=_cmd_whatif)
+    w.set_defaults(func=with_cluster_security(_cmd_whatif))
 

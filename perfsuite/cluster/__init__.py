@@ -5,8 +5,13 @@ A campaign cuts its work into :class:`Task` objects and hands them to :func:`str
 campaign resumes after its client died. Pick a runner with :func:`make_runner`::
 
     from perfsuite.cluster import Task, make_runner, stream
-    with make_runner(jobs=2, cluster="local") as runner:          # or scheduler="tcp://host:8786"
+    with make_runner(jobs=2, cluster="local") as runner:          # or scheduler="tls://host:8786"
         stream(runner, (Task(i, pow, (i, 2)) for i in range(100)), lambda task, value: print(value))
+
+Trust: a scheduler runs whatever its clients submit on its workers, so whoever can connect to it controls
+them. The embedded LocalCluster listens on 127.0.0.1 only, over TLS under a certificate made for the run;
+a running scheduler is reached over ``tls://`` with Dask's security settings (:func:`tls_files` sets the
+client's certificate files for a block), or over ``tcp://``, which authenticates nobody.
 
 Safe to distribute: deterministic checks and simulations (crash, corruption and kill campaigns, what-if
 grids). Timing work pins each task to one host (:attr:`Task.host`) and never spreads one measurement over
@@ -17,6 +22,7 @@ from perfsuite.cluster._checkpoint import Checkpoint, CheckpointError
 from perfsuite.cluster._dask import DaskRunner, worker_identity
 from perfsuite.cluster._pool import PoolRunner, make_pool
 from perfsuite.cluster._runner import ATTEMPTS, ClusterError, Runner, Task, WorkerLost, stream
+from perfsuite.cluster._security import check_scheduler, tls_files
 
 __all__ = [
     "ATTEMPTS",
@@ -29,9 +35,11 @@ __all__ = [
     "Runner",
     "Task",
     "WorkerLost",
+    "check_scheduler",
     "make_pool",
     "make_runner",
     "stream",
+    "tls_files",
     "worker_identity",
 ]
 

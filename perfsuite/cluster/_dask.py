@@ -1,5 +1,6 @@
-"""The Dask back end (issue 32): an embedded ``LocalCluster`` (``--cluster local``) or a running scheduler
-(``--scheduler ADDRESS``). Needs the ``cluster`` extra (``dask[distributed]``).
+"""The Dask back end (issue 32): an embedded ``LocalCluster`` (``--cluster local``: loopback only, TLS under a
+per-run certificate) or a running scheduler (``--scheduler ADDRESS``: ``tls://`` with Dask's security
+settings, or ``tcp://``). Needs the ``cluster`` extra (``dask[distributed]``, ``cryptography``).
 
 Each task runs in its worker's child process (:mod:`perfsuite.cluster._child`), as a local-pool task runs
 in a spawned process. The scheduler re-runs the tasks of a worker that died on another worker; a task
@@ -19,10 +20,12 @@ from urllib.parse import urlsplit
 
 from perfsuite._extras import require
 from perfsuite.cluster._runner import ClusterError, Runner, Task, WorkerLost
+from perfsuite.cluster._security import check_scheduler, client_security, connect_timeout_s, local_security
 
 __all__ = ["DaskRunner", "worker_identity"]
 
-CONNECT_TIMEOUT_S = 20.0
+#: the only interface an embedded LocalCluster's scheduler and workers listen on
+LOOPBACK = "127.0.0.1"
 
 
 def worker_identity() -> dict[str, Any]:
@@ -54,29 +57,38 @@ class DaskRunner(Runner):
 
     @classmethod
     def local(cls, workers: int) -> DaskRunner:
-        """A LocalCluster of ``workers`` single-threaded worker processes on this machine, no dashboard."""
+        """A LocalCluster of ``workers`` single-threaded worker processes on this machine, no dashboard: bound to
+        the loopback interface only, every connection TLS under a certificate made for this run (a scheduler
+        runs what its clients submit: no other process may connect, see :mod:`perfsuite.cluster._security`)."""
         require("cluster", "distributed")
         from distributed import Client, LocalCluster
 
-        cluster = LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True,
-                               dashboard_address=None, silence_logs=logging.ERROR)
-        client = Client(cluster, set_as_default=False)
+        security = local_security()
+        cluster = LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True, host=LOOPBACK,
+                               protocol="tls://", security=security, dashboard_address=None,
+                               silence_logs=logging.ERROR)
+        client = Client(cluster, security=security, set_as_default=False)
         runner = cls(client, cluster, f"LocalCluster of {max(1, workers)} worker{'s' * (max(1, workers) != 1)}")
         runner._check_workers()
         return runner
 
     @classmethod
-    def connect(cls, address: str, *, timeout_s: float = CONNECT_TIMEOUT_S) -> DaskRunner:
-        """The running scheduler at ``address`` (``tcp://HOST:8786``); one-line errors when it cannot be
-        reached, has no worker within ``timeout_s``, or a worker imports another perfsuite version."""
+    def connect(cls, address: str, *, security: Any = None, timeout_s: float | None = None) -> DaskRunner:
+        """The running scheduler at ``address`` (``tls://HOST:PORT``, or ``tcp://``, which authenticates nobody);
+        one-line errors when the address is malformed, the scheduler cannot be reached or has no worker within
+        ``timeout_s`` (default: Dask's connect timeout), or a worker imports another perfsuite version.
+        ``security``: a ``distributed.Security`` (default: Dask's own settings, see ``tls_files``)."""
+        address = check_scheduler(address)
         require("cluster", "distributed")
         from distributed import Client
 
         for name in ("distributed", "distributed.client", "distributed.comm"):
             logging.getLogger(name).setLevel(logging.CRITICAL)  # the one-line error below says it
+        security = client_security(address) if security is None else security
+        timeout_s = connect_timeout_s() if timeout_s is None else timeout_s
         try:
-            client = Client(address, timeout=timeout_s, set_as_default=False)
-        except (OSError, TimeoutError, ValueError) as exc:
+            client = Client(address, timeout=timeout_s, security=security, set_as_default=False)
+        except (OSError, TimeoutError, ValueError, RuntimeError, TypeError) as exc:
             raise ClusterError(f"--scheduler {address}: cannot connect ({type(exc).__name__}: {exc})") from None
         runner = cls(client, None, f"scheduler {address}")
         try:

@@ -30,7 +30,15 @@ from perfsuite.harness._callgrind import (
     find_valgrind,
     instructions_unavailable,
 )
-from perfsuite.harness._documents import parse_json, parse_toml, read_json, read_text, read_toml
+from perfsuite.harness._documents import (
+    bounded_lines,
+    open_regular,
+    parse_json,
+    parse_toml,
+    read_json,
+    read_text,
+    read_toml,
+)
 from perfsuite.harness._exports import write_exports
 from perfsuite.harness._gc import GcEvent, GcRecorder, GcWindow, apply_gc_policy
 from perfsuite.harness._heap import LiveHeap, build_heap, probe_full_collection
@@ -170,6 +178,7 @@ __all__ = [
     "accepts",
     "allocation_tracker",
     "apply_gc_policy",
+    "bounded_lines",
     "build_heap",
     "build_library",
     "call_optional",
@@ -202,6 +211,7 @@ __all__ = [
     "memray_totals",
     "new_results_path",
     "now_iso",
+    "open_regular",
     "param_value",
     "parse_json",
     "parse_toml",

@@ -7,22 +7,37 @@ storage profiles, fixture specs) goes through here, so the same input gets the s
 * JSON's non-standard ``NaN``, ``Infinity`` and ``-Infinity`` are refused (perfsuite never writes them; a
   document that holds them was not written by it, and a NaN would poison every summary it reaches);
 * a document nested deeper than :data:`perfsuite._limits.MAX_JSON_DEPTH` is refused before anything
-  recursive meets it (a ``RecursionError`` from the parser, or later from a schema check, is not an answer).
+  recursive meets it (a ``RecursionError`` from the parser, or later from a schema check, is not an answer);
+* only a regular file is read, and only when its size is within ``LIMITS["document_bytes"]``, checked on the
+  open descriptor before a byte is read: a FIFO never hangs a reader (it is opened ``O_NONBLOCK``), a
+  ``/dev/zero`` or a sparse 2 GB file is one line, not a ``MemoryError``. Names a reader found by listing a
+  directory (a committed ``x.json -> /dev/zero`` beside a results document) are opened ``O_NOFOLLOW``.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import stat
 import tomllib
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
-from perfsuite._limits import MAX_JSON_DEPTH
+from perfsuite._limits import LIMITS, MAX_JSON_DEPTH
 from perfsuite.errors import PerfsuiteError
 
-__all__ = ["depth_problem", "parse_json", "parse_toml", "read_json", "read_text", "read_toml"]
+__all__ = [
+    "bounded_lines",
+    "depth_problem",
+    "open_regular",
+    "parse_json",
+    "parse_toml",
+    "read_json",
+    "read_text",
+    "read_toml",
+]
 
 
 def _no_constant(name: str) -> Any:
@@ -76,26 +91,100 @@ def parse_json(text: str | bytes, source: str) -> Any:
     return value
 
 
-def read_text(path: str | os.PathLike[str], what: str = "file") -> str:
-    """A UTF-8 text file's contents; missing, a directory, unreadable or not UTF-8 is one line."""
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "a special file")
+
+
+def open_regular(path: str | os.PathLike[str], what: str = "file", *, follow: bool = True) -> int:
+    """A read-only descriptor of the regular file ``path`` whose size is within ``LIMITS["document_bytes"]``;
+    anything else is one :class:`PerfsuiteError` line and nothing is read. ``follow=False`` for a name found by
+    listing a directory: a symbolic link there is refused, not followed (it may point anywhere)."""
     source = os.fspath(path)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
-        data = Path(source).read_bytes()
+        fd = os.open(source, flags)  # O_NONBLOCK: opening a FIFO without a writer returns at once
     except FileNotFoundError:
         raise PerfsuiteError(f"{source}: no such {what}") from None
-    except IsADirectoryError:
-        raise PerfsuiteError(f"{source}: is a directory, expected a {what}") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow:
+            raise PerfsuiteError(f"{source}: a symbolic link, not followed in a listed directory; name the file "
+                                 "it points to instead") from None
+        raise PerfsuiteError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise PerfsuiteError(f"{source}: is a directory, expected a {what}")
+        if not stat.S_ISREG(info.st_mode):
+            raise PerfsuiteError(f"{source}: {_kind(info.st_mode)}, not a regular file: expected a {what}")
+        limit = int(LIMITS["document_bytes"].high)
+        if info.st_size > limit:
+            raise PerfsuiteError(f"{source}: {info.st_size} bytes, larger than a {what} may be (at most {limit} "
+                                 "bytes, document_bytes)")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _read_bounded(fd: int, source: str, what: str) -> bytes:
+    """Every byte of ``fd``, refusing a file that grew past the limit after its size was checked."""
+    limit = int(LIMITS["document_bytes"].high)
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > limit:
+            raise PerfsuiteError(f"{source}: grew past {limit} bytes while being read (at most {limit} bytes for "
+                                 f"a {what}, document_bytes)")
+
+
+def bounded_lines(path: str | os.PathLike[str], what: str = "file", *, follow: bool = True) -> Iterator[str]:
+    """The UTF-8 lines of the regular file ``path`` (as :func:`open_regular` checks it), read one at a time and
+    never more than ``LIMITS["document_bytes"]`` characters in all."""
+    source = os.fspath(path)
+    limit = int(LIMITS["document_bytes"].high)
+    fd = open_regular(source, what, follow=follow)
+    with open(fd, encoding="utf-8", closefd=True) as handle:
+        total = 0
+        try:
+            for line in handle:
+                total += len(line)
+                if total > limit:
+                    raise PerfsuiteError(f"{source}: grew past {limit} bytes while being read (at most {limit} "
+                                         f"bytes for a {what}, document_bytes)")
+                yield line
+        except UnicodeDecodeError as exc:
+            raise PerfsuiteError(f"{source}: not UTF-8 text ({exc.reason})") from None
+
+
+def read_text(path: str | os.PathLike[str], what: str = "file", *, follow: bool = True) -> str:
+    """A UTF-8 text file's contents; missing, a directory, not a regular file, larger than
+    ``LIMITS["document_bytes"]``, unreadable or not UTF-8 is one line (see :func:`open_regular`)."""
+    source = os.fspath(path)
+    fd = open_regular(source, what, follow=follow)
+    try:
+        data = _read_bounded(fd, source, what)
     except OSError as exc:
         raise PerfsuiteError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise PerfsuiteError(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
-def read_json(path: str | os.PathLike[str], what: str = "JSON file") -> Any:
-    """:func:`read_text` then :func:`parse_json`."""
-    return parse_json(read_text(path, what), os.fspath(path))
+def read_json(path: str | os.PathLike[str], what: str = "JSON file", *, follow: bool = True) -> Any:
+    """:func:`read_text` then :func:`parse_json` (``follow=False``: a name found by listing a directory)."""
+    return parse_json(read_text(path, what, follow=follow), os.fspath(path))
 
 
 def parse_toml(text: str, source: str) -> dict[str, Any]:

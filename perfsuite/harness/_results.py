@@ -287,12 +287,38 @@ def validate_results(document: Mapping[str, Any]) -> None:
         found = first_error(document, results_schema())
         if found is not None:
             raise PerfsuiteError(f"results do not match the schema at {found[0]}: {found[1]}") from None
+        _check_times(document)
         return
     validator = jsonschema.Draft202012Validator(results_schema())
     error = jsonschema.exceptions.best_match(validator.iter_errors(document))
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "(root)"
         raise PerfsuiteError(f"results do not match the schema at {where}: {error.message.splitlines()[0]}")
+    _check_times(document)
+
+
+def _check_times(document: Mapping[str, Any]) -> None:
+    """The document's dates are ISO 8601 and its epoch a time between 1970 and 2100 (M8: when it was measured):
+    ``"yesterday at noon"`` or ``-1e18`` pass the schema's "a string" / "a number" and would order runs."""
+    from datetime import datetime
+
+    from perfsuite._limits import check_limit
+
+    dates = [(key, document.get(key)) for key in ("created_at", "updated_at", "finished_at")]
+    dates += [(f"resumed_at/{i}", value) for i, value in enumerate(document.get("resumed_at") or [])]
+    dates.append(("environment/date", (document.get("environment") or {}).get("date")))
+    for where, value in dates:
+        if not isinstance(value, str):
+            continue
+        try:
+            datetime.fromisoformat(value)
+        except ValueError:
+            raise PerfsuiteError(f"results do not match the schema at {where}: {json.dumps(value)[:80]} is not "
+                                 "an ISO 8601 date and time") from None
+    if "created_epoch" in document:
+        problem = check_limit("created_epoch", document["created_epoch"])
+        if problem:
+            raise PerfsuiteError(f"results do not match the schema at created_epoch: {problem}")
 
 
 def load_results(path: Path, *, parsed: Any = None) -> dict[str, Any]:

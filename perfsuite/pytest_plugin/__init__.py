@@ -357,8 +357,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         word = {0: "no regression", 1: "REGRESSION", 3: "INCONCLUSIVE"}.get(status, f"gate exit status {status}")
         loaded = f" [loaded machine: {'; '.join(gate.loaded)}]" if getattr(gate, "loaded", ()) else ""
         state.report.append(f"{m.name}: {word}" + (f": {', '.join(found)}" if found else "") + loaded)
-        if getattr(gate, "timing_note", None):
-            notes.add(str(gate.timing_note))
+        if getattr(gate, "timing_note", None):  # a loaded run: which metrics gated instead, and why
+            notes.add(str(getattr(gate, "load_policy", None) or gate.timing_note))
     # issue 28: what the comparison of two separate runs could judge, in the first line of its report
     state.report[:0] = sorted(notes)
     if worst and state.compare_fail and session.exitstatus == pytest.ExitCode.OK:

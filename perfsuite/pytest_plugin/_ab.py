@@ -51,8 +51,9 @@ def add_ab_options(group: Any) -> None:
     """The options of the paired path (and the hidden round number its sessions get)."""
     group.addoption("--perfsuite-ab", metavar="BASE",
                     help="the paired gate: measure git revision BASE and the working tree round by round, each round "
-                    "one fresh session per side, compared as `perfsuite ab` does (fails the session on a regression "
-                    "or when it cannot tell)")
+                    "one fresh session per side, compared as `perfsuite ab` does (fails the session on a regression; "
+                    "inconclusive timings, or timings not gated on a loaded machine, fail it only with "
+                    "--perfsuite-ab-strict)")
     group.addoption("--perfsuite-ab-head", metavar="REV", help="with --perfsuite-ab: HEAD is this revision, not the "
                     "working tree")
     group.addoption("--perfsuite-ab-rounds", type=int, metavar="N", default=AB_ROUNDS,
@@ -61,6 +62,9 @@ def add_ab_options(group: Any) -> None:
                     "round's order (default: drawn, recorded)")
     group.addoption("--perfsuite-ab-gate", choices=("all", "costs"), default="all",
                     help="with --perfsuite-ab: what may fail it: timings and costs (default), or costs only")
+    group.addoption("--perfsuite-ab-strict", action="store_true",
+                    help="with --perfsuite-ab: timings gate on a loaded machine too, and an inconclusive one fails "
+                    "the session (as `perfsuite ab --strict`)")
     group.addoption("--perfsuite-round", type=int, metavar="N", help=argparse.SUPPRESS)  # a round's session
 
 
@@ -301,7 +305,8 @@ def run_ab(config: pytest.Config, write: Any) -> tuple[int, str]:
         "head": {"revision": head.revision, "commit": head.commit, "dirty": head.dirty, "code": head.imported},
         "instrument": {"path": "pytest --perfsuite-ab", "args": args}, "recipes": entries, "notes": notes,
         "flags": [], "orders": orders, "looks": 1,
-        "options": {"alpha": 0.05, "factor": 1.10, "gate": gate, "paired": True, "looks": 1, "correction": "holm"},
+        "options": {"alpha": 0.05, "factor": 1.10, "gate": gate, "paired": True, "looks": 1, "correction": "holm",
+                    "strict": bool(config.getoption("perfsuite_ab_strict"))},
     }
     write_json_atomic(out / PAIRING_FILE, pairing)
     comparison = compare(out)
@@ -332,6 +337,6 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
         write(f"perfsuite ab: error: {exc}")
         session.testsfailed = 1
         return True
-    if status:  # 1 a regression, 3 it cannot tell: never a pass
+    if status:  # 1 a regression; 3 (--perfsuite-ab-strict) it cannot tell; a neutral outcome is 0
         session.testsfailed = 1
     return True

@@ -17,11 +17,12 @@ Its names by concern (``__all__`` below is sorted; ``tests/report/test_api.py`` 
 - reading results: ``Result``, ``Stat``, ``Floor``, ``read_result``, ``read_results``, ``read_siblings``,
   ``scan_results``, ``latest_by_recipe``, ``find_floor``, ``order_results``;
 - tables: ``SummaryRow``, ``summary_rows``, ``summary_table``, ``Bar``, ``bars``, ``fmt_level``, ``short_commit``;
+  names from documents in Markdown: ``md_text``, ``md_code``;
 - the phase breakdown: ``PhaseBreakdown``, ``PhaseRow``, ``phase_breakdown``, ``breakdown_from_samples``,
   ``sample_phases``, ``phase_table``, ``phase_figure``, ``write_phase_plot``;
 - the CI gate: ``Comparison``, ``MetricChange``, ``compare``, ``compare_results``, ``compare_headline``,
   ``compare_markdown``, ``compare_table``, ``DEFAULT_ALPHA``, ``DEFAULT_FACTOR``, ``GATES``, ``PAIRING_FILE``,
-  ``PAIRING_FORMAT``;
+  ``PAIRING_FORMAT``, ``find_pairing``, ``read_pairing``;
 - paired statistics: ``paired_ratio``, ``hodges_lehmann_ratio``, ``signed_rank_p``;
 - what the gate judges: ``CostMetric``, ``TimingHeadline``, ``TIMING_HEADLINES``, ``register_cost_metric``,
   ``register_timing_headline``;
@@ -49,7 +50,7 @@ from perfsuite.report._crossover import Sweep, read_sweeps, sweep_evidence, swee
 from perfsuite.report._dashboard import Dashboard, dashboard
 from perfsuite.report._evidence import Evidence, evidence_for
 from perfsuite.report._figures import Figure
-from perfsuite.report._format import fmt_level, short_commit
+from perfsuite.report._format import fmt_level, md_code, md_text, short_commit
 from perfsuite.report._history import MIN_PELT_RUNS, History, LevelStep, Series, history, order_results
 from perfsuite.report._load import (
     Floor,
@@ -70,7 +71,7 @@ from perfsuite.report._metrics import (
     register_cost_metric,
     register_timing_headline,
 )
-from perfsuite.report._pairing import PAIRING_FILE, PAIRING_FORMAT
+from perfsuite.report._pairing import PAIRING_FILE, PAIRING_FORMAT, find_pairing, read_pairing
 from perfsuite.report._phases import (
     PhaseBreakdown,
     PhaseRow,
@@ -129,6 +130,7 @@ __all__ = [
     "dashboard",
     "evidence_for",
     "find_floor",
+    "find_pairing",
     "fmt_level",
     "history",
     "hodges_lehmann_ratio",
@@ -136,6 +138,8 @@ __all__ = [
     "latest_by_recipe",
     "machine_fingerprint",
     "machine_of",
+    "md_code",
+    "md_text",
     "open_store",
     "order_results",
     "paired_ratio",
@@ -144,6 +148,7 @@ __all__ = [
     "phase_table",
     "pull_results",
     "push_results",
+    "read_pairing",
     "read_result",
     "read_results",
     "read_siblings",

@@ -33,9 +33,14 @@ information, said in the first line); ``"gate"`` gates timings unless a run is l
 :func:`perfsuite.harness.machine_load`); an A/B pairing gates them whatever the load (``"paired"``). Every
 comparison names its loaded runs in the first line.
 
-Exit status: 1 on a regression, else 3 when something is inconclusive (or an incomplete document was
-compared on purpose), else 0 (improvements included); unusable input is a one-line :class:`PerfsuiteError`
-(exit 2). Every row carries its verdict in one line (``MetricChange.reason``, :meth:`Comparison.explain`).
+**A loaded machine** (either run's idle control says so) cannot gate timings at all unless ``strict``: they are
+reported, the counts gate, and the first line says which and why (:mod:`perfsuite.report._gate_policy`).
+
+Exit status (:attr:`Comparison.outcome`): 1 on a regression; 3 when an incomplete document was compared on
+purpose, or with ``strict`` when a timing is inconclusive; else 0, *neutral* when timings could not gate (a
+loaded machine) or were inconclusive, *passed* otherwise (improvements included); unusable input is a
+one-line :class:`PerfsuiteError` (exit 2). Every row carries its verdict in one line (``MetricChange.reason``,
+:meth:`Comparison.explain`).
 
 Inputs (issue 15, issue 14 case 8): recipe sets may differ (the intersection is compared, the rest listed,
 ``require_all`` makes it an error); documents of different kinds of machine (CPU model, cores, filesystem,
@@ -64,6 +69,7 @@ from perfsuite.report._change import (
 )
 from perfsuite.report._compare_inputs import MetricInput, metric_inputs
 from perfsuite.report._costs import cost_change, varying_note
+from perfsuite.report._gate_policy import EXIT_STATUS, loaded_policy, outcome
 from perfsuite.report._load import Result, latest_by_recipe, scan_results
 from perfsuite.report._machine import machine_of
 from perfsuite.report._metrics import (
@@ -135,6 +141,8 @@ class Comparison:
     correction: str = "none"
     timing_note: str | None = None  # why timings do not gate here (separate or loaded runs), first line
     loaded: tuple[str, ...] = ()  # the runs measured on a loaded machine, each with its idle-control figures
+    strict: bool = False  # inconclusive timings fail (exit 3), paired timings gate whatever the load
+    load_policy: str | None = None  # a loaded machine's timings not gated: what gated instead, the first words
 
     def to_json(self) -> dict[str, Any]:
         """`compare` and `ab` ``--format json``: the verdict line, the gate's exit status and every compared
@@ -164,6 +172,9 @@ class Comparison:
             "flags": list(self.flags),
             "timing_note": self.timing_note,
             "loaded": list(self.loaded),
+            "strict": self.strict,
+            "outcome": self.outcome,
+            "load_policy": self.load_policy,
         }
 
     @property
@@ -197,13 +208,16 @@ class Comparison:
         return tuple(c for c in self.changes if c.status == "inconclusive" and c.gating and c.worse)
 
     @property
+    def outcome(self) -> str:
+        """``passed``, ``neutral``, ``regressed`` or ``inconclusive`` (:mod:`perfsuite.report._gate_policy`)."""
+        return outcome(regressions=bool(self.regressions), inconclusive=bool(self.inconclusive),
+                       incomplete=bool(self.incomplete), strict=self.strict, load_policy=self.load_policy is not None)
+
+    @property
     def exit_status(self) -> int:
-        """1 regression, 3 inconclusive (or an incomplete document compared on purpose), 0 otherwise."""
-        if self.regressions:
-            return 1
-        if self.inconclusive or self.incomplete:
-            return 3
-        return 0
+        """1 regression, 3 inconclusive (``strict``, or an incomplete document compared on purpose), 0 otherwise
+        (passed or neutral)."""
+        return EXIT_STATUS[self.outcome]
 
     def explained(self, everything: bool = False) -> tuple[MetricChange, ...]:
         """The rows ``--explain`` gives a reason for: every cost and every gating metric (all with ``everything``)."""
@@ -271,12 +285,14 @@ def compare_results(
     looks: int = 1,
     correction: str = "none",
     timings: str = "gate",
+    strict: bool = False,
 ) -> Comparison:
     """Compare loaded results (the latest of each recipe per side); see the module docstring. ``gate="costs"``
     lets only the deterministic costs fail the gate (timings are still compared, and shown as info).
     ``paired``: samples of one index are one round (``perfsuite ab``); ``looks``: the planned looks of a
     sequential A/B (each at ``alpha / looks``); ``correction="holm"``: Holm over the gating timings.
-    ``timings``: see the module docstring (``info`` for separate runs, as the commands pass it)."""
+    ``timings``: see the module docstring (``info`` for separate runs, as the commands pass it). ``strict``: a
+    loaded machine's timings gate as a quiet one's would (paired) and an inconclusive timing exits 3."""
     if timings not in TIMINGS:
         raise PerfsuiteError(f"--timings must be one of {', '.join(TIMINGS)}, got {timings!r}")
     if gate not in GATES:
@@ -317,8 +333,11 @@ def compare_results(
         )
     loaded = _loaded(pairs)
     timing_note = None
+    policy = gate == "all" and timings != "info" and bool(loaded) and not strict  # the loaded-runner policy
     if gate == "all" and timings == "info":
         timing_note = SEPARATE_NOTE
+    elif policy:
+        timing_note = "machine loaded: timings reported, not gated"
     elif gate == "all" and timings == "gate" and loaded:
         timing_note = ("a loaded run: timings are information, only costs gate (a loaded machine's timings cannot "
                        "tell its load from a regression; measure on a quiet machine or interleaved: perfsuite ab)")
@@ -366,17 +385,21 @@ def compare_results(
         flags=tuple(flags),
         timing_note=timing_note,
         loaded=tuple(loaded),
+        strict=strict,
+        load_policy=loaded_policy(_loaded(pairs, short=True), changes) if policy else None,
     )
 
 
-def _loaded(pairs: Sequence[tuple[Result, Result]]) -> list[str]:
-    """``BASE x.json: LOADED: idle control median ...`` for every compared run measured on a loaded machine."""
+def _loaded(pairs: Sequence[tuple[Result, Result]], short: bool = False) -> list[str]:
+    """``BASE x.json: LOADED: idle control median ...`` for every compared run measured on a loaded machine
+    (``short``: ``BASE x.json median 8.86 ms > 6 ms``)."""
     found: list[str] = []
     for side, results in (("BASE", [b for b, _ in pairs]), ("NEW", [n for _, n in pairs])):
         for r in results:
             load = r.load
             if load.loaded:
-                found.append(f"{side} {r.name}: {load.describe()}")
+                found.append(f"{side} {r.name} median {load.median_gap_ms:.2f} ms > {load.threshold_ms:g} ms"
+                             if short else f"{side} {r.name}: {load.describe()}")
     return found
 
 
@@ -411,17 +434,19 @@ def compare(
     skip_bad: bool = False,
     gate: str | None = None,
     timings: str | None = None,
+    strict: bool | None = None,
 ) -> Comparison:
     """Compare two results files or directories of results (matched by recipe name), or, with ``new``
     omitted, the two sides of an A/B pairing (``perfsuite ab``'s output directory or its ``ab.json``), with
     the pairing's own thresholds unless given. A single file against a directory compares that file's recipe.
     Two separate runs compare their timings as information unless ``timings="gate"`` (issue 28); a pairing
-    gates them (``"paired"``) unless ``timings="info"``.
+    gates them (``"paired"``) unless ``timings="info"``; ``strict`` (a pairing: its recorded option unless given)
+    keeps a loaded machine's timings gating and fails an inconclusive one (exit 3).
     """
     if new is None:
         return _compare_pairing(base, alpha=alpha, factor=factor, require_all=require_all,
                                 cross_machine=cross_machine, allow_incomplete=allow_incomplete, gate=gate,
-                                timings="paired" if timings in (None, "gate") else timings)
+                                timings="paired" if timings in (None, "gate") else timings, strict=strict)
     b, skipped_b = scan_results(base, skip_bad=skip_bad)
     n, skipped_n = scan_results(new, skip_bad=skip_bad)
     if Path(base).is_dir() != Path(new).is_dir():
@@ -434,12 +459,13 @@ def compare(
         b, n, alpha=DEFAULT_ALPHA if alpha is None else alpha, factor=DEFAULT_FACTOR if factor is None else factor,
         base_name=str(base), new_name=str(new), require_all=require_all, cross_machine=cross_machine,
         allow_incomplete=allow_incomplete, skipped=[*skipped_b, *skipped_n], gate=gate or "all",
-        timings=timings or "info",
+        timings=timings or "info", strict=bool(strict),
     )
 
 
 def _compare_pairing(path: Path | str, *, alpha: float | None, factor: float | None, gate: str | None,
-                     timings: str, require_all: bool, cross_machine: bool, allow_incomplete: bool) -> Comparison:
+                     timings: str, require_all: bool, cross_machine: bool, allow_incomplete: bool,
+                     strict: bool | None = None) -> Comparison:
     from perfsuite.report._load import read_result
 
     if find_pairing(path) is None:
@@ -463,4 +489,5 @@ def _compare_pairing(path: Path | str, *, alpha: float | None, factor: float | N
         paired=bool(recorded.get("paired", False)), looks=int(recorded.get("looks", 1)),
         correction=str(recorded.get("correction", "none")), timings=timings, require_all=require_all,
         cross_machine=cross_machine, allow_incomplete=allow_incomplete,
+        strict=bool(recorded.get("strict", False)) if strict is None else strict,
     )

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 from perfsuite.report._compare import Comparison, MetricChange
-from perfsuite.report._format import fmt_bytes, fmt_ms
+from perfsuite.report._format import fmt_bytes, fmt_ms, md_code, md_text
 from perfsuite.report._metrics import COST_METRICS
 
 __all__ = ["compare_headline", "compare_markdown", "compare_table"]
@@ -96,7 +96,8 @@ def compare_headline(comparison: Comparison) -> str:
     elif c.inconclusive:
         n = len(c.inconclusive)
         adjusted = "Holm-adjusted " if c.correction == "holm" else ""
-        line = (f"inconclusive: {n} headline{'s' if n != 1 else ''} beyond {c.factor:g}x that the test could not "
+        word = "inconclusive" if c.strict else "inconclusive on timings alone, neutral (not failing; --strict fails it)"
+        line = (f"{word}: {n} headline{'s' if n != 1 else ''} beyond {c.factor:g}x that the test could not "
                 f"confirm at {adjusted}p < {c.level:g}: {_items(c.inconclusive)}")
         if improved:
             line += f"; also {improved} improved"
@@ -104,9 +105,11 @@ def compare_headline(comparison: Comparison) -> str:
         line = "inconclusive: no regression in what was measured, but the data is incomplete"
     else:  # an improvement is a verdict of its own: named, and it never fails the gate
         line = "no regression" + (f"; {improved} improved: {_items(c.improvements)}" if improved else "")
-    if c.timing_note:  # issue 28: right after the verdict, what it could not judge
+    if c.load_policy:  # a loaded machine: which metrics gated and why, first (the figures are in it)
+        line = f"{c.load_policy}: {line}"
+    elif c.timing_note:  # issue 28: right after the verdict, what it could not judge
         line += f" [{c.timing_note}]"
-    if c.loaded:
+    if c.loaded and not c.load_policy:
         line += f" [loaded machine: {'; '.join(c.loaded)}]"
     if c.incomplete:
         line += f" [incomplete: {'; '.join(c.incomplete)}]"
@@ -173,6 +176,7 @@ def compare_table(comparison: Comparison, everything: bool = False) -> Table:
     """A rich ``Table`` of the headline and changed metrics (every metric with ``everything``); print
     :func:`compare_headline` above it."""
     from rich import box
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(
@@ -185,7 +189,7 @@ def compare_table(comparison: Comparison, everything: bool = False) -> Table:
     shown = comparison.shown(everything)
     for change, row in zip(shown, _rows(shown)):
         style = _STYLE[change.status]
-        table.add_row(*row[:-1], f"[{style}]{row[-1]}[/]")
+        table.add_row(*(escape(cell) for cell in row[:-1]), f"[{style}]{row[-1]}[/]")  # names: markup escaped
     return table
 
 
@@ -193,7 +197,7 @@ def _md_explained(comparison: Comparison, everything: bool) -> list[str]:
     lines = []
     for c in comparison.explained(everything):
         why = c.reason.removeprefix(f"{c.metric}: ")
-        lines.append(f"- `{c.recipe}/{c.mode_label} {c.metric}`: {why}")
+        lines.append(f"- {md_code(f'{c.recipe}/{c.mode_label} {c.metric}')}: {md_text(why)}")
     return lines
 
 
@@ -202,7 +206,7 @@ def _md_table(changes: Sequence[MetricChange]) -> list[str]:
     for change, row in zip(changes, _rows(changes)):
         if change.gating and change.status in ("regressed", "inconclusive") and change.worse:
             row[-1] = f"**{row[-1]}**"
-        row[:3] = [f"`{cell}`" for cell in row[:3]]
+        row[:3] = [md_code(cell, table=True) for cell in row[:3]]  # names from documents: never out of the span
         lines.append("| " + " | ".join(row) + " |")
     return lines
 
@@ -212,19 +216,19 @@ def compare_markdown(comparison: Comparison, everything: bool = False, *, detail
     """Markdown for a job summary (``details``: every metric in a collapsed table) or a PR comment (without);
     ``explain`` adds each reason (:meth:`Comparison.explain`) under the table."""
     c = comparison
-    lines = [f"### perfsuite compare: {compare_headline(c)}", ""]
+    lines = [f"### perfsuite compare: {md_text(compare_headline(c))}", ""]  # plain text holding names
     for word, group in (("**regressed**", c.regressions), ("**inconclusive**", c.inconclusive),
                         ("improved", c.improvements)):
         for change in group:
-            lines.append(f"- {word} `{change.recipe}` `{change.mode}` `{change.metric}`: "
+            lines.append(f"- {word} {md_code(change.recipe)} {md_code(change.mode)} {md_code(change.metric)}: "
                          f"{_value(change.metric, change.base.median)} -> {_value(change.metric, change.new.median)}, "
                          f"{_detail(change)}")
     if c.regressions or c.inconclusive or c.improvements:
         lines.append("")
-    lines += [f"`{c.base}` -> `{c.new}`; {_rule(c)}.", ""]
+    lines += [f"{md_code(c.base)} -> {md_code(c.new)}; {_rule(c)}.", ""]
     lines += _md_table(c.shown(everything))
     if _lists(c):
-        lines += ["", *(f"- {note}" for note in _lists(c))]
+        lines += ["", *(f"- {md_text(note)}" for note in _lists(c))]
     if explain:
         lines += ["", "Why each cost and gating metric passed or gated:", "", *_md_explained(c, everything)]
     if details and not everything and len(c.changes) > len(c.shown()):

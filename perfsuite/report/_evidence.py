@@ -38,6 +38,7 @@ from perfsuite.report._evidence_context import (
     mode_code,
     publication_floor,
 )
+from perfsuite.report._evidence_pairing import paired_comparison
 from perfsuite.report._figures import Figure, Figures, sample_field
 from perfsuite.report._format import short_commit
 from perfsuite.report._live import is_live, live_control, live_mode_sentence, live_setup
@@ -157,8 +158,10 @@ class _Writer:
                               for m in result.modes]) + " samples"
         if len(result.modes) > 1:
             names = "/".join(mode_code(m) for m in result.modes)
-            if r.get("order") == "random":
-                samples += f" ({names}) in a seeded random order per round (seed `{r.get('seed')}`)"
+            if r.get("order") == "random":  # an A/B side's order is its interleaving's, seeded by the variant
+                seed = r.get("seed") if r.get("seed") is not None else (doc.get("variant") or {}).get("seed")
+                seeded = f"seed `{seed}`" if seed is not None else "no seed recorded"
+                samples += f" ({names}) in a seeded random order per round ({seeded})"
             else:
                 samples += f" alternated ({names})"
         if max((int(b.get("warmups", 0)) for b in doc["modes"].values()), default=0) > 0:
@@ -183,14 +186,16 @@ class _Writer:
         fsync = "where directory fsync works" if dir_fsync == "ok" else f"where directory fsync fails (`{dir_fsync}`)"
         # issue 28: the measured repository's commit (and branch), never perfsuite's own checkout
         if result.commit:
-            commit = f"commit `{short_commit(result.commit)}`" + (" (uncommitted changes)" if result.dirty else "")
+            commit = (f"commit `{short_commit(result.commit)}` of the measured repository"
+                      + (" (uncommitted changes)" if result.dirty else ""))
         else:  # never a guessed commit: the run named none (outside git, no --commit, no CI variable)
             commit = "commit unknown (not a git repository, and no commit given)"
         if result.branch:
             commit += f" on branch `{result.branch.replace('`', chr(39))}`"
         cpu = env["cpu"]
         python = f"{env['python'].get('implementation', 'Python')} {env['python']['version']}"
-        machine = f"`{python}` on `{env['os']['system']}`"
+        machine = (f"perfsuite `{env['perfsuite']}` and " if env.get("perfsuite") else "") + \
+            f"`{python}` on `{env['os']['system']}`"  # the instrument's version, apart from the measured commit
         machine += f" (`{cpu['model']}`" + (", " + f.count("result", ("environment", "cpu", "cores"), "core",
                                                               how="value") + ")" if cpu.get("cores") else ")")
         status = ""
@@ -416,10 +421,11 @@ def evidence(
     *,
     floor: Floor | None = None,
     baseline: Result | None = None,
-    alpha: float = DEFAULT_ALPHA,
-    factor: float = DEFAULT_FACTOR,
+    alpha: float | None = None,
+    factor: float | None = None,
 ) -> Evidence:
-    """The evidence paragraph of ``result`` (``floor``: from :func:`find_floor`; ``baseline``: before/after)."""
+    """The evidence paragraph of ``result`` (``floor``: from :func:`find_floor`; ``baseline``: before/after;
+    the two sides of one A/B pair are compared as ``ab`` compared them, :mod:`._evidence_pairing`)."""
     if baseline is not None and baseline.recipe != result.recipe:
         raise PerfsuiteError(
             f"--baseline {baseline.name} holds recipe {baseline.recipe!r}, the result holds {result.recipe!r}"
@@ -436,10 +442,14 @@ def evidence(
                   fsync_floor(w), publication_floor(w)]
     comparison = None
     if baseline is not None:
-        comparison = compare_results(  # a paragraph describes what it is given; the gate is `compare`
-            [baseline], [result], alpha=alpha, factor=factor, base_name=baseline.name, new_name=result.name,
-            cross_machine=True, allow_incomplete=True, timings="info",  # two separate runs, as `compare` says
-        )
+        comparison = paired_comparison(result, baseline, alpha=alpha, factor=factor)  # one A/B pair: as `ab`
+        if comparison is None:
+            comparison = compare_results(  # a paragraph describes what it is given; the gate is `compare`
+                [baseline], [result], alpha=DEFAULT_ALPHA if alpha is None else alpha,
+                factor=DEFAULT_FACTOR if factor is None else factor, base_name=baseline.name,
+                new_name=result.name, cross_machine=True, allow_incomplete=True,
+                timings="info",  # two separate runs, as `compare` says
+            )
         sentences.append(against_baseline(w, comparison))
     limits = limitations(w)
     text = lead + " ".join(s for s in sentences if s) + " " + "; ".join(limits) + "."
@@ -451,12 +461,13 @@ def evidence_for(
     path: Path | str,
     baseline: Path | str | None = None,
     *,
-    alpha: float = DEFAULT_ALPHA,
-    factor: float = DEFAULT_FACTOR,
+    alpha: float | None = None,
+    factor: float | None = None,
 ) -> Evidence:
     """Read ``path`` (and ``baseline``), find the run's fsync floor beside it, and build the paragraph."""
     result = read_result(path)
-    siblings = read_siblings(result.path) if result.path is not None and not result.is_floor else []
-    floor = find_floor(result, siblings)
+    floor = find_floor(result)  # its own floor section, or itself: the neighbours are read only when needed
+    if floor is None and result.path is not None:
+        floor = find_floor(result, read_siblings(result.path, floors_only=True))
     base = read_result(baseline) if baseline is not None else None
     return evidence(result, floor=floor, baseline=base, alpha=alpha, factor=factor)

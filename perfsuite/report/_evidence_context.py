@@ -156,12 +156,20 @@ def against_baseline(w: _Writer, comparison: Comparison) -> str:
             [f"{mode_code(c.mode)} `{c.metric}`" for c in unsure])
     else:
         verdict = "No regression"
+    how = (f"compared as `perfsuite ab` compared them (`perfsuite compare DIR --alpha {comparison.alpha:g} --factor "
+           f"{comparison.factor:g}` on its output directory)" if comparison.paired else
+           f"compared with `perfsuite compare --alpha {comparison.alpha:g} --factor {comparison.factor:g}`")
     return (f"Against the baseline `{baseline.name}` ({w.day('baseline')}, commit "
-            f"`{short_commit(baseline.commit)}`), compared with `perfsuite compare --alpha {comparison.alpha:g} "
-            f"--factor {comparison.factor:g}` ({_rules(comparison)}): " + ". ".join(clauses) + f". {verdict}.")
+            f"`{short_commit(baseline.commit)}`), {how} ({_rules(comparison)}): " + ". ".join(clauses)
+            + f". {verdict}.")
 
 
 def _rules(comparison: Comparison) -> str:
+    if comparison.load_policy is not None:  # a loaded machine: the counts gated, the first line of `ab` says so
+        return "the machine was loaded: timings reported, not gated; costs: a tolerance"
+    if comparison.paired:  # one A/B pair: the verdicts `ab` gave
+        return ("rounds paired as `perfsuite ab` ran them: the signed-rank test and the ratio must both agree, "
+                "Holm over the gating timing headlines; costs: a tolerance")
     if comparison.timing_note is not None:  # issue 28: two separate runs, or a loaded one
         return "timings of separate runs are information, not a gate; costs: a tolerance"
     return "timings: Mann-Whitney U and the ratio must both agree; costs: a tolerance"

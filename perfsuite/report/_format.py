@@ -3,11 +3,62 @@
 Every printed figure is a rounding of a value in the results, never a new number: milliseconds keep
 three decimals (two significant digits below 0.01 ms, so small values do not print as 0.000), counts
 and bytes print exactly (bytes with thousands separators).
+
+Names from a results document (recipes, modes, metrics, hosts, file names) are untrusted text: on a
+terminal their control characters are shown as ``\x1b`` (an escape sequence in a mode name must not
+clear the screen or retitle the window), in rich markup they are escaped, and in Markdown
+(:func:`md_text`, :func:`md_code`) they cannot open a code span, a link, emphasis or a table cell.
 """
 
 from __future__ import annotations
 
-__all__ = ["fmt_bytes", "fmt_level", "fmt_ms", "fmt_number", "plural", "short_commit"]
+import re
+
+from perfsuite._text import terminal_text
+
+__all__ = [
+    "fmt_bytes",
+    "fmt_level",
+    "fmt_ms",
+    "fmt_number",
+    "md_code",
+    "md_text",
+    "plural",
+    "rich_text",
+    "short_commit",
+    "terminal_text",
+]
+
+#: what Markdown may read as syntax in running text: code, emphasis, strikes, table cells, a ``]`` that could
+#: close a link's text (a ``[`` alone opens nothing), a ``<`` that could open HTML or an autolink, an ``&``
+#: that could be an entity, an ``_`` that could open emphasis
+_MD_SPECIAL = re.compile(r"[\\`*\]|~]|<(?=[A-Za-z/!?])|&(?=#?\w+;)|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
+
+
+def rich_text(text: str) -> str:
+    """Untrusted ``text`` for a rich cell or line: controls shown (:func:`terminal_text`), markup escaped."""
+    from rich.markup import escape
+
+    return escape(terminal_text(text))
+
+
+def md_text(text: str) -> str:
+    """Untrusted ``text`` for running Markdown: every character Markdown could read as syntax backslash-escaped
+    (an underscore only where it could open emphasis: ``ack_ms`` stays as it is), on one line."""
+    flat = terminal_text(text, newlines=False)
+    return _MD_SPECIAL.sub(lambda m: "\\" + m.group(), flat)
+
+
+def md_code(text: str, *, table: bool = False) -> str:
+    """Untrusted ``text`` as one Markdown code span: fenced by one more backtick than its longest run (a
+    backtick in a name cannot close the span), on one line; ``table``: ``|`` escaped for a GFM table cell."""
+    flat = terminal_text(text, newlines=False)
+    if table:
+        flat = flat.replace("|", "\\|")
+    longest = max((len(run) for run in re.findall("`+", flat)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if flat.startswith("`") or flat.endswith("`") or not flat.strip() else ""
+    return f"{fence}{pad}{flat}{pad}{fence}"
 
 
 def fmt_ms(value: float) -> str:

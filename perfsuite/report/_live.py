@@ -43,10 +43,14 @@ def live_setup(w: _Writer) -> str:
     doc, f, result = w.doc, w.f, w.result
     live, env = doc["live"], doc["environment"]
     command = " ".join(str(part) for part in live.get("command") or [])
-    commit = f"perfsuite commit `{short_commit(result.commit)}`" + (" (uncommitted changes)" if result.dirty else "")
+    # the application's repository (where the watch ran), never perfsuite's: its version is said apart
+    commit = (f"the application's commit `{short_commit(result.commit)}`" if result.commit else
+              "an unknown commit (not a git repository)") + (" (uncommitted changes)" if result.dirty else "")
     program_git = live.get("program_git") or {}
-    if program_git.get("commit"):
+    if program_git.get("commit") and program_git.get("commit") != result.commit:
         commit += f", the program's commit `{short_commit(program_git['commit'])}`"
+    if env.get("perfsuite"):
+        commit += f", perfsuite `{env['perfsuite']}`"
     python = f"{env['python'].get('implementation', 'Python')} {live.get('python') or env['python']['version']}"
     cpu = env["cpu"]
     machine = f"`{python}` on `{env['os']['system']}` (`{cpu['model']}`"

@@ -19,7 +19,7 @@ run"), first match wins:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness import MachineLoad, load_results, machine_load, read_json, sample_metrics, validate_results
+from perfsuite.report._verdicts import checked_verdicts
 
 __all__ = [
     "FLOOR_OPERATION_SUFFIX",
@@ -305,7 +306,7 @@ def _validated(path: Path, parsed: Any = None) -> Result:
         validate_results(data)
     except PerfsuiteError as exc:
         raise PerfsuiteError(f"{path}: {exc}") from None
-    return Result(path, data)
+    return Result(path, checked_verdicts(data))  # M7 as the samples say: a stored "met" is not trusted
 
 
 def _looks_perfsuite(data: object) -> bool:
@@ -338,7 +339,7 @@ def scan_results(path: Path | str, *, skip_bad: bool = False) -> tuple[list[Resu
     skipped: list[str] = []
     for p in _candidates(path):
         try:
-            data = read_json(p, "results document")
+            data = read_json(p, "results document", follow=False)  # found by listing: never a symlink's target
         except PerfsuiteError as exc:
             problem = str(exc)
             if not skip_bad:
@@ -368,12 +369,18 @@ def read_results(path: Path | str, *, skip_bad: bool = False) -> list[Result]:
     return scan_results(path, skip_bad=skip_bad)[0]
 
 
-def read_siblings(path: Path | str, *, known: Iterable[Result] = ()) -> list[Result]:
-    """The other results files in the directory of ``path`` (not recursive); unreadable ones are ignored.
+def read_siblings(path: Path | str, *, known: Iterable[Result] = (), floors_only: bool = False,
+                  on_skip: Callable[[str], None] | None = None) -> list[Result]:
+    """The other results files in the directory of ``path`` (not recursive); unreadable ones are left out.
 
     Used to find the fsync floor of the same run, where a broken neighbour must not block a report. A
     sibling among ``known`` (results the caller has read already) is taken from there, not read again: a
-    report of N documents in one directory read the directory N times, O(N^2) schema checks.
+    report of N documents in one directory read the directory N times, O(N^2) schema checks. Siblings are
+    names found by listing, so each is read as :func:`perfsuite.harness.open_regular` allows with
+    ``follow=False`` (a committed ``x.json -> /dev/zero`` or a FIFO is left out, never read) and within
+    ``LIMITS["document_bytes"]``; ``on_skip`` gets one line for each left out that way or for not loading.
+    ``floors_only``: only fsync-floor documents are schema-checked and returned (what a report needs of
+    its neighbours; a large document beside it is parsed, bounded, but never validated).
     """
     path = Path(path)
     have = {r.path: r for r in known if r.path is not None}
@@ -382,15 +389,26 @@ def read_siblings(path: Path | str, *, known: Iterable[Result] = ()) -> list[Res
         if p == path or p.name.endswith(".pyperf.json") or p.name.startswith("."):
             continue
         if p in have:
-            found.append(have[p])
+            if not floors_only or have[p].is_floor:
+                found.append(have[p])
             continue
         try:
-            data = read_json(p)
-            if _looks_perfsuite(data):
+            data = read_json(p, "results document", follow=False)
+            if _looks_perfsuite(data) and (not floors_only or _floor_modes(data)):
                 found.append(_validated(p, data))
-        except PerfsuiteError:
+        except PerfsuiteError as exc:
+            if on_skip is not None:
+                on_skip(f"{exc} (beside {path.name}, looked at for its run's fsync floor)")
             continue
     return found
+
+
+def _floor_modes(data: Mapping[str, Any]) -> bool:
+    """Whether decoded ``data`` has a mode measuring the fsync floor (before any schema check)."""
+    modes = data.get("modes")
+    return isinstance(modes, Mapping) and any(
+        isinstance(body, Mapping) and str(body.get("operation", "")).endswith(FLOOR_OPERATION_SUFFIX)
+        for body in modes.values())
 
 
 def _order_key(result: Result) -> tuple[str, float, str]:

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
+import stat
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -143,11 +145,16 @@ class MachineSummary:
 
 def is_store(path: Path | str) -> bool:
     """Whether ``path`` is an SQLite file (a results store), judged by its header."""
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(len(_MAGIC)) == _MAGIC
+    try:  # O_NONBLOCK and regular files only: a FIFO named as SOURCE must not hang the check
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return False
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode) and os.read(fd, len(_MAGIC)) == _MAGIC
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _digest(data: Any) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import stat
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -54,7 +55,8 @@ class LiveDocument:
     """The document of one watch, updated message by message; :attr:`doc` is what gets written."""
 
     def __init__(self, *, name: str, command: ProgramCommand, window_s: float, delay_s: float, period_ms: float,
-                 target_ms: float, duration_s: float | None, control: bool, alloc_every: int, cwd: Path) -> None:
+                 target_ms: float, duration_s: float | None, control: bool, alloc_every: int, cwd: Path,
+                 capture_dir: Path | None = None) -> None:
         # results name no machine's absolute paths (issue 18): the interpreter, the program, the directories
         target = ([portable_path(command.path) or command.path] if command.path is not None
                   else ["-m", str(command.module)])
@@ -68,6 +70,9 @@ class LiveDocument:
         ).to_dict()
         self.target_ms = target_ms
         self.period_ms = period_ms
+        # the watch's own directory of memray captures: the only place an allocation message's capture is
+        # read from and deleted (None: no allocation windows are accepted)
+        self.capture_dir = capture_dir
         self.last: dict[str, Any] = {}  # the latest sample (progress lines)
         self.doc: dict[str, Any] = {
             "schema": SCHEMA_VERSION,
@@ -189,7 +194,9 @@ class LiveDocument:
         self._order("sample", mode, int(record["index"]))
 
     def _allocation(self, message: Mapping[str, Any]) -> bool:
-        capture = Path(str(message["capture"]))
+        capture = self._capture_of(message)
+        if capture is None:
+            return False
         try:
             total, count, peak = memray_totals(capture)
         except Exception as exc:  # a capture cut short by a killed program
@@ -197,7 +204,7 @@ class LiveDocument:
             return False
         finally:
             try:
-                os.unlink(capture)
+                os.unlink(capture)  # the watch's own directory only (_capture_of)
             except OSError:
                 pass
         body = self.doc["modes"][MAIN_MODE]
@@ -211,6 +218,32 @@ class LiveDocument:
         body["allocation"] = section
         self._order("allocation", MAIN_MODE, int(message["index"]))
         return True
+
+    def _capture_of(self, message: Mapping[str, Any]) -> Path | None:
+        """Where window ``index``'s capture is, named by the watch itself: ``capture_dir/window-N.memray``.
+        The program shares its interpreter (and so the agent's channel and anything the agent knows) with the
+        agent, so no message can be authenticated against it; a message is data, and its ``capture`` must be
+        exactly that path, a regular file (no symlink, no FIFO), or it is ignored with a note: a forged message
+        never makes the watch read or delete a file elsewhere (untrusted input stays data)."""
+        index = message.get("index")
+        named = message.get("capture")
+        notes = self.live["notes"]
+        if self.capture_dir is None or not isinstance(index, int) or isinstance(index, bool) or index < 0:
+            notes.append(f"allocation message for window {index!r} ignored: no such traced window")
+            return None
+        expected = self.capture_dir / f"window-{index}.memray"
+        if not isinstance(named, str) or os.path.abspath(named) != os.path.abspath(expected):
+            notes.append(f"allocation message for window {index} ignored: its capture {named!r} is not the "
+                         f"watch's own ({expected}); nothing outside it is read or deleted")
+            return None
+        try:
+            regular = stat.S_ISREG(os.lstat(expected).st_mode)
+        except OSError:
+            regular = False
+        if not regular:
+            notes.append(f"allocation message for window {index} ignored: {expected} is not a regular file")
+            return None
+        return expected
 
     # -- the end -----------------------------------------------------------------------------------------
 

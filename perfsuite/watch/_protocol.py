@@ -8,6 +8,11 @@ window (which needs the max gap) are computed here, in the parent, where nothing
 Messages (JSON lines): ``hello`` {pid, python, executable, argv, idle}; ``loop`` {mode, thread, thread_id,
 main_thread, loop}; ``startup`` and ``window`` {mode, index, traced, raw}; ``allocation`` {index, capture,
 window_ms}; ``note`` {text}; ``bye`` {outcome, exit_status, loops, policy, policy_replaced}.
+
+The program runs in the agent's own interpreter, so it can write on this channel too, and no secret the agent
+holds is hidden from it: messages cannot be authenticated, and the parent treats them as data. It names every
+file it touches itself: an allocation capture is read and deleted only as ``window-N.memray`` in the watch's
+own capture directory, a regular file; any other ``capture`` is ignored with a note.
 """
 
 from __future__ import annotations

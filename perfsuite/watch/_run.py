@@ -227,12 +227,12 @@ class _Watch:
         self.command, self.options, self.on_event, self.path = command, options, on_event, path
         self.cwd = Path.cwd()
         name = options.name or f"watch-{command.stem}"
+        self.tmp = Path(tempfile.mkdtemp(prefix="perfsuite-watch-"))
         self.live = LiveDocument(name=name, command=command, window_s=options.window_s, delay_s=options.delay_s,
                                  period_ms=options.period_ms, target_ms=options.target_ms,
                                  duration_s=options.duration_s, control=options.control,
-                                 alloc_every=options.alloc_every, cwd=self.cwd)
+                                 alloc_every=options.alloc_every, cwd=self.cwd, capture_dir=self.tmp)
         self.live.live["program_git"] = _program_git(command, self.cwd)
-        self.tmp = Path(tempfile.mkdtemp(prefix="perfsuite-watch-"))
         self.stop_file = self.tmp / "stop"
         self.stop: str | None = None
         self.stop_ns: int | None = None

@@ -27,6 +27,11 @@ from perfsuite.workloads.traces import OBSERVATIONAL, Trace, TraceEvent, is_user
 DEFAULT_DURATIONS_S: Mapping[str, float] = {"registry": 0.005, "checkpoint": 0.02, "mail": 0.005}
 #: how long after the trace end pending timers may still run (a debounce, a deferral chain)
 _TAIL_LIMIT_S = 3600.0
+#: each simulated session's log capacity: the engine preallocates its logs with real zeros (16 MiB by default),
+#: which in memory cost every trace session 16 MiB and more, so a small trace of many sessions ran out of
+#: memory. A small log only rolls over sooner; roll-overs take no virtual time, so the figures are the same
+#: and memory follows the trace's events and their bytes, not its session count.
+SIMULATED_LOG_CAPACITY = 256 * 1024
 
 
 def cost_kind(batch_kind: str) -> str:
@@ -178,7 +183,7 @@ class _Model:
     def __init__(self, name: str, clock: VirtualClock, fs: MemoryFileSystem, setting: Setting,
                  durations: Mapping[str, float], events: Sequence[TraceEvent], sink: list[Publication]) -> None:
         ids = itertools.count(1)
-        settings = replace(setting.session_settings(), offload="inline")
+        settings = replace(setting.session_settings(), offload="inline", log_capacity=SIMULATED_LOG_CAPACITY)
         runner = VirtualRunner(clock, lambda kind: durations.get(cost_kind(kind), DEFAULT_DURATIONS_S[cost_kind(kind)]))
         self.name = name
         self.sink = sink
@@ -319,7 +324,7 @@ def replay(trace: Trace, setting: Setting, durations: Mapping[str, float] | None
         clock.run_until(due)
     sessions = [m.session for m in models.values()]
     stats = [s.scheduler_stats() for s in sessions]
-    return Replay(
+    result = Replay(
         setting=setting,
         duration_s=trace.duration_s,
         publications=tuple(sorted(sink, key=lambda p: p.done_at)),
@@ -334,6 +339,20 @@ def replay(trace: Trace, setting: Setting, durations: Mapping[str, float] | None
         checkpoint_ticks=sum(s.checkpoint_ticks for s in stats),
         recorded_publications=recorded,
     )
+    _release(models.values(), fs)
+    return result
+
+
+def _release(models: Iterable[_Model], fs: MemoryFileSystem) -> None:
+    """Close the replay's sessions and drop its in-memory files once the figures are taken: a session's
+    machinery holds reference cycles, so a sweep's earlier replays (their bytes) would otherwise stay until
+    the cyclic collector ran, and a grid's peak grew with every setting."""
+    for model in models:
+        try:
+            model.session.close()
+        except SessionError:
+            pass  # a publication still pending at the tail limit: its bytes go with the file system below
+    fs.files.clear()
 
 
 def per_minute(times: Sequence[float], duration_s: float) -> tuple[float, int]:

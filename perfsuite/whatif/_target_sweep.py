@@ -10,11 +10,14 @@ same code on a real event loop in real time and compares it with the virtual-tim
 from __future__ import annotations
 
 import collections
+import os
 import statistics
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from perfsuite.cluster import Runner, Task, stream
 from perfsuite.errors import PerfsuiteError
 from perfsuite.whatif._costs import PublicationCosts
 from perfsuite.whatif._simulate import Setting, summarize_trace
@@ -31,7 +34,7 @@ from perfsuite.whatif._target import (
 from perfsuite.whatif._validate import LOSS_TOLERANCE_REL, LOSS_TOLERANCE_S, PUBLICATIONS_TOLERANCE, Validation
 from perfsuite.workloads.traces import Trace
 
-__all__ = ["sweep_target", "validate_target"]
+__all__ = ["replay_target_setting", "sweep_target", "validate_target"]
 
 
 def _own_kind(kind: str) -> str:
@@ -39,17 +42,37 @@ def _own_kind(kind: str) -> str:
 
 
 def sweep_target(trace: Trace, settings: Sequence[Setting], target: str | TargetFactory,
-                 costs: PublicationCosts | None = None, *, work_root: Path | None = None) -> WhatIf:
-    """Replay ``trace`` through ``target`` in virtual time once per setting; mark the Pareto-optimal ones."""
+                 costs: PublicationCosts | None = None, *, work_root: Path | None = None,
+                 runner: Runner | None = None) -> WhatIf:
+    """Replay ``trace`` through ``target`` in virtual time once per setting; mark the Pareto-optimal ones. With a
+    ``runner`` (a local pool or a Dask cluster) each setting is one task, replayed where the runner puts it, and
+    the results come back in grid order: virtual time makes the replay deterministic, so the table is the same.
+    There the target is imported by its name (``module:Class``, from the worker's path and this directory)."""
     if not settings:
         raise PerfsuiteError("the settings grid is empty")
     factory = resolve_target(target) if isinstance(target, str) else target
     started = time.perf_counter()
-    runs = [replay_target(trace, s, factory, work_root=work_root) for s in settings]
+    if runner is None:
+        runs = [replay_target(trace, s, factory, work_root=work_root) for s in settings]
+    else:
+        runs = []
+        here = (os.getcwd(),)
+        tasks = (Task(k, replay_target_setting, (trace, s, target, here)) for k, s in enumerate(settings))
+        stream(runner, tasks, lambda task, run: runs.append(run))
     elapsed = time.perf_counter() - started
     results = [result_of(run.as_replay(), costs, _own_kind) for run in runs]
     return WhatIf(summarize_trace(trace), mark_pareto(results), costs, elapsed, {},
                   publication_kinds(runs), target_name(target))
+
+
+def replay_target_setting(trace: Trace, setting: Setting, target: str | TargetFactory,
+                          search: Sequence[str]) -> TargetRun:
+    """Worker task: one setting of a target's grid. The target's module is imported as the client imported it:
+    the client's directory (``search``) goes on the path when the worker has it (a LocalCluster, a pool)."""
+    for directory in search:
+        if directory not in sys.path and os.path.isdir(directory):
+            sys.path.insert(0, directory)
+    return replay_target(trace, setting, target)
 
 
 def _loss(run: TargetRun) -> float:

@@ -23,7 +23,7 @@ from typing import Any
 from perfsuite._limits import check_limit
 from perfsuite.engine import ACTIVITY_FLAVOURS, ROOT, TERMINAL
 from perfsuite.errors import PerfsuiteError
-from perfsuite.harness import parse_json
+from perfsuite.harness import bounded_lines, parse_json
 
 FORMAT = "perfsuite-trace"
 VERSION = 1
@@ -228,15 +228,10 @@ def read_trace(path: str | os.PathLike[str]) -> Trace:
     """Read a trace file. Malformed lines raise :class:`PerfsuiteError` as ``FILE:LINE: problem``;
     events may come in any order (recorded multi-process traces) and are sorted stably by time."""
     source = os.fspath(path)
-    try:
-        with open(source, encoding="utf-8") as handle:
-            return parse_lines(handle, source)
-    except FileNotFoundError:
-        raise PerfsuiteError(f"{source}: no such trace file") from None
-    except IsADirectoryError:
-        raise PerfsuiteError(f"{source}: is a directory, not a trace file") from None
-    except UnicodeDecodeError as exc:
-        raise PerfsuiteError(f"{source}: not UTF-8 text ({exc.reason})") from None
+    try:  # a regular file within LIMITS["document_bytes"] only: a FIFO or /dev/zero is one line, never a hang
+        return parse_lines(bounded_lines(source, "trace file"), source)
+    except OSError as exc:
+        raise PerfsuiteError(f"{source}: cannot read: {exc.strerror or exc}") from None
 
 
 def trace_lines(trace: Trace) -> Iterator[str]:

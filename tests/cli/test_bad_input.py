@@ -68,6 +68,7 @@ CASES: list[tuple[str, list[str]]] = [
     ("fixtures-info-empty", ["fixtures", "info", ""]),
     ("fixtures-cache-is-file", ["@ENV:PERFSUITE_CACHE=@FILE", "fixtures", "build", "synthetic-6000"]),
     ("fixtures-cache-sysfs", [f"@ENV:PERFSUITE_CACHE={SYS}", "fixtures", "path", "synthetic-6000"]),
+    ("cache-clear-not-a-cache", ["@ENV:PERFSUITE_CACHE=@FILE", "cache", "clear"]),  # nothing removed
     # crashcheck (SPEC section 7)
     ("crashcheck-jobs-0", ["crashcheck", "--jobs", "0"]),
     ("crashcheck-jobs-negative", ["crashcheck", "--jobs", "-2"]),
@@ -434,7 +435,7 @@ REAL = (
     "whatif-validate-seconds-0", "whatif-debounce-empty", "whatif-csv-sysfs", "profile-repeat-0", "unknown-command",
     "session-repair-file", "run-mode-param-typo", "run-recipe-samples-huge", "report-nested-deep",
     "whatif-trace-size-huge", "session-repair-generation-negative", "crashcheck-corrupt-target-no-match",
-    "dashboard-commit-url-positional", "watch-program-missing", "typing-not-typing",
+    "dashboard-commit-url-positional", "watch-program-missing", "typing-not-typing", "cache-clear-not-a-cache",
 )
 
 

@@ -62,6 +62,7 @@ def _compare(comparison: Comparison) -> dict[str, Any]:
         "only_new": list(comparison.only_new), "cross_machine": list(comparison.cross_machine),
         "incomplete": list(comparison.incomplete), "flags": list(comparison.flags),
         "timing_note": comparison.timing_note, "loaded": list(comparison.loaded),
+        "strict": comparison.strict, "outcome": comparison.outcome, "load_policy": comparison.load_policy,
     }
 
 

@@ -127,6 +127,3 @@ def test_whatif_jobs_on_the_command_line_writes_the_same_json(tmp_path: Path, ca
     for doc in docs:
         doc.pop("simulate_s")
     assert docs[0] == docs[1] and len(docs[0]["results"]) == 4
-    capsys.readouterr()
-    assert cli.main([*grid, "--jobs", "2", "--target", "mymod:Target"]) == 2
-    assert "--target replays your own code in this process" in capsys.readouterr().err

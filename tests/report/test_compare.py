@@ -81,9 +81,10 @@ def test_different_sample_counts(docs: Any) -> None:
 
 def test_too_few_samples_cannot_change_and_say_so(docs: Any) -> None:
     comparison = compare_results(
-        [Result(None, docs.make(seed=1, n=3))], [Result(None, docs.make(seed=2, n=3, modes=_modes(async__ack_ms=1.3)))]
+        [Result(None, docs.make(seed=1, n=3))], [Result(None, docs.make(seed=2, n=3, modes=_modes(async__ack_ms=1.3)))],
+        strict=True,
     )
-    assert comparison.exit_status == 3  # issue 15: "cannot tell" is never a pass
+    assert comparison.exit_status == 3  # strict: "cannot tell" is never a pass (default: neutral, exit 0)
     assert any("too few samples for p < 0.05 with 3 vs 3" in note for note in comparison.notes)
     (ack,) = [c for c in comparison.changes if (c.mode, c.metric) == ("async", "ack_ms")]
     assert ack.underpowered and ack.ratio > 1.2 and ack.status == "inconclusive" and ack.gating

@@ -189,16 +189,21 @@ def test_cannot_tell_is_exit_3_inconclusive_in_the_first_line(
     base = docs.write(tmp_path / "b.json", docs.make(seed=1, n=2))
     new = docs.write(tmp_path / "n.json", docs.make(seed=2, n=2, modes=_modes(sync__ack_ms=3.41,
                                                                             sync__submission_ms=3.41)))
-    comparison = compare(base, new, timings="gate")
+    comparison = compare(base, new, timings="gate", strict=True)
     (ack,) = [c for c in comparison.changes if (c.mode, c.metric) == ("sync", "ack_ms")]
     assert ack.status == "inconclusive" and ack.ratio > 3
     assert ack.detectable is None or ack.detectable > ack.ratio  # 2 vs 2 can never reach p < 0.05
     assert comparison.exit_status == 3
-    code, out, _ = _run(capsys, "compare", str(base), str(new), "--timings", "gate")
-    assert code == 3 and out.splitlines()[0].startswith("perfsuite compare: inconclusive")
+    code, out, _ = _run(capsys, "compare", str(base), str(new), "--timings", "gate", "--strict")
+    assert code == 3 and out.splitlines()[0].startswith("perfsuite compare: inconclusive:")
     assert "no significant regression" not in out
-    code, md, _ = _run(capsys, "compare", str(base), str(new), "--markdown", "--timings", "gate")
+    code, md, _ = _run(capsys, "compare", str(base), str(new), "--markdown", "--timings", "gate", "--strict")
     assert code == 3 and md.splitlines()[0].startswith("### perfsuite compare: inconclusive")
+    # without --strict: neutral, said first, exit 0 (or --neutral-exit's status, as the generated workflow asks)
+    code, out, _ = _run(capsys, "compare", str(base), str(new), "--timings", "gate")
+    assert code == 0 and out.splitlines()[0].startswith("perfsuite compare: inconclusive on timings alone, neutral")
+    code, _, _ = _run(capsys, "compare", str(base), str(new), "--timings", "gate", "--neutral-exit", "78")
+    assert code == 78
 
 
 def test_every_timing_headline_states_the_smallest_detectable_ratio(docs: Any) -> None:

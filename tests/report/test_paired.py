@@ -138,7 +138,7 @@ def test_each_look_tests_at_alpha_over_the_looks(tmp_path: Path, docs: Any) -> N
     head = _shifted(base, 1.15, seed=4)
     p = _change(compare(_pairing(tmp_path, docs, base, head, PAIRED)), "async", "ack_ms").p_adjusted
     assert p is not None and 0.05 / 1000 < p < 0.05  # significant at 0.05, not at 0.05 / 1000
-    many = compare(_pairing(tmp_path / "many", docs, base, head, {**PAIRED, "looks": 1000}))
+    many = compare(_pairing(tmp_path / "many", docs, base, head, {**PAIRED, "looks": 1000}), strict=True)
     ack = _change(many, "async", "ack_ms")
     assert ack.status == "inconclusive" and many.exit_status == 3 and many.level == pytest.approx(0.05 / 1000)
     assert "over 1000 looks" in _rule_text(many)

@@ -56,7 +56,10 @@ def test_unchanged_code_under_a_cpu_hog_is_no_regression_said_in_the_first_line(
     assert compare(quiet_base, quiet_new, timings="gate").exit_status == 1
     # asked to gate timings, a loaded run still cannot: information again, and why, first
     gated = compare(base, new, timings="gate")
-    assert gated.exit_status == 0 and gated.timing_note is not None and gated.timing_note.startswith("a loaded run")
+    assert gated.exit_status == 0 and gated.load_policy is not None
+    assert compare_headline(gated).startswith("machine loaded (idle control NEW mailbox-delivery.json median ")
+    strict = compare(base, new, timings="gate", strict=True)  # the rule before the loaded-runner policy
+    assert strict.exit_status == 0 and strict.timing_note is not None and strict.timing_note.startswith("a loaded run")
 
 
 def test_run_twice_then_compare_is_never_inconclusive_on_timings(tmp_path: Path) -> None:
@@ -105,8 +108,9 @@ def _paired_docs(tmp_path: Path, block_ms: float) -> Path:
 
 def test_a_2ms_loop_block_fails_the_paired_path_and_separate_runs_cannot_see_it(tmp_path: Path) -> None:
     out = _paired_docs(tmp_path, 2.0)
-    paired = compare(out)
-    assert paired.exit_status == 1 and paired.timing_note is None  # loaded, but paired: timings gate
+    assert compare(out).exit_status == 0  # loaded: timings reported, not gated, unless strict (the counts gate)
+    paired = compare(out, strict=True)
+    assert paired.exit_status == 1 and paired.timing_note is None  # loaded, but paired and strict: timings gate
     (gap,) = [c for c in paired.regressions if c.metric == "max_gap_ms"]
     assert gap.test == "signed-rank" and gap.mode == "async"
     assert "[loaded machine: BASE " in compare_headline(paired)  # and it says the machine was loaded
@@ -117,4 +121,4 @@ def test_a_2ms_loop_block_fails_the_paired_path_and_separate_runs_cannot_see_it(
                                [Result(None, json.loads((out / "head" / "mailbox-delivery.json").read_text()))])
     (u,) = [c for c in unpaired.changes if (c.mode, c.metric) == ("async", "max_gap_ms")]
     assert u.test == "mann-whitney" and u.status != "regressed"
-    assert compare(_paired_docs(tmp_path / "aa", 0.0)).exit_status == 0  # the same rounds without the block
+    assert compare(_paired_docs(tmp_path / "aa", 0.0), strict=True).exit_status == 0  # the rounds without the block

@@ -84,7 +84,8 @@ def test_run_evidence_history_store_and_dashboard_name_the_teams_commit(team_rep
     evidence = perfsuite(team_repo, "evidence", str(doc_path))
     assert evidence.returncode == 0, evidence.stderr
     # before issue 28 this named perfsuite's own checkout (or `unknown` from a wheel)
-    assert f"Measured at commit `{first[:7]}` on branch `main` with" in evidence.stdout
+    measured = f"Measured at commit `{first[:7]}` of the measured repository on branch `main` with perfsuite `"
+    assert measured in evidence.stdout
     (team_repo / "NOTES.md").write_text("a second commit\n")
     second = commit_all(team_repo, "notes")
     ran = perfsuite(team_repo, "run", "commit", "--output-dir", "results/local")

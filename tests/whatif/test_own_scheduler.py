@@ -163,6 +163,27 @@ def test_validation_catches_code_the_virtual_clock_cannot_drive(team: Path) -> N
     assert "validate: FAIL: publications: simulated 1, real" in proc.stdout
 
 
+@pytest.mark.parametrize("where", [("--jobs", "2"), ("--cluster", "local", "--jobs", "1")],
+                         ids=["pool", "local-cluster"])
+def test_the_teams_grid_runs_on_a_pool_and_a_cluster_with_the_same_table(team: Path, where: tuple[str, ...]) -> None:
+    """Each setting of the target's grid is one task there (the target imported by its name on the worker,
+    from the team's directory); the replay is in virtual time, so the table is the one replayed in-process."""
+    if "--cluster" in where:
+        pytest.importorskip("distributed")
+    _trace(team / "edits.jsonl", bursts=[0.0, 1.0, 2.5, 5.0])
+    grid = ["whatif", "--trace", "edits.jsonl", "--target", "myruntime.whatif_target:Target", "--debounce",
+            "0.02,0.5,2"]
+    alone = _perfsuite(team, *grid, "--json", "alone.json")
+    there = _perfsuite(team, *grid, *where, "--json", "there.json")
+    for proc in (alone, there):
+        assert proc.returncode == 0, proc.stderr
+    docs = [json.loads((team / name).read_text()) for name in ("alone.json", "there.json")]
+    for doc in docs:
+        doc.pop("simulate_s")
+    assert docs[0] == docs[1] and [r["publications"] for r in docs[0]["results"]] == [20, 4, 2]
+    assert "replaying 3 settings on" in there.stdout
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (("--target", "myruntime.nothere:Target"), "replay target myruntime.nothere:Target: no module named"),
     (("--target", "myruntime.debounce"), 'replay target: expected "module:Class"'),

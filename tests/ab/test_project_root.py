@@ -1,0 +1,35 @@
+"""Any directory of the repository: `perfsuite ab` and `run` started in a subdirectory find the recipes and
+`[tool.perfsuite]` from the project root (the nearest pyproject.toml that declares [tool.perfsuite], else the
+git root), so `ab` from `myruntime/` measures what it measures from the top. A scratch git repository built
+here (tests/ab/userrepo.py); the verdict is on counts (fsyncs), never timing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .userrepo import commit_all, make_repo, perfsuite, write
+
+FAST = ["--samples", "2", "--warmup", "0", "--allocation-samples", "1", "--looks", "1"]
+
+
+def test_ab_and_run_from_a_subdirectory_find_the_projects_recipes(tmp_path: Path) -> None:
+    pytest.importorskip("scipy.stats")
+    repo = tmp_path / "myruntime"
+    make_repo(repo)
+    write(repo, {"pyproject.toml": (repo / "pyproject.toml").read_text() + 'recipes = ["commit"]\n'})
+    commit_all(repo, "recipes declared")
+    sub = repo / "myruntime"
+    out = tmp_path / "ab"
+    ab = perfsuite(sub, "ab", "HEAD", *FAST, "--output-dir", str(out))
+    assert ab.returncode == 0, ab.stdout + ab.stderr
+    assert "unknown recipe" not in ab.stderr
+    assert ab.stdout.splitlines()[0].startswith("perfsuite ab:")
+    assert [e["recipe"] for e in json.loads((out / "ab.json").read_text())["recipes"]] == ["commit"]
+    named = perfsuite(sub, "ab", "HEAD", "-r", "commit", *FAST, "--output-dir", str(tmp_path / "ab2"))
+    assert named.returncode == 0, named.stdout + named.stderr
+    ran = perfsuite(sub, "run", "commit", "--samples", "1", "--warmup", "0", "--output-dir", str(tmp_path / "run"))
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert list((tmp_path / "run").glob("commit*.json"))
