@@ -36,7 +36,8 @@ test: $(VENV)/.test-installed
 	$(BIN)/pylint --rcfile pyproject.toml perfsuite
 	@# every core (pytest-xdist), one test file per worker at a time: a file's module fixtures are built once
 	@# every extra is installed here, so a recipe that cannot run (tests/workloads/test_every_mode.py) fails
-	PERFSUITE_REQUIRE_EXTRAS=1 $(BIN)/python -m pytest -q -n auto --dist loadfile
+	@# --durations: where the suite's time goes, printed by every run (the 8-minute budget on 2 quiet cores)
+	PERFSUITE_REQUIRE_EXTRAS=1 $(BIN)/python -m pytest -q -n auto --dist loadfile --durations=25
 	@# the reference site (docs/, mkdocs.yml): a broken link or anchor fails the build
 	$(BIN)/python -m mkdocs build --strict --quiet --site-dir $(VENV)/site
 	PERFSUITE_CACHE=$(VENV)/cache $(BIN)/perfsuite run idle-control --samples 2 --output-dir $(VENV)/smoke
