@@ -4,7 +4,8 @@ engine's I/O layer (E1).
 What it checks, exactly. A subprocess (so the hook, which cannot be removed, never leaks into this
 process) installs ``sys.addaudithook`` and runs every registered crash workload three ways: its setup (where
 only the engine's own calls are held to the rule: a setup may build a crashed tree with the crash model,
-which no engine wrote), its run on the recorder (faults included, as the campaign runs it) and its recovery of the final tree.
+which no engine wrote), its run on the recorder (faults included, as the campaign runs it) and its
+recovery of the final tree.
 While a workload is armed, every audit event of these kinds is examined:
 
 - ``open`` (``builtins.open``, ``os.open``, ``io.open``: reads *and* writes), ``os.rename`` (also raised
