@@ -75,6 +75,15 @@ def too_large(path: str, size: int, limit: int) -> TooLarge:
     return TooLarge(errno.EFBIG, f"{size} bytes, more than the {limit} bytes the engine ever writes there", path)
 
 
+def check_readable(facts: FileFacts, path: str) -> None:
+    """A file read through a link (a transcript, E1) is still a regular file of at most :data:`LOG_BYTES`:
+    a link to /dev/zero or a FIFO in a copied session is refused, never read without end."""
+    if facts.kind != "file":
+        raise NotRegular(errno.EINVAL, f"{facts.what}, not a regular file", path)
+    if facts.size > LOG_BYTES:
+        raise too_large(path, facts.size, LOG_BYTES)
+
+
 class _Opener(Protocol):
     """The part of an E1 layer :func:`open_own` uses (``FileSystem`` itself: this module sits below it)."""
 
@@ -138,6 +147,7 @@ __all__ = [
     "HardLinked",
     "NotRegular",
     "TooLarge",
+    "check_readable",
     "facts_of",
     "not_regular",
     "open_own",

@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Any
 
-from perfsuite.engine._confined import FileFacts, facts_of, open_own, read_bounded
+from perfsuite.engine._confined import O_NONBLOCK, FileFacts, check_readable, facts_of, open_own, read_bounded
 from perfsuite.engine._datasync import fdatasync as _fdatasync
 
 # Errors a filesystem uses to say "I do not support fsync on a directory" (E1). Anything else is real.
@@ -357,8 +357,9 @@ class OsFileSystem(FileSystem):
     def read(self, path: str) -> bytes:
         # raw descriptor reads: a control file (LEASE) is read before every log write and every acknowledgement
         # (E3 fencing); a buffered file object costs more system calls and allocations (issue 29)
-        fd = os.open(path, os.O_RDONLY | _O_BINARY | _O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | _O_BINARY | _O_CLOEXEC | O_NONBLOCK)  # a FIFO never blocks the open
         try:
+            check_readable(facts_of(os.fstat(fd)), path)  # followed (E1 transcripts) but regular and bounded
             parts = [os.read(fd, _READ_SIZE)]
             total = len(parts[0])
             while parts[-1]:  # until end of file; a large file's rest in one read of its remaining size
