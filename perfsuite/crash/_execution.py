@@ -111,7 +111,7 @@ def recorded(workload: Workload, root: str, bug: str | None, checkpoint: Checkpo
         return record_workload(workload, root, bug)
     store = checkpoint.path.with_name(checkpoint.path.name + ".traces")
     path = store / f"{workload.name}.json"  # JSON read as data (untrusted: it may come from another machine)
-    if checkpoint.resume and path.is_file():
+    if checkpoint.resume and os.path.lexists(path):  # a FIFO or a link there is refused, never skipped
         trace, tree = read_trace(path, workload.name, bug, root)
         shutil.rmtree(trace.root, ignore_errors=True)  # (what the killed client left there; checked: its own)
         materialize(tree, trace.root)  # the corruption campaign damages copies of this tree

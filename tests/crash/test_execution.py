@@ -64,6 +64,24 @@ class _Marker:
         return (Path.write_text, (Path(self.path), "ran"))  # type: ignore[return-value]
 
 
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_a_trace_that_is_not_a_regular_file_is_refused_before_it_is_read(tmp_path: Path, kind: str) -> None:
+    """A FIFO (which would block the read) or a link to /dev/zero (which would never end) where a trace lived
+    is refused in one line, status 2, before a byte of it is read; the link stays as it was."""
+    args, env = _campaign(tmp_path)
+    trace = tmp_path / "campaign.traces" / "transcript.json"
+    trace.unlink()
+    if kind == "fifo":
+        os.mkfifo(trace)
+    else:
+        trace.symlink_to("/dev/zero")
+    resumed = subprocess.run([*args, "--resume"], env=env, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 2
+    lines = resumed.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(trace) in lines[0] and "not a regular file" in lines[0], lines
+    assert trace.is_fifo() if kind == "fifo" else os.readlink(trace) == "/dev/zero"
+
+
 def test_a_crafted_pickle_beside_a_checkpoint_is_never_loaded(tmp_path: Path) -> None:
     """Resume files are data: a pickle planted where traces lived is not unpickled (no code runs)."""
     args, env = _campaign(tmp_path)
