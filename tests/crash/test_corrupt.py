@@ -152,7 +152,7 @@ def test_each_session_log_damage_kind_does_what_it_says(tmp_path, kind):
         changed = [i for i in range(len(before)) if before[i] != after[i]]
         assert len(changed) == 1
         inside = [r for r in valid if r.offset <= changed[0] < r.end]
-        assert inside and (inside[0] is valid[-1]) == (kind == "flip-last-record")
+        assert inside and (inside[0] is valid[-1]) == (kind in ("flip-last-record", "retype-last-record"))
     with pytest.raises(SessionError) as refused:
         Session.open(path)
     assert "\n" not in str(refused.value) and "repair" in str(refused.value)

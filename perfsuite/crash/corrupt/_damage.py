@@ -5,8 +5,9 @@ a case can be rebuilt exactly for ``--keep``. A directory can be deleted, replac
 garbage, or replaced by a symbolic link to nowhere; a file can also be truncated (to 0 or to half),
 have one byte flipped (XOR 0xFF) or be replaced by an empty directory. A format-2 session log
 (``log/<n>.log``, issue 29) can also have a byte flipped in its last record (never a tear: a crash leaves
-old zeros), be damaged in the middle (an earlier record flipped, valid records after it), or be replaced
-by a log of another session.
+old zeros), be damaged in the middle (an earlier record flipped, valid records after it), be replaced
+by a log of another session, or have one letter of its last record's payload change case
+(``retype-last-record``: the record still frames and decodes, so only its sha256 tells).
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ import hashlib
 import os
 import random
 import shutil
+import struct
 
 KINDS = ("delete", "truncate-0", "truncate-half", "garbage", "flip", "directory", "symlink", "flip-last-record",
-         "damage-mid-log", "foreign-log")
+         "damage-mid-log", "foreign-log", "retype-last-record")
 DIRECTORY_KINDS = ("delete", "garbage", "symlink")
-LOG_KINDS = ("flip-last-record", "damage-mid-log", "foreign-log")  # session logs only (format 2)
+LOG_KINDS = ("flip-last-record", "damage-mid-log", "foreign-log", "retype-last-record")  # session logs only (format 2)
 NONE = "none"  # no damage: the baseline case of an owner that crashed with everything flushed
 NOWHERE = ".nowhere"  # symbolic links point under this name, which never exists
 
@@ -117,7 +119,12 @@ def _damage_log(path: str, target: str, kind: str, seed: int) -> None:
         header = log_header(bytes(data)) or {}
         found, _end = records(bytes(data), int(str(header.get("salt", "0" * 8))[:8], 16))
         rng = _rng(seed, f"{kind}:{target}")
-        if kind == "flip-last-record" or len(found) < 2:
+        if kind == "retype-last-record" and found:
+            data[_payload_letter(bytes(data), found[-1].offset, rng)] ^= 0x20
+            with open(path, "wb") as handle:
+                handle.write(bytes(data))
+            return
+        if kind in ("flip-last-record", "retype-last-record") or len(found) < 2:
             chosen = found[-1] if found else None
         else:
             chosen = found[rng.randrange(len(found) - 1)]
@@ -128,6 +135,21 @@ def _damage_log(path: str, target: str, kind: str, seed: int) -> None:
         data[offset] ^= 0xFF
     with open(path, "wb") as handle:
         handle.write(bytes(data))
+
+
+def _payload_letter(data: bytes, offset: int, rng: random.Random) -> int:
+    """The offset of an ASCII letter in the payload (after the meta JSON) of the record at ``offset``, else in
+    its meta: changing its case keeps the record valid JSON and UTF-8, so no framing check notices."""
+    from perfsuite.crash.invariants._logcheck import REC
+
+    length = REC.unpack_from(data, offset)[4]
+    body = offset + REC.size
+    (meta_length,) = struct.unpack_from("<I", data, body)
+    for start in (body + 4 + meta_length, body + 4):
+        letters = [i for i in range(start, body + length) if chr(data[i]).isascii() and chr(data[i]).isalpha()]
+        if letters:
+            return letters[rng.randrange(len(letters))]
+    return body
 
 
 def foreign_log(seed: int, number: int = 1) -> bytes:
