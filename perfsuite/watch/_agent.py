@@ -291,12 +291,14 @@ def main(argv: list[str] | None = None) -> int:
     channel = Channel(fd)
     agent = Agent(config, channel)
     result = _Outcome()
-    channel.send({"type": "hello", "pid": os.getpid(), "python": sys.version.split()[0],
-                  "executable": sys.executable, "argv": argv, "idle": argv[0] == "--idle"})
     atexit.register(_finish_at_exit, agent, result)  # after the program's threads ended
     agent.recorder.install()
     asyncio.set_event_loop_policy(agent.policy)
     try:
+        # hello inside the try: once watch has heard it, its stop is a SIGINT, which must land where it is
+        # handled (a KeyboardInterrupt raised between hello and the try printed a traceback from runpy)
+        channel.send({"type": "hello", "pid": os.getpid(), "python": sys.version.split()[0],
+                      "executable": sys.executable, "argv": argv, "idle": argv[0] == "--idle"})
         _run(argv, result)
     except SystemExit as exc:
         code = exc.code
