@@ -38,7 +38,14 @@ from perfsuite.harness import AckCallback, OperationContext, Param, accepts
 from perfsuite.workloads._params import LABELS, count, value
 from perfsuite.workloads._session_operation import _text, io_counts
 from perfsuite.workloads.peers._common import missing_reason, peer_version
-from perfsuite.workloads.peers.langgraph_sqlite import _SYNCHRONOUS, AIOSQLITE, LANGGRAPH_SQLITE, _file_size, _wchar
+from perfsuite.workloads.peers.langgraph_sqlite import (
+    _SYNCHRONOUS,
+    AIOSQLITE,
+    LANGGRAPH_SQLITE,
+    _file_size,
+    _wchar,
+    open_sqlite_saver,
+)
 
 __all__ = ["GRAPH", "SAVERS", "THREAD_ID", "conversation", "invoke"]
 
@@ -157,21 +164,8 @@ class _GraphInvoke:
 
             self.saver = InMemorySaver()
             self.labels["durability"] = "none: checkpoints live in the process's memory (the floor, no disk)"
-        elif self.asynchronous:
-            import aiosqlite
-            from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
-            self.conn = await aiosqlite.connect(str(self.db_path))
-            self.saver = AsyncSqliteSaver(self.conn)
-            await self.saver.setup()
-            await self.conn.execute(f"PRAGMA synchronous={self.synchronous}")
         else:
-            from langgraph.checkpoint.sqlite import SqliteSaver
-
-            self.conn = sqlite3.connect(str(self.db_path), check_same_thread=False)
-            self.saver = SqliteSaver(self.conn)
-            self.saver.setup()
-            self.conn.execute(f"PRAGMA synchronous={self.synchronous}")
+            self.conn, self.saver = await open_sqlite_saver(self.db_path, self.synchronous, self.asynchronous)
 
     async def _sql(self, sql: str) -> Any:
         if self.asynchronous:

@@ -42,8 +42,17 @@ from perfsuite.workloads._params import LABELS, count, value
 from perfsuite.workloads._session_operation import _text
 from perfsuite.workloads.peers._common import missing_reason, peer_version, requires
 
-__all__ = ["DURABILITY", "LANGGRAPH_SQLITE", "ROOT_TRANSCRIPT_BYTES", "checkpoint", "generated_transcript",
-           "root_transcript", "streamed_turn", "streamed_turns"]
+__all__ = [
+    "DURABILITY",
+    "LANGGRAPH_SQLITE",
+    "ROOT_TRANSCRIPT_BYTES",
+    "checkpoint",
+    "generated_transcript",
+    "open_sqlite_saver",
+    "root_transcript",
+    "streamed_turn",
+    "streamed_turns",
+]
 
 LANGGRAPH_SQLITE = ("langgraph-checkpoint-sqlite", "langgraph.checkpoint.sqlite")
 AIOSQLITE = ("aiosqlite", "aiosqlite")
@@ -142,6 +151,27 @@ def _file_size(path: Path) -> int:
         return 0
 
 
+async def open_sqlite_saver(db_path: Path, synchronous: str, asynchronous: bool) -> tuple[Any, Any]:
+    """LangGraph's SqliteSaver (or AsyncSqliteSaver on aiosqlite) on ``db_path``, set up, with ``PRAGMA
+    synchronous`` as given: the connection and the saver (both peer recipes open it the same way)."""
+    if asynchronous:
+        import aiosqlite
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        conn: Any = await aiosqlite.connect(str(db_path))
+        saver: Any = AsyncSqliteSaver(conn)
+        await saver.setup()
+        await conn.execute(f"PRAGMA synchronous={synchronous}")
+        return conn, saver
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    conn = sqlite3.connect(str(db_path), check_same_thread=False)
+    saver = SqliteSaver(conn)
+    saver.setup()
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    return conn, saver
+
+
 class _SqliteCheckpoint:
     """LangGraph checkpoints of the root transcript, one per streamed turn (prepared by :meth:`setup`)."""
 
@@ -196,21 +226,7 @@ class _SqliteCheckpoint:
         turns = streamed_turns(self.ctx.sample, self.count, self.chars)
         self.expected = base + b"".join(turns)
         self.extra["conversation_bytes"] = len(base)
-        if self.asynchronous:
-            import aiosqlite
-            from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
-            self.conn = await aiosqlite.connect(str(self.db_path))
-            self.saver = AsyncSqliteSaver(self.conn)
-            await self.saver.setup()
-            await self.conn.execute(f"PRAGMA synchronous={self.synchronous}")
-        else:
-            from langgraph.checkpoint.sqlite import SqliteSaver
-
-            self.conn = sqlite3.connect(str(self.db_path), check_same_thread=False)
-            self.saver = SqliteSaver(self.conn)
-            self.saver.setup()
-            self.conn.execute(f"PRAGMA synchronous={self.synchronous}")
+        self.conn, self.saver = await open_sqlite_saver(self.db_path, self.synchronous, self.asynchronous)
         previous = self._checkpoint(base, 1, None)
         self.config = await self._put(self.config, previous)
         data = base
