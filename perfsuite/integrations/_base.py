@@ -69,11 +69,17 @@ class EngineCheckpointer(BaseCheckpointSaver[int]):
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         thread, ns = thread_and_ns(config)
         cid = get_checkpoint_id(config) or self.index.latest(thread, ns)
-        return None if cid is None else self.index.tuple_for(thread, ns, cid)
+        try:
+            return None if cid is None else self.index.tuple_for(thread, ns, cid)
+        except JournalError as exc:  # a value decoded only when read (a list tail over a non-list): one line
+            raise SessionError(f"{self.session.root}: a checkpointer record cannot be read: {exc}") from exc
 
     def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
              before: RunnableConfig | None = None, limit: int | None = None) -> Iterator[CheckpointTuple]:
-        return iter(self.index.search(config, wanted=filter, before=before, limit=limit))
+        try:
+            return iter(self.index.search(config, wanted=filter, before=before, limit=limit))
+        except JournalError as exc:
+            raise SessionError(f"{self.session.root}: a checkpointer record cannot be read: {exc}") from exc
 
     # -- records and plans ----------------------------------------------------------------------------
     def _checkpoint_record(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,

@@ -2,16 +2,24 @@
 the in-memory index they replay into.
 
 A checkpoint record carries the checkpoint without its channel values, its metadata, its parent and the
-blobs of the channels whose versions changed (``new_versions``): O(change), never the whole state. A
-writes record carries one task's pending writes. Both are JSON lines of the root transcript (E2/E3), so a
-put is one message appended and one publication: one record and one fdatasync. Reads never touch the disk:
-the index answers ``get_tuple`` and ``list``, as replaying every record at open rebuilt it.
+blobs of the channels whose versions changed (``new_versions``): O(change), never the whole state. A list
+channel that grew by appending (a ``messages`` channel under ``add_messages``) is stored as its new items
+only, after the version it extends (a *tail*), so a turn on a 6000-message thread writes one turn, not the
+thread. A writes record carries one task's pending writes. Both are JSON lines of the root transcript
+(E2/E3), so a put is one message appended and one publication: one record and one fdatasync. Reads never
+touch the disk: the index answers ``get_tuple`` and ``list``, as replaying every record at open rebuilt it.
+
+The index keeps the newest list it stored or read per channel as the very items the graph handed it, and
+hands out copies of that list: a put whose list starts with those same objects is a tail, and the next read
+needs no decoding. This relies on LangGraph's rule that nodes return updates instead of mutating state in
+place: an item changed in place after its checkpoint is not stored again.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
@@ -29,7 +37,11 @@ KEY = "lg"
 
 Typed = tuple[str, bytes]
 BlobKey = tuple[str, str, str, Any]  # thread, namespace, channel, version
+ChannelKey = tuple[str, str, str]  # thread, namespace, channel
 WriteKey = tuple[str, str, str]  # thread, namespace, checkpoint id
+Items = tuple[Any, tuple[Any, ...]]  # a list channel's version and its items
+
+_ABSENT = object()  # a channel version with no value (stored as "empty")
 
 
 class JournalError(Exception):
@@ -45,6 +57,16 @@ class Saved:
     metadata: Typed
     parent: str | None
     meta: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Blob:
+    """One channel version as stored: the whole value, or (``tail``) the items a list gained after the
+    version ``base`` of the same channel."""
+
+    typed: Typed
+    tail: bool = False
+    base: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,8 +134,12 @@ class Index:
     def __init__(self, serde: SerializerProtocol) -> None:
         self.serde = serde
         self.storage: dict[str, dict[str, dict[str, Saved]]] = {}
-        self.blobs: dict[BlobKey, Typed] = {}
+        self.blobs: dict[BlobKey, Blob] = {}
         self.writes: dict[WriteKey, dict[tuple[str, int], Write]] = {}
+        #: the newest list stored or read per channel, as the objects themselves (what a tail extends)
+        self.lists: dict[ChannelKey, Items] = {}
+        #: lists of records built but not yet applied (acknowledged), by checkpoint
+        self.pending: dict[WriteKey, dict[str, Items]] = {}
 
     # -- records --------------------------------------------------------------------------------------
     def apply(self, record: Mapping[str, Any]) -> None:
@@ -126,8 +152,12 @@ class Index:
                 saved = Saved(_dec(record["c"]), metadata, None if parent is None else str(parent),
                               self.serde.loads_typed(metadata))
                 self.storage.setdefault(thread, {}).setdefault(ns, {})[cid] = saved
-                for channel, version, kind, data in record["b"]:
-                    self.blobs[(thread, ns, str(channel), version)] = _dec([kind, data])
+                fresh = self.pending.pop((thread, ns, cid), {})
+                for entry in record["b"]:
+                    self._blob(thread, ns, entry)
+                    items = fresh.get(str(entry[0]))
+                    if items is not None and items[0] == entry[1]:
+                        self.lists[(thread, ns, str(entry[0]))] = items
                 return
             stored = self.writes.setdefault((thread, ns, cid), {})
             for idx, channel, kind, data in record["w"]:
@@ -140,15 +170,54 @@ class Index:
         except Exception as exc:  # untrusted bytes stay data: any decoding failure is one line, never a traceback
             raise JournalError(f"a checkpointer record is malformed ({type(exc).__name__}: {exc})") from exc
 
+    def _blob(self, thread: str, ns: str, entry: Any) -> None:
+        """Fold one blob entry in: ``[channel, version, kind, data]``, or a tail ``[..., base]`` that
+        must follow a version of the same channel this thread already holds."""
+        if not isinstance(entry, list) or len(entry) not in (4, 5):
+            raise JournalError(f"a checkpointer record holds a malformed blob: {str(entry)[:80]!r}")
+        channel, version = str(entry[0]), entry[1]
+        typed = _dec(entry[2:4])
+        if len(entry) == 4:
+            self.blobs[(thread, ns, channel, version)] = Blob(typed)
+            return
+        base = entry[4]
+        if base == version or (thread, ns, channel, base) not in self.blobs:
+            raise JournalError(f"a list tail of channel {channel!r} follows a version the thread does not hold")
+        if (thread, ns, channel, version) in self.blobs and version in self._chain(thread, ns, channel, base):
+            raise JournalError(f"the list tails of channel {channel!r} form a cycle")
+        self.blobs[(thread, ns, channel, version)] = Blob(typed, True, base)
+
+    def _chain(self, thread: str, ns: str, channel: str, version: Any) -> set[Any]:
+        """The versions a tail's value is built from, itself included (only asked when a version is stored
+        again, so replay stays linear)."""
+        seen = {version}
+        blob = self.blobs[(thread, ns, channel, version)]
+        while blob.tail and blob.base not in seen:
+            seen.add(blob.base)
+            blob = self.blobs[(thread, ns, channel, blob.base)]
+        return seen
+
     def checkpoint_record(self, thread: str, ns: str, checkpoint: Mapping[str, Any], metadata: Mapping[str, Any],
                           parent: str | None, new_versions: Mapping[str, Any]) -> dict[str, Any]:
-        """The record of a new checkpoint: only the channels in ``new_versions`` carry a blob (O(change))."""
+        """The record of a new checkpoint: only the channels in ``new_versions`` carry a blob (O(change)),
+        a list that starts with the items of the channel's newest known list only its new items."""
         body = dict(checkpoint)
         values = body.pop("channel_values", {}) or {}
-        blobs = []
+        blobs: list[list[Any]] = []
+        fresh: dict[str, Items] = {}
         for channel, version in new_versions.items():
-            typed = self.serde.dumps_typed(values[channel]) if channel in values else ("empty", b"")
+            value = values.get(channel, _ABSENT)
+            if type(value) is list:  # exactly a list: a subclass may carry more than its items
+                items = tuple(value)
+                fresh[channel] = (version, items)
+                known = self.lists.get((thread, ns, channel))
+                if known is not None and _extends(items, known[1]) and known[0] != version:
+                    tail = self.serde.dumps_typed(list(items[len(known[1]):]))
+                    blobs.append([channel, version, *_enc(tail), known[0]])
+                    continue
+            typed = ("empty", b"") if value is _ABSENT else self.serde.dumps_typed(value)
             blobs.append([channel, version, *_enc(typed)])
+        self.pending[(thread, ns, str(checkpoint["id"]))] = fresh
         return {"k": "cp", "t": thread, "ns": ns, "id": str(checkpoint["id"]), "p": parent,
                 "c": _enc(self.serde.dumps_typed(body)), "m": _enc(self.serde.dumps_typed(dict(metadata))),
                 "b": blobs}
@@ -181,9 +250,16 @@ class Index:
                 blobs = []
                 for channel, version in versions.items():
                     blob = self.blobs.get((thread, ns, channel, version))
-                    if blob is not None and (channel, version) not in emitted:
-                        emitted.add((channel, version))
-                        blobs.append([channel, version, *_enc(blob)])
+                    if blob is None or (channel, version) in emitted:
+                        continue
+                    emitted.add((channel, version))
+                    if not blob.tail:
+                        blobs.append([channel, version, *_enc(blob.typed)])
+                    elif (channel, blob.base) in emitted:
+                        blobs.append([channel, version, *_enc(blob.typed), blob.base])
+                    else:  # its base is not kept: the whole list
+                        whole = self.serde.dumps_typed(self.value(thread, ns, channel, version))
+                        blobs.append([channel, version, *_enc(whole)])
                 out.append({"k": "cp", "t": target, "ns": ns, "id": cid, "p": saved.parent,
                             "c": _enc(saved.checkpoint), "m": _enc(saved.metadata), "b": blobs})
                 for key, write in self._ordered(thread, ns, cid):
@@ -198,6 +274,47 @@ class Index:
             del self.writes[key]
         for blob in [k for k in self.blobs if k[0] == thread]:
             del self.blobs[blob]
+        for key in [k for k in self.lists if k[0] == thread]:
+            del self.lists[key]
+        for key in [k for k in self.pending if k[0] == thread]:
+            del self.pending[key]
+
+    def value(self, thread: str, ns: str, channel: str, version: Any) -> Any:
+        """A channel version's value (``_ABSENT`` when it has none): a tail is its base's list plus its items;
+        a list is a copy of the newest one known, which then becomes the newest."""
+        head = (thread, ns, channel)
+        known = self.lists.get(head)
+        if known is not None and known[0] == version:
+            return list(known[1])
+        blob = self.blobs.get((*head, version))
+        if blob is None or blob.typed[0] == "empty":
+            return _ABSENT
+        tails: list[Typed] = []
+        seen = {version}
+        start: list[Any] | None = None
+        while blob.tail:
+            tails.append(blob.typed)
+            if known is not None and known[0] == blob.base:
+                start = list(known[1])
+                break
+            if blob.base in seen:
+                raise JournalError(f"the list tails of channel {channel!r} form a cycle")
+            seen.add(blob.base)
+            blob = self.blobs[(*head, blob.base)]  # present: a tail is only taken after its base (_blob)
+        if start is None:
+            if blob.typed[0] == "empty":
+                raise JournalError(f"a list tail of channel {channel!r} follows a version with no value")
+            start = self.serde.loads_typed(blob.typed)
+            if tails and type(start) is not list:
+                raise JournalError(f"a list tail of channel {channel!r} follows a value that is not a list")
+        for typed in reversed(tails):
+            items = self.serde.loads_typed(typed)
+            if type(items) is not list:
+                raise JournalError(f"a list tail of channel {channel!r} holds no list")
+            start.extend(items)
+        if type(start) is list:
+            self.lists[head] = (version, tuple(start))
+        return start
 
     # -- reads ----------------------------------------------------------------------------------------
     def _ordered(self, thread: str, ns: str, cid: str) -> list[tuple[tuple[str, int], Write]]:
@@ -211,9 +328,9 @@ class Index:
         checkpoint = self.serde.loads_typed(saved.checkpoint)
         values = {}
         for channel, version in checkpoint.get("channel_versions", {}).items():
-            blob = self.blobs.get((thread, ns, channel, version))
-            if blob is not None and blob[0] != "empty":
-                values[channel] = self.serde.loads_typed(blob)
+            value = self.value(thread, ns, channel, version)
+            if value is not _ABSENT:
+                values[channel] = value
         parent: RunnableConfig | None = None
         if saved.parent:
             parent = {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": saved.parent}}
@@ -258,5 +375,10 @@ class Index:
         return found
 
 
-__all__ = ["KEY", "ROLE", "Index", "JournalError", "Saved", "Write", "message", "record_of", "records",
+def _extends(items: tuple[Any, ...], prefix: tuple[Any, ...]) -> bool:
+    """``items`` starts with exactly the objects of a non-empty ``prefix`` (identity: no item decoded)."""
+    return 0 < len(prefix) <= len(items) and all(map(operator.is_, items, prefix))
+
+
+__all__ = ["KEY", "ROLE", "Blob", "Index", "JournalError", "Saved", "Write", "message", "record_of", "records",
            "without_threads"]
