@@ -54,6 +54,9 @@ def test_every_mode_of_the_recipe_is_acknowledged(tmp_path: Path) -> None:
     assert not recipe.catalogue and recipe.allocation
     assert {m.params["saver"] for m in recipe.modes} == set(langgraph_graph.SAVERS)
     assert all(m.params["messages"] == 6000 for m in recipe.modes)  # the long thread of the comparison
+    real = load_recipe("peer-langgraph-graph-27mb")
+    assert real.fixture == "copied-27mb" and {m.params["saver"] for m in real.modes} == set(langgraph_graph.SAVERS)
+    assert all(m.params["history"] == "root" for m in real.modes)
     modes = tuple(dataclasses.replace(m, params={**m.params, "messages": HISTORY}) for m in recipe.modes)
     small = dataclasses.replace(recipe, modes=modes, samples=1, warmup=0, worker_warmup=0, control_windows=1,
                                 settle_ms=0.0, allocation_samples=1, instructions=False)
@@ -72,6 +75,29 @@ def test_every_mode_of_the_recipe_is_acknowledged(tmp_path: Path) -> None:
         if mode.params["saver"] in ("engine", "async-engine"):
             assert metrics["fdatasyncs"] >= metrics["supersteps"] >= 2, mode.name
         assert document["modes"][mode.name]["allocation"], mode.name  # the allocation pass ran
+
+
+@needs_langgraph
+def test_a_root_history_is_the_fixture_sessions_root_transcript(run_operation: Any, tmp_path: Path) -> None:
+    from perfsuite.engine import ROOT, Message, Session
+
+    workdir = tmp_path / "fixture"
+    with Session.open(workdir, create=True) as session:
+        for i in range(30):
+            session.add_message(ROOT, Message("user" if i % 3 == 0 else "assistant", f"text {i}", float(i)))
+        session.checkpoint(ROOT)
+    history = langgraph_graph.root_conversation(workdir)
+    assert [m.content for m in history] == [f"text {i}" for i in range(30)]
+    assert [m.type for m in history[:3]] == ["human", "ai", "ai"]
+    _, metrics = run_operation(langgraph_graph.invoke, {"saver": "engine", "history": "root"},
+                               scratch=tmp_path / "scratch", workdir=workdir)
+    assert metrics["thread_messages"] == 30 and metrics["reply_messages"] == 32 and metrics["history"] == "root"
+    with pytest.raises(PerfsuiteError, match="names no fixture"):
+        run_operation(langgraph_graph.invoke, {"saver": "memory", "history": "root"}, scratch=tmp_path / "s2")
+    with pytest.raises(PerfsuiteError, match="cannot read the fixture's session") as caught:
+        run_operation(langgraph_graph.invoke, {"saver": "memory", "history": "root"}, scratch=tmp_path / "s3",
+                      workdir=tmp_path / "s3")
+    assert "\n" not in str(caught.value)
 
 
 def test_a_key_the_operation_does_not_read_fails_before_anything_runs() -> None:

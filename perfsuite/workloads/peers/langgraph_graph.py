@@ -2,10 +2,12 @@
 
 :func:`invoke` compiles one ``StateGraph`` (a ``messages`` channel with ``add_messages``, one node that
 answers the last message) with the mode's saver and, per sample, invokes it once on a thread that already
-holds a long conversation (``messages``, 6000 by default: seeded user/assistant turns of 200-1200
-characters), with ``durability="sync"``: every superstep's checkpoint is stored before the next one runs, so
-the invoke returning is the acknowledgement. The thread is built outside the window (one ``update_state``
-carrying the whole conversation), so the window holds exactly one user turn's supersteps.
+holds a long conversation (``history = "seeded"``: ``messages`` seeded user/assistant turns of 200-1200
+characters, 6000 by default; ``history = "root"``: every message of the root transcript of the recipe's
+fixture, the copied 27 MB session, as user and assistant messages), with ``durability="sync"``: every
+superstep's checkpoint is stored before the next one runs, so the invoke returning is the acknowledgement.
+The thread is built outside the window (one ``update_state`` carrying the whole conversation), so the
+window holds exactly one user turn's supersteps.
 
 ``saver`` chooses the checkpointer:
 
@@ -31,7 +33,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 from perfsuite._extras import install_hint
-from perfsuite.engine import OsFileSystem
+from perfsuite.engine import ROOT, OsFileSystem, Session, SessionError
 from perfsuite.engine.testing import RecordingFileSystem
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness import AckCallback, OperationContext, Param, accepts
@@ -47,17 +49,21 @@ from perfsuite.workloads.peers.langgraph_sqlite import (
     open_sqlite_saver,
 )
 
-__all__ = ["GRAPH", "SAVERS", "THREAD_ID", "conversation", "invoke"]
+__all__ = ["GRAPH", "HISTORIES", "SAVERS", "THREAD_ID", "conversation", "invoke", "root_conversation"]
 
 #: the saver keys of a mode, and what each one is recorded as
 SAVERS = {"engine": "EngineSaver", "async-engine": "AsyncEngineSaver", "sqlite": "SqliteSaver",
           "async-sqlite": "AsyncSqliteSaver", "memory": "InMemorySaver"}
 _ASYNC = frozenset({"async-engine", "async-sqlite"})
+#: where the thread's history comes from
+HISTORIES = ("seeded", "root")
 
 #: what an invoke mode accepts (issue 28 item 6): every key is read by the operation
 GRAPH = {**LABELS,
          "saver": Param(str, None, "the checkpointer: " + ", ".join(SAVERS), choices=tuple(SAVERS)),
-         "messages": count("messages", 6000, "messages the thread holds before the measured invoke"),
+         "history": Param(str, "seeded", "the thread's history: seeded (``messages`` generated turns) or root "
+                          "(the fixture session's root transcript)", choices=HISTORIES),
+         "messages": count("messages", 6000, "messages the thread holds before the measured invoke (seeded)"),
          "message_chars": count("chars", 2000, "characters of the measured user turn", minimum=1),
          "synchronous": Param(str, "FULL", "SQLite's synchronous pragma (sqlite savers; the others ignore it "
                               "but record it): OFF, NORMAL, FULL or EXTRA")}
@@ -105,6 +111,23 @@ def _builder() -> Any:
     return builder
 
 
+def root_conversation(workdir: Path) -> list[Any]:
+    """The root transcript of the session in ``workdir`` as LangGraph messages: the user's as human
+    messages, every other role's as AI messages, fixed ids (the fixture's conversation as an agent stored it)."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    try:
+        with Session.open(workdir) as session:
+            entries = list(session.conversation(ROOT).messages())
+    except SessionError as exc:
+        raise PerfsuiteError(f"history root: cannot read the fixture's session: {exc}") from None
+    out: list[Any] = []
+    for i, entry in enumerate(entries):
+        text = entry.content if isinstance(entry.content, str) else str(entry.content)
+        out.append(HumanMessage(text, id=f"r{i}") if entry.role == "user" else AIMessage(text, id=f"r{i}"))
+    return out
+
+
 class _GraphInvoke:
     """One compiled graph on the mode's saver and a thread of ``messages`` turns (prepared by :meth:`setup`)."""
 
@@ -125,6 +148,9 @@ class _GraphInvoke:
         self.kind: str = saver
         self.asynchronous = saver in _ASYNC
         self.synchronous = synchronous
+        self.source: str = value(ctx, GRAPH, "history")
+        if self.source == "root" and ctx.workdir is None:
+            raise PerfsuiteError(f"mode {ctx.mode}: history root: the recipe names no fixture session")
         self.history: int = value(ctx, GRAPH, "messages")
         self.chars: int = value(ctx, GRAPH, "message_chars")
         self.scratch: Path = ctx.scratch
@@ -182,7 +208,12 @@ class _GraphInvoke:
 
         await self._open()
         self.graph = _builder().compile(checkpointer=self.saver)
-        history = conversation(self.history)
+        if self.source == "root":
+            assert self.ctx.workdir is not None  # checked in __init__
+            history = root_conversation(self.ctx.workdir)
+            self.history = len(history)
+        else:
+            history = conversation(self.history)
         if self.asynchronous:
             await self.graph.aupdate_state(self.config, {"messages": history})
         else:
@@ -203,6 +234,7 @@ class _GraphInvoke:
                 "durability": f"SQLite journal_mode={journal}, synchronous={_SYNCHRONOUS[level]}: each put is one "
                               "transaction whose WAL frames are fsynced at commit"})
         self.extra["thread_messages"] = self.history
+        self.labels["history"] = self.source
         return self
 
     def _checkpoints(self) -> int:
@@ -296,8 +328,8 @@ class _GraphInvoke:
 @accepts(**GRAPH)
 async def invoke(ctx: OperationContext) -> _GraphInvoke:
     """One ``invoke`` of a messages graph on a thread of ``messages`` turns (6000), ``durability="sync"``.
-    Params: ``saver`` (engine, async-engine, sqlite, async-sqlite, memory), ``messages``, ``message_chars``
-    (2000), ``synchronous`` ("FULL", the sqlite savers)."""
+    Params: ``saver`` (engine, async-engine, sqlite, async-sqlite, memory), ``history`` (seeded, root),
+    ``messages``, ``message_chars`` (2000), ``synchronous`` ("FULL", the sqlite savers)."""
     op = _GraphInvoke(ctx)
     try:
         return await op.setup()
