@@ -12,9 +12,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from perfsuite.report._load import Result, find_floor, find_publication_floor, latest_by_recipe
+from perfsuite.report._table import sqlite_reference_for
 
 QUICK_SET = ("idle-control", "fsync-floor", "mailbox-delivery", "root-checkpoint", "diagnostic-append")
 ASYNC_RECIPES = ("mailbox-delivery", "root-checkpoint", "agent-checkpoint")
+#: the recipes with SQLite reference modes beside the engine's (perfsuite.workloads.sqlite_reference)
+SQLITE_RECIPES = ("mailbox-delivery", "root-checkpoint")
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +122,29 @@ def _ack_within_publication_floor(latest: Mapping[str, Result]) -> list[Bar]:
         bars.append(Bar("ack within 1.3x publication floor", recipe,
                         f"{ack:.2f} / {floor.ack_ms.median:.2f} ms (publication floor) = {ratio:.2f}x", target,
                         ratio <= 1.3))
+    return bars
+
+
+def _ack_within_sqlite(latest: Mapping[str, Result]) -> list[Bar]:
+    """SPEC section 8: acknowledgement at most SQLite's for the same bytes, in the same document: ``sync``
+    against the synchronous reference, ``async`` against the threaded one (the table's ``ack/sqlite`` pairing)."""
+    bars = []
+    for recipe in SQLITE_RECIPES:
+        for mode, which in (("sync", "synchronous"), ("async", "threaded")):
+            name = f"{mode} ack within 1.0x {which} SQLite"
+            target = f"median {mode} ack <= 1.0 x median {which} SQLite reference, same run"
+            result = latest.get(recipe)
+            if result is None or mode not in result.modes:
+                bars.append(_not_measured(name, recipe, target))
+                continue
+            ref = sqlite_reference_for(result, mode)
+            ack = _median(_values(result, mode, "ack_ms"))
+            if ref is None or ack is None:
+                bars.append(Bar(name, recipe, "not measured (no SQLite reference in this document)", target, None))
+                continue
+            ratio = ack / ref.ack_ms.median
+            bars.append(Bar(name, recipe, f"{ack:.2f} / {ref.ack_ms.median:.2f} ms (`{ref.mode}`) = {ratio:.2f}x",
+                            target, ratio <= 1.0))
     return bars
 
 
@@ -237,6 +263,7 @@ def bars(results: Iterable[Result]) -> list[Bar]:
         *_async_five_times(latest),
         *_ack_within_floor(latest, everything),
         *_ack_within_publication_floor(latest),
+        *_ack_within_sqlite(latest),
         *_append_flat(latest),
         *_delta_append(latest),
         *_registry_tenth(latest),

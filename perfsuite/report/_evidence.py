@@ -37,6 +37,7 @@ from perfsuite.report._evidence_context import (
     loaded_machine,
     mode_code,
     publication_floor,
+    sqlite_reference,
 )
 from perfsuite.report._evidence_pairing import paired_comparison
 from perfsuite.report._figures import Figure, Figures, sample_field
@@ -439,7 +440,7 @@ def evidence(
     for mode in result.modes:
         sentences += w.details(mode)
     sentences += [w.allocation(), w.instructions(), w.gc(), w.heap(), w.verdict(), w.control(), loaded_machine(w),
-                  fsync_floor(w), publication_floor(w)]
+                  fsync_floor(w), publication_floor(w), sqlite_reference(w)]
     comparison = None
     if baseline is not None:
         comparison = paired_comparison(result, baseline, alpha=alpha, factor=factor)  # one A/B pair: as `ab`

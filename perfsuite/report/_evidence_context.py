@@ -14,7 +14,7 @@ from perfsuite.report._figures import Figures, metric_field, sample_field
 from perfsuite.report._format import short_commit
 from perfsuite.report._live import is_live, live_limitation
 from perfsuite.report._load import Floor, Result
-from perfsuite.report._table import NO_ACK_RATIO_RECIPES
+from perfsuite.report._table import NO_ACK_RATIO_RECIPES, sqlite_reference_for, sqlite_references
 
 #: fewer samples per mode than this is called "small samples"
 FEW_SAMPLES = 20
@@ -118,6 +118,32 @@ def publication_floor(w: _Writer) -> str:
     return (f"The publication floor measured beside the modes ({mode_code(mode)}: the engine's durable "
             f"operations{of} replayed as raw os calls: {join_and(did) or 'none recorded'}) acknowledged in "
             f"{acked} ms (median {median} ms), against acknowledgement medians of {w.acks(skip=mode)}.")
+
+def sqlite_reference(w: _Writer) -> str:
+    """The SQLite references beside the modes (SPEC section 8): what each committed, its acks, and the modes
+    the table's ``ack/sqlite`` reads against it with their medians (both figures from the samples: a ratio is
+    in no file, so it is left to the table)."""
+    refs = sqlite_references(w.result)
+    if not refs:
+        return ""
+    parts = []
+    for handoff, ref in sorted(refs.items()):
+        mode = ref.mode
+        how = ("inline on the loop thread and acknowledged" if handoff == "inline"
+               else "on one worker thread with the acknowledgement on the loop,")
+        size = (w.rng(mode, "metrics", "record_bytes", fmt="bytes") + " bytes of the record"
+                if w.has(mode, "metrics", "record_bytes") else "the record")
+        median = w.f.one("result", sample_field(mode, "ack_ms"), "median", "ms")
+        paired = [m for m in w.result.modes if w.has(m, "ack_ms")
+                  and getattr(sqlite_reference_for(w.result, m), "mode", None) == mode]
+        against = join_and([f"{mode_code(m)} (median {w.f.one('result', sample_field(m, 'ack_ms'), 'median', 'ms')}"
+                            " ms)" for m in paired]) or "no mode"
+        parts.append(f"{mode_code(mode)} committed {size} {how} in {w.rng(mode, 'ack_ms')} ms "
+                     f"(median {median} ms), the reference of {against}")
+    return ("The SQLite references measured beside the modes (`sqlite3`, `journal_mode=WAL`, `synchronous=FULL`, "
+            "one INSERT and COMMIT of the bytes the engine wrote for the same publication, column `ack/sqlite`): "
+            + "; ".join(parts) + ".")
+
 
 def against_baseline(w: _Writer, comparison: Comparison) -> str:
     """Before/after ranges against a baseline, with `compare`'s statuses and verdict (issue 15)."""

@@ -3,7 +3,9 @@
 Per mode: samples, median and range of the max heartbeat gap, the median longest loop callback (M9
 loop stalls; ``n/m`` when not measured), median submission and acknowledgement, the acknowledgement as a
 multiple of the run's two floors when known (the **fsync floor**, SPEC section 4, and the **publication
-floor**, SPEC section 8: one generation's durable operations as raw os calls), samples that saw GC, and
+floor**, SPEC section 8: one generation's durable operations as raw os calls) and of the **SQLite reference**
+(``ack/sqlite``, SPEC section 8: the same record bytes committed by sqlite3, see :func:`sqlite_reference_for`),
+samples that saw GC, and
 the M7 verdict (``reference: why`` for a by-design reference mode, never "missed") and, when the run
 had an instruction pass (issue 22), the median instructions per operation in total and on the loop
 thread (``n/m`` when valgrind was missing); then the idle control (M1) as the noise floor.
@@ -33,6 +35,9 @@ __all__ = [
     "row_cells",
     "shows_floor_ratio",
     "shows_instructions",
+    "sqlite_caption",
+    "sqlite_reference_for",
+    "sqlite_references",
     "summary_columns",
     "summary_rows",
     "summary_table",
@@ -43,6 +48,8 @@ __all__ = [
 NO_ACK_RATIO_RECIPES = frozenset({"idle-control"})
 #: a cell whose metric the document does not hold (an older document, or a loop the harness did not own)
 NOT_MEASURED = "n/m"
+#: the operation of the SQLite reference modes (``perfsuite.workloads.sqlite_reference``)
+SQLITE_REFERENCE_SUFFIX = ":sqlite_commit"
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +72,7 @@ class SummaryRow:
     reference: str | None = None
     instructions: str = ""
     loop_instructions: str = ""
+    ack_sqlite: str = ""
 
 
 def _stat(summary: Mapping[str, Any], key: str, part: str = "median") -> str:
@@ -103,6 +111,57 @@ def shows_floor_ratio(document: Mapping[str, Any] | Result, floor: Floor | None)
     if floor is None or doc["recipe"]["name"] in NO_ACK_RATIO_RECIPES:
         return False
     return not any(floor.section is body for body in doc["modes"].values())
+
+
+def _mode_param(doc: Mapping[str, Any], mode: str, name: str) -> Any:
+    """A mode's parameter as the run recorded it (its section's ``params``, else the recorded recipe)."""
+    body = (doc.get("modes") or {}).get(mode) or {}
+    params = body.get("params") or {}
+    if name in params:
+        return params[name]
+    return (((doc.get("recipe") or {}).get("modes") or {}).get(mode) or {}).get(name)
+
+
+def sqlite_references(document: Mapping[str, Any] | Result) -> dict[str, Floor]:
+    """The SQLite reference modes of ``document`` that have acknowledgements, by hand-off: ``"inline"`` (the
+    synchronous reference) and ``"thread"`` (the threaded one); the first mode of each; empty without any."""
+    result = document if isinstance(document, Result) else Result(None, document)
+    out: dict[str, Floor] = {}
+    for mode, body in result.data["modes"].items():
+        if not str(body.get("operation", "")).endswith(SQLITE_REFERENCE_SUFFIX):
+            continue
+        handoff = str(_mode_param(result.data, mode, "handoff") or "inline")
+        stat = result.stat(mode, "ack_ms")
+        if stat is not None and stat.median > 0 and handoff not in out:
+            out[handoff] = Floor(f"mode {mode}", mode, stat, result, body, kind=f"sqlite {handoff}")
+    return out
+
+
+def sqlite_reference_for(document: Mapping[str, Any] | Result, mode: str) -> Floor | None:
+    """The SQLite reference ``mode``'s acknowledgement is read against (``ack/sqlite``), or ``None``.
+
+    The pairing: a mode of the asynchronous path (its ``path`` parameter is ``"async"``) against the threaded
+    reference (the same worker-thread hand-off and ack on the loop as the engine's job), every other mode
+    against the synchronous one (inline on the loop thread, as the synchronous writer). Reference modes (the
+    SQLite references themselves, the publication floor) get none: they are anchors, not what is gated; a
+    missing reference of that side leaves the cell empty rather than reading the other side."""
+    doc = _doc(document)
+    if mode_reference(doc, mode) or str((doc["modes"].get(mode) or {}).get("operation", "")).endswith(
+            SQLITE_REFERENCE_SUFFIX):
+        return None
+    side = "thread" if _mode_param(doc, mode, "path") == "async" else "inline"
+    return sqlite_references(document).get(side)
+
+
+def sqlite_caption(document: Mapping[str, Any] | Result) -> list[str]:
+    """One line per SQLite reference: ``sqlite reference 1.23 ms (median ack of mode sqlite; column ack/sqlite
+    of sync modes)`` (under 100 columns with the threaded reference's name: a CI log)."""
+    lines = []
+    for handoff, ref in sorted(sqlite_references(document).items()):
+        side = "async" if handoff == "thread" else "sync"
+        lines.append(f"sqlite reference {ref.ack_ms.median:.2f} ms (median ack of mode {ref.mode}; "
+                     f"column ack/sqlite of {side} modes)")
+    return lines
 
 
 def table_title(document: Mapping[str, Any] | Result) -> str:
@@ -168,6 +227,7 @@ def summary_rows(document: Mapping[str, Any] | Result, floor: Floor | None = Non
                 control=control,
                 stall=_stall(samples, summary),
                 ack_publication_floor="" if control or own_floor else _ratio(summary, publication),
+                ack_sqlite="" if control else _ratio(summary, sqlite_reference_for(doc, mode)),
                 reference=reference,
                 instructions=instr,
                 loop_instructions=loop,
@@ -204,7 +264,7 @@ def floor_caption(floor: Floor | None) -> str | None:
 def floors_caption(document: Mapping[str, Any] | Result, floor: Floor | None) -> str | None:
     """The caption naming every floor the table's ratio columns use, one per line; ``None`` without any."""
     candidates = [floor_caption(floor) if shows_floor_ratio(document, floor) else None,
-                  floor_caption(find_publication_floor(_doc(document)))]
+                  floor_caption(find_publication_floor(_doc(document))), *sqlite_caption(document)]
     lines = [line for line in candidates if line]
     if any(r.stall == NOT_MEASURED for r in summary_rows(document, floor)):
         lines.append(f"{NOT_MEASURED}: not measured (no loop-stall record, M9, for those samples)")
@@ -220,6 +280,8 @@ def summary_columns(document: Mapping[str, Any] | Result, floor: Floor | None) -
         columns.append("ack/fsync floor")
     if find_publication_floor(_doc(document)) is not None:
         columns.append("ack/pub floor")
+    if sqlite_references(document):
+        columns.append("ack/sqlite")
     if shows_instructions(document):
         columns += ["instructions", "loop instr"]
     return [*columns, "GC", "verdict"]
@@ -229,19 +291,20 @@ def row_cells(row: SummaryRow, columns: list[str]) -> list[str]:
     """The cells of ``row`` under ``columns`` (as :func:`summary_columns` gives them)."""
     by_column = {"mode": row.mode, "n": str(row.n), "max gap": row.max_gap, "gap range": row.gap_range,
                  "stall": row.stall, "submit": row.submit, "ack": row.ack, "ack/fsync floor": row.ack_floor,
-                 "ack/pub floor": row.ack_publication_floor, "GC": str(row.gc), "verdict": row.verdict,
-                 "instructions": row.instructions, "loop instr": row.loop_instructions}
+                 "ack/pub floor": row.ack_publication_floor, "ack/sqlite": row.ack_sqlite, "GC": str(row.gc),
+                 "verdict": row.verdict, "instructions": row.instructions, "loop instr": row.loop_instructions}
     return [by_column[c] for c in columns]
 
 
 #: headers printed on two lines (the column keys stay one string, as in captions and the dashboard)
-HEADERS = {"ack/fsync floor": "ack/fsync\nfloor", "ack/pub floor": "ack/pub\nfloor"}
+HEADERS = {"ack/fsync floor": "ack/fsync\nfloor", "ack/pub floor": "ack/pub\nfloor", "ack/sqlite": "ack/\nsqlite"}
 
 
 def summary_table(document: Mapping[str, Any] | Result, floor: Floor | None = None) -> Any:
     """A rich ``Table``: medians, max-gap range, longest loop callback, ack against the floors, GC samples and
     the M7 verdict per mode. ``floor`` (see :func:`~perfsuite.report.find_floor`) adds the
-    ``ack/fsync floor`` column; a publication-floor mode in the document adds ``ack/pub floor``."""
+    ``ack/fsync floor`` column; a publication-floor mode in the document adds ``ack/pub floor``, a SQLite
+    reference mode ``ack/sqlite``."""
     from rich import box
     from rich.markup import escape
     from rich.table import Table
