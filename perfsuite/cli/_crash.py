@@ -233,8 +233,9 @@ def register(sub: Subparsers) -> None:
                        help="instead: the kill campaign, N SIGKILLs of a child running a mixed session workload "
                        "on the real file system, recovery checked after each (200 is the acceptance run); "
                        "--seed seeds the kill points, --keep keeps the sessions, --seeded-bug applies")
-    crash.add_argument("--profile", action="append", choices=["portable", "file"],
-                       help="with --kill: session profile, repeatable (default: both, alternating)")
+    crash.add_argument("--profile", action="append", choices=["portable", "file", "langgraph"],
+                       help="with --kill: session profile, repeatable (default: portable and file, alternating; "
+                       "langgraph: a child driving the LangGraph saver, with the langgraph extra)")
     crash.add_argument("--corrupt", action="store_true",
                        help="instead: the corruption campaign; every file and directory of each finished session "
                        "workload is deleted, truncated (to 0, to half), overwritten with garbage, has a byte "

@@ -35,6 +35,7 @@ from perfsuite.crash.states._campaign import (
 )
 from perfsuite.crash.workloads import (
     _group_fault,  # noqa: F401  (importing it registers session-group-fault)
+    _langgraph,  # noqa: F401  (importing it registers langgraph-saver)
     _ledger_retire,  # noqa: F401  (importing it registers session-ledger-retire)
     _migration,  # noqa: F401  (importing it registers session-migrate)
     _retention,  # noqa: F401  (importing it registers session-retention)

@@ -13,6 +13,7 @@ import asyncio
 import os
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Self, TypeVar
 
 from perfsuite._extras import require
@@ -30,6 +31,16 @@ from perfsuite.integrations._base import EngineCheckpointer, Plan, open_session
 T = TypeVar("T")
 
 
+@dataclass(frozen=True, slots=True)
+class SaverFaults:
+    """Private fault hooks of :class:`EngineSaver`, for the crash checker's seeded bugs only (``perfsuite
+    crashcheck --seeded-bug``): each flag plants one deliberate durability bug; production never passes any.
+    ``writes_before_durable``: ``put_writes`` stages its record and returns without publishing it (the next
+    publication carries it), so it acknowledges writes a crash can still lose (E3: durable on return)."""
+
+    writes_before_durable: bool = False
+
+
 class EngineSaver(EngineCheckpointer):
     """The synchronous saver: each write is a synchronous publication (the session's job is off), so it
     returns after its fdatasync. Safe from several threads (LangGraph's sync loop puts from a pool): one
@@ -37,9 +48,11 @@ class EngineSaver(EngineCheckpointer):
     :class:`AsyncEngineSaver` on an event loop)."""
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True, serde: SerializerProtocol | None = None,
-                 settings: SessionSettings | None = None, fs: FileSystem | None = None) -> None:
+                 settings: SessionSettings | None = None, fs: FileSystem | None = None,
+                 faults: SaverFaults | None = None) -> None:
         super().__init__(open_session(path, create=create, settings=settings, fs=fs, asynchronous=False), serde=serde)
         self._lock = threading.RLock()
+        self._faults = faults or SaverFaults()  # (private: the crash checker's seeded bugs, see SaverFaults)
 
     def close(self) -> None:
         """Release the session (its lease). Pending recovery blocks it, as the engine's close says."""
@@ -84,8 +97,14 @@ class EngineSaver(EngineCheckpointer):
                    task_path: str = "") -> None:
         with self._lock:
             record = self._writes_record(config, writes, task_id, task_path)
-            if record is not None:
-                self._publish(Plan(add=[record]))
+            if record is None:
+                return
+            if self._faults.writes_before_durable:  # a seeded bug: acknowledged before its publication
+                plan = Plan(add=[record])
+                self._stage(plan)
+                self._applied(plan)
+                return
+            self._publish(Plan(add=[record]))
 
     def delete_thread(self, thread_id: str) -> None:
         self._change(self._plan_delete, [str(thread_id)])
@@ -297,4 +316,4 @@ class AsyncEngineSaver(EngineCheckpointer):
         self._on_loop(lambda: self.aprune(thread_ids, strategy=strategy))
 
 
-__all__ = ["AsyncEngineSaver", "EngineSaver"]
+__all__ = ["AsyncEngineSaver", "EngineSaver", "SaverFaults"]

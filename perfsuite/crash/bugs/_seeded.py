@@ -11,6 +11,7 @@ reports at least one violation with it and none without it. What ``wrap`` does a
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
@@ -135,6 +136,37 @@ RETAINED_REFS_FORGOTTEN = FaultHooks(forget_unreplayed_refs=True)
 #: a group commit's members are acknowledged durable without reading the result of the round's shared
 #: fdatasync (E1 fsyncgate, E4: one acknowledgement, after adoption)
 GROUP_FAILURE_ACKED = FaultHooks(ack_failed_group=True)
+
+
+class SaverFaulted(DelegatingFileSystem):
+    """Carries fault hooks of the LangGraph saver (``SaverFaults`` flag names) to the workloads that
+    open one (``saver_faults``): the file operations pass through unchanged, like ``with_fault_hooks`` carries
+    the engine's; the saver's own bug is in what it acknowledges, not in the I/O."""
+
+    def __init__(self, inner: FileSystem, saver_faults: frozenset[str]) -> None:
+        super().__init__(inner)
+        self.saver_faults = saver_faults
+
+
+def _saver_faulted(*flags: str) -> Callable[[FileSystem], FileSystem]:
+    def wrap(fs: FileSystem) -> FileSystem:
+        return SaverFaulted(fs, frozenset(flags))
+
+    return wrap
+
+
+def langgraph_missing() -> str | None:
+    """Why the LangGraph saver workloads cannot run (the ``langgraph`` extra is not installed), or None. Looked
+    up without importing anything (this module is imported by every crashcheck)."""
+    try:
+        found = all(importlib.util.find_spec(module) is not None for module in ("langgraph", "langchain_core"))
+    except (ImportError, ValueError):  # a missing parent package, or a broken one
+        found = False
+    if found:
+        return None
+    from perfsuite._extras import install_hint
+
+    return f"the LangGraph saver workloads need the langgraph extra: {install_hint('langgraph')}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,6 +323,11 @@ SEEDED_BUGS: Mapping[str, SeededBug] = {
         # The format-1 migration under crash states (E3): a step reordered.
         SeededBug("format1-aside-first", "a format-1 session's migration sets the format-1 manifests aside before "
                   "HEAD format 2 is durable", _hooked(FaultHooks(migrate_aside_first=True)), ("session-migrate",)),
+        # The LangGraph saver's own durability (E3): writes acknowledged before their publication is durable
+        # (shown only where the langgraph extra is installed).
+        SeededBug("saver-writes-before-fdatasync", "EngineSaver.put_writes returns once its record is staged, before "
+                  "its publication's fdatasync (the next put publishes it)", _saver_faulted("writes_before_durable"),
+                  () if langgraph_missing() else ("langgraph-saver",)),
     )
 }
 

@@ -13,7 +13,9 @@ far. The session is then closed and the next child continues it.
 Every record a child makes goes first to its side file outside the session, fdatasynced (``_ledger``):
 the oracle is that file, and after each kill every recorded acknowledgement of a checkpoint or mail is
 checked one by one against the reopened session (L). Every third portable kill is a coalescing kill: the
-child coalesces checkpoint requests into a held running checkpoint (E7, ``_child``), then dies.
+child coalesces checkpoint requests into a held running checkpoint (E7, ``_child``), then dies. The
+``langgraph`` profile (named only) runs a child driving the LangGraph saver instead (``_langgraph``): every
+third of its kills, the child dies by itself right after a ``put_writes`` acknowledgement.
 
 Unlike the enumerated campaign this loses only what a *process* crash loses (the page cache survives),
 so it tests the engine's own ordering and recovery paths under real concurrency (the portable child runs
@@ -39,6 +41,7 @@ from typing import Any
 
 from perfsuite.cluster import ATTEMPTS, Runner, Task, WorkerLost
 from perfsuite.crash._execution import Execution, runner_for
+from perfsuite.crash.bugs._seeded import langgraph_missing
 from perfsuite.crash.kill._child import layer
 from perfsuite.crash.kill._config import PROFILES, KillConfig, KillReport, KillViolation
 from perfsuite.crash.kill._ledger import (
@@ -118,7 +121,9 @@ def plan_kills(config: KillConfig) -> list[_Kill]:
         seed = rng.randrange(1 << 30)
         # A coalescing kill (E7): 1-5 steps, then the coalescing step, then the child dies by itself (no draw
         # of the generator: the plan of every other kill stays as it was).
-        coalesce = 1 + seed % 5 if profile == "portable" and config.coalesce_every and \
+        # (langgraph: the child SIGKILLs itself right after that many turns' put_writes acknowledgement instead:
+        # the window an acknowledgement that outran its fdatasync loses, hit without timing)
+        coalesce = 1 + seed % 5 if profile in ("portable", "langgraph") and config.coalesce_every and \
             (kill // len(config.profiles)) % config.coalesce_every == config.coalesce_every - 1 else 0
         if coalesce:
             wanted = 4 * config.max_acks
@@ -195,7 +200,8 @@ def _kill_once(directory: str, oracle: _Oracle, kill: _Kill, config: KillConfig,
         else:
             violations.append(KillViolation(kill.index, profile, invariant, message, kept))
     return _KillOutcome(kill.index, profile, acks, pending, tuple(violations), child_s, recovery_s, bool(kill.tear),
-                        checked_kinds(oracle.acks), tuple(lost), bool(kill.coalesce), coalesced)
+                        checked_kinds(oracle.acks), tuple(lost), bool(kill.coalesce) and profile == "portable",
+                        coalesced)
 
 
 def run_kill_slice(directory: str, kills: Sequence[_Kill], oracle: tuple[list[Ack], list[Note], int],
@@ -248,6 +254,8 @@ def run_kill_campaign(config: KillConfig, *, on_kill: Callable[[int, str, int, i
     started = time.perf_counter()
     if config.seeded_bug is not None:
         layer(config.seeded_bug)  # an unknown name fails here, before any child runs
+    if "langgraph" in config.profiles and langgraph_missing() is not None:
+        raise CrashCheckError(f"the kill profile langgraph: {langgraph_missing()}")
     plan = plan_kills(config)
     chains = {p: [k for k in plan if k.profile == p] for p in config.profiles}
     chains = {p: kills for p, kills in chains.items() if kills}

@@ -269,6 +269,10 @@ def child_main(argv: Sequence[str]) -> int:
     tear = int(rest[1]) if len(rest) > 1 else 0
     coalesce = int(rest[2]) if len(rest) > 2 else 0
     ledger = rest[3] if len(rest) > 3 and rest[3] != "-" else None
+    if profile == "langgraph":  # the LangGraph saver's loop (``_langgraph``; no torn or coalescing kills)
+        from perfsuite.crash.kill._langgraph import saver_child
+
+        return saver_child(directory, int(seed), tag, bug, ledger, coalesce)
     asyncio.run(_Child(directory, profile, int(seed), tag, bug, tear, coalesce, ledger).run())
     return 0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-PROFILES = ("portable", "file")
+PROFILES = ("portable", "file")  # the default; "langgraph" (the LangGraph saver) runs when named
 FLAVOURS = ("running", "permission-blocked", "waiting", "idle")
 
 

@@ -86,8 +86,8 @@ def unrecorded(printed: Sequence[str], recorded: Sequence[str]) -> list[str]:
 
 
 def checked_kinds(acks: Iterable[Ack]) -> int:
-    """How many acknowledgements the one-by-one check reads (checkpoints and mail)."""
-    return sum(ack.kind in ("transcript", "mail") for ack in acks)
+    """How many acknowledgements the one-by-one check reads (checkpoints and mail; the saver's puts and writes)."""
+    return sum(ack.kind in ("transcript", "mail", "lg-checkpoint", "lg-writes") for ack in acks)
 
 
 def lost_acknowledgements(view: Mapping[str, Any], acks: Sequence[Ack], notes: Sequence[Note]) -> list[Ack]:

@@ -30,7 +30,7 @@ def create_session(directory: str, profile: str) -> None:
     from perfsuite.crash.workloads._driver import settings
     from perfsuite.engine import FileSession, Message, Session
 
-    cls = Session if profile == "portable" else FileSession
+    cls = Session if profile in ("portable", "langgraph") else FileSession  # (langgraph: the saver's session)
     session = cls.open(directory, create=True, settings=settings())
     session.add_message("root", Message("user", "kill campaign: first turn", time.time()))
     session.checkpoint("root")
@@ -98,7 +98,13 @@ def check_recovered(directory: str, profile: str, oracle: _Oracle, bug: str | No
                     lost: list[int] | None = None) -> Iterator[tuple[str, str]]:
     """(invariant, message) for one recovery of ``directory``: 1-5 on the recovered view, 2 also on the
     files (file-backed), 3 on the tree, 6 by recovering again; L: every recorded acknowledgement of a
-    checkpoint or mail, one by one (``_ledger``; the ``at`` of each one missing goes to ``lost``)."""
+    checkpoint or mail, one by one (``_ledger``; the ``at`` of each one missing goes to ``lost``). The
+    ``langgraph`` profile reopens the saver instead (``_langgraph``: L, S and 6)."""
+    if profile == "langgraph":
+        from perfsuite.crash.kill._langgraph import check_saver_recovered
+
+        yield from check_saver_recovered(directory, oracle.acks, oracle.notes, bug, lost)
+        return
     view = recover_view(directory, profile, bug)
     acks, notes = oracle.acks, oracle.notes
     missing = lost_acknowledgements(view, acks, notes)
