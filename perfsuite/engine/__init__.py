@@ -26,8 +26,9 @@ from perfsuite.engine._generations import (
     pid_alive,
 )
 from perfsuite.engine._job import Admission, DrainTimeout
-from perfsuite.engine._logstore import GenerationRef, StorageStats
-from perfsuite.engine._pipeline import PHASES, PublicationReport, SaveFailed
+from perfsuite.engine._logvalues import GenerationRef, StorageStats
+from perfsuite.engine._pipeline import PHASES
+from perfsuite.engine._pipeline_values import PublicationReport, SaveFailed
 from perfsuite.engine._profiles import repair_session
 from perfsuite.engine._repair import RepairReport
 from perfsuite.engine._runner import JobRunner, LoopRunner

@@ -39,11 +39,12 @@ from perfsuite.engine._damage import DAMAGE, describe, environmental
 from perfsuite.engine._fs import O_EXCL_CREATE, WINDOWS, FileSystem, OsFileSystem
 from perfsuite.engine._generations import NotAFile, OwnerConflict, SessionError, read_control
 from perfsuite.engine._objects import digest_bytes
-from perfsuite.engine._pipeline import Batch, Step
+from perfsuite.engine._pipeline_values import Batch
 from perfsuite.engine._repair import Aside, RepairReport, repair_file_tree
 from perfsuite.engine._session import Session
 from perfsuite.engine._session_values import ATTACHMENT_PREFIX, CONVERSATION_PREFIX, SessionSettings
 from perfsuite.engine._sidecar import ROOT, SIDECAR_ARTIFACT, Sidecar, encode_sidecar
+from perfsuite.engine._steps import Step
 from perfsuite.engine._transcript import MAIN_FILE, Message, TranscriptError, TranscriptLog
 
 PID_LOCK = "session.pid"
@@ -123,7 +124,8 @@ class FilePublication:
         self.outcome = "adopted"
 
     def report(self) -> Any:
-        from perfsuite.engine._pipeline import PublicationReport, thread_times
+        from perfsuite.engine._pipeline import thread_times
+        from perfsuite.engine._pipeline_values import PublicationReport
 
         phases = dict(self.phases_ms)
         main, driver = thread_times(phases, self.main_ms, self.batch.freeze_ms)

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfsuite.engine._offload import Offload
-from perfsuite.engine._pipeline import Publication, Round, Step, driven_steps, mark_failed, step_done
+from perfsuite.engine._pipeline import Publication, Round
+from perfsuite.engine._steps import Step, driven_steps, mark_failed, step_done
 
 
 class DrainTimeout(TimeoutError):

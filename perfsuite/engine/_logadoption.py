@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from perfsuite.engine._confined import LOG_BYTES
 from perfsuite.engine._layout import HEAD, SessionError
 from perfsuite.engine._logformat import BASE, DAMAGED, LogDamage, LogHeader, Record, salt32, scan
-from perfsuite.engine._logstore import HeadV2, LogStore
+from perfsuite.engine._logstore import LogStore
+from perfsuite.engine._logvalues import HeadV2
 
 
 @dataclass(frozen=True, slots=True)

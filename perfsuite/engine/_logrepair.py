@@ -27,7 +27,8 @@ from perfsuite.engine._layout import HEAD, LEASE, LOG_DIR, LOGS, OwnerProbe, Ses
 from perfsuite.engine._logadoption import survey
 from perfsuite.engine._logformat import BASE, LogDamage, LogHeader, Record, salt32, scan
 from perfsuite.engine._logstate import LogState, apply_gen, state_from_base
-from perfsuite.engine._logstore import GenerationRef, LogStore
+from perfsuite.engine._logstore import LogStore
+from perfsuite.engine._logvalues import GenerationRef
 
 
 def _prefix(store: LogStore, number: int, upto: int | None = None) -> tuple[LogState | None, LogHeader | None,

@@ -13,7 +13,8 @@ from typing import Any
 
 from perfsuite.engine._fs import OsFileSystem
 from perfsuite.engine._generations import GenerationStore
-from perfsuite.engine._pipeline import StageJob, hash_staged, stage_batch
+from perfsuite.engine._pipeline import hash_staged, stage_batch
+from perfsuite.engine._pipeline_values import StageJob
 from perfsuite.engine._recording import FsOp, RecordingFileSystem
 
 #: how much the process offload's warm-up stages and hashes (one default chunk)

@@ -13,7 +13,7 @@ from perfsuite.engine._buffer import ConversationBuffer
 from perfsuite.engine._damage import DAMAGE, describe, one_line
 from perfsuite.engine._layout import HEAD, LOG_DIR, LOGS, OBJECTS, STAGING, NotAFile, SessionError, format_version
 from perfsuite.engine._logadoption import candidate_head, recover_lost_head
-from perfsuite.engine._logstore import GenerationRef, HeadV2
+from perfsuite.engine._logvalues import GenerationRef, HeadV2
 from perfsuite.engine._migrate import migrate_format1
 from perfsuite.engine._session_values import ATTACHMENT_PREFIX, CONVERSATION_PREFIX
 from perfsuite.engine._sessionstate import SessionState

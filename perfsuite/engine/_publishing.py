@@ -20,13 +20,8 @@ from perfsuite.engine._buffer import ConversationBuffer, FrozenText
 from perfsuite.engine._layout import SessionError, StaleHead
 from perfsuite.engine._logstate import apply_gen
 from perfsuite.engine._objects import HashMemo
-from perfsuite.engine._pipeline import (
-    Batch,
-    Publication,
-    PublicationReport,
-    SaveFailed,
-    run_inline,
-)
+from perfsuite.engine._pipeline import Publication, run_inline
+from perfsuite.engine._pipeline_values import Batch, PublicationReport, SaveFailed
 from perfsuite.engine._session_values import (
     ATTACHMENT_PREFIX,
     Ack,

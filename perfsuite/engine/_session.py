@@ -41,14 +41,16 @@ from perfsuite.engine._generations import (
     owner_alive,
 )
 from perfsuite.engine._job import PublicationJob
-from perfsuite.engine._logstore import GenerationRef, LogStore, StorageStats
+from perfsuite.engine._logstore import LogStore
+from perfsuite.engine._logvalues import GenerationRef, StorageStats
 from perfsuite.engine._mail import Mail
 from perfsuite.engine._migrate import cleanup_slice, is_migrated_leftover
 from perfsuite.engine._objects import HashMemo
 from perfsuite.engine._observing import Observing
 from perfsuite.engine._offload import Offload
 from perfsuite.engine._opening import Opening
-from perfsuite.engine._pipeline import Publication, PublicationReport
+from perfsuite.engine._pipeline import Publication
+from perfsuite.engine._pipeline_values import PublicationReport
 from perfsuite.engine._publishing import Publishing
 from perfsuite.engine._repair import repair_portable
 from perfsuite.engine._runner import JobRunner, LoopRunner

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfsuite.engine._fs import DelegatingFileSystem, FileSystem
-from perfsuite.engine._pipeline import Batch, Step
+from perfsuite.engine._pipeline_values import Batch
+from perfsuite.engine._steps import Step
 
 Ack = Callable[[BaseException | None], None]
 CONVERSATION_PREFIX = "conversations/"

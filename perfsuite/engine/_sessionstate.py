@@ -20,10 +20,12 @@ if TYPE_CHECKING:
     from perfsuite.engine._gate import MutationGate, Token
     from perfsuite.engine._job import PublicationJob
     from perfsuite.engine._layout import Lease, OwnerProbe
-    from perfsuite.engine._logstore import GenerationRef, LogStore
+    from perfsuite.engine._logstore import LogStore
+    from perfsuite.engine._logvalues import GenerationRef
     from perfsuite.engine._objects import HashMemo
     from perfsuite.engine._offload import Offload
-    from perfsuite.engine._pipeline import Batch, Publication, PublicationReport
+    from perfsuite.engine._pipeline import Publication
+    from perfsuite.engine._pipeline_values import Batch, PublicationReport
     from perfsuite.engine._runner import JobRunner
     from perfsuite.engine._schedulers import CheckpointTimer, Debouncer, NotificationQueue
     from perfsuite.engine._session_values import Ack, FaultHooks, PendingPublication, SessionSettings

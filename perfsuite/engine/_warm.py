@@ -13,7 +13,7 @@ from perfsuite.engine._events import GateDrained
 from perfsuite.engine._gate import DrainRefused, Preparation, Token
 from perfsuite.engine._job import Admission, PublicationJob
 from perfsuite.engine._offload import Offload, ProcessOffload, make_offload
-from perfsuite.engine._pipeline import Batch, SaveFailed
+from perfsuite.engine._pipeline_values import Batch, SaveFailed
 from perfsuite.engine._schedulers import Notification
 from perfsuite.engine._session_values import Ack, AckSet
 from perfsuite.engine._sessionstate import SessionState

@@ -29,10 +29,10 @@ from perfsuite.engine._latency import (
     UniformDelay,
 )
 from perfsuite.engine._memfs import MemoryFileSystem
-from perfsuite.engine._pipeline import Step
 from perfsuite.engine._recording import FsOp, RecordingFileSystem
 from perfsuite.engine._runner import VirtualRunner
 from perfsuite.engine._session_values import FaultHooks, with_fault_hooks
+from perfsuite.engine._steps import Step
 
 __all__ = [
     "LATENCY_OPS",

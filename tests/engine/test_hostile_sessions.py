@@ -311,7 +311,7 @@ def test_a_sparse_8_gib_log_whose_header_and_head_agree_is_refused_before_it_is_
     """Before: the whole 8 GiB was read (MemoryError under the child's cap). Now a log larger than any the
     engine writes is refused before a byte of it is read."""
     from perfsuite.engine._logformat import LOG_HEADER_SIZE, LogHeader
-    from perfsuite.engine._logstore import HeadV2
+    from perfsuite.engine._logvalues import HeadV2
 
     root = closed_session(tmp_path)
     log = head_log(root)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from perfsuite.engine import Message, OsFileSystem, Session, SessionSettings
 from perfsuite.engine._logformat import LogHeader, salt32, scan
 from perfsuite.engine._logstate import apply_ops
-from perfsuite.engine._pipeline import mailbox_ops
+from perfsuite.engine._sidecar_delta import mailbox_ops
 from perfsuite.engine.testing import RecordingFileSystem
 
 IDS = [f"m{i}" for i in range(10)]
