@@ -1,4 +1,4 @@
-"""M1, issue 28 item 4: how loaded the machine was during a run, read off its own idle control.
+"""M1: how loaded the machine was during a run, read off its own idle control.
 
 Every run interleaves idle-control windows (the heartbeat with no workload, one per round). On an idle
 machine a 5 ms timer fires within a few tenths of a millisecond of its deadline, so each window's max gap
@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BASELINE_DIR_NAME", "LOADED_EXCESS_MS", "LOAD_RULE", "MachineLoad", "machine_load", "probe_load"]
+__all__ = ["BASELINE_DIR_NAME", "LOADED_EXCESS_MS", "LOAD_RULE", "MachineLoad", "machine_load"]
 
 #: loaded: the median idle-control window's max gap is more than this over the heartbeat period (ms)
 LOADED_EXCESS_MS = 1.0
@@ -98,27 +98,3 @@ def machine_load(control_samples: Iterable[Mapping[str, Any]], period_ms: float 
 
 #: what a baseline directory is called (``results/baseline``): ``perfsuite run`` checks the machine first there
 BASELINE_DIR_NAME = "baseline"
-
-
-def probe_load(windows: int = 6, window_ms: float = 100.0, heartbeat_ms: float = 5.0) -> MachineLoad:
-    """A short idle-control run (``windows`` windows of the harness's own idle operation and as many control
-    windows, inline, about ``2 * windows * window_ms`` plus a settle each): the machine's load *now*, before
-    a baseline is measured on it. Nothing is kept."""
-    import shutil
-    import tempfile
-    from pathlib import Path
-
-    from perfsuite.harness._operation import CONTROL_OPERATION
-    from perfsuite.harness._recipe import ModeSpec, Recipe
-    from perfsuite.harness._runner import run_recipe
-
-    recipe = Recipe(name="load-probe", modes=(ModeSpec("idle", CONTROL_OPERATION, {"window_ms": window_ms}),),
-                    samples=windows, warmup=1, isolation="inline", control_windows=windows, settle_ms=10.0,
-                    heartbeat_ms=heartbeat_ms, sync_after_copy=False)
-    directory = Path(tempfile.mkdtemp(prefix="perfsuite-load-probe-"))
-    try:
-        document = run_recipe(recipe, output=directory / "probe.json", measured=None).document
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-    samples = [*document["modes"]["idle"]["samples"], *document["control"]["samples"]]
-    return machine_load(samples, heartbeat_ms)

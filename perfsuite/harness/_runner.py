@@ -6,7 +6,7 @@ The plan (``order`` in the results document) is fixed when the run starts:
 * rounds of one latency sample per mode (ABAB...), each round followed by one idle-control window
   (M1: the same heartbeat with no workload, as long as the run's median sample window),
 * with ``allocation = true``, the separate allocation pass (M3),
-* with ``instructions = true``, the separate instruction pass under valgrind (issue 22) last: one
+* with ``instructions = true``, the separate instruction pass under valgrind last: one
   fresh worker under callgrind per pass, whatever the isolation. Without valgrind those entries are
   recorded as "not measured" (with the reason), never as 0.
 
@@ -175,14 +175,14 @@ class _Run:
         self.work_dir = work_dir
         self.on_sample = on_sample
         self.write: ResultsWriter = writer or write_json_atomic
-        # issue 28 item 9: a fixture that changes between samples (a live session) is refused, not measured
+        # a fixture that changes between samples (a live session) is refused, not measured
         self.guard = FixtureGuard(fixture) if fixture is not None and fixture.is_dir() else None
         self.code = code  # a code variant the worker imports first (run_variants); None: the running code
         self.last_code: Mapping[str, Any] | None = None  # what the last worker imported, and from where
         # a code variant's operations import in its worker only (the running code may lack what they need)
         self.factories: dict[str, OperationFactory] = {} if code is not None else resolve_factories(recipe)
         check_conditions(recipe, self.factories)
-        check_parameters(recipe, self.factories)  # issue 28 item 6: before the first sample, never during
+        check_parameters(recipe, self.factories)  # before the first sample, never during
 
     # -- plan bookkeeping -----------------------------------------------------------------------
 
@@ -202,7 +202,7 @@ class _Run:
             params: dict[str, Any] = {"window_ms": max(window - r.window_tail_ms, 0.0)}
             fixture = None
             # the control acknowledges after `window_ms` by design: its timeout is on top of that, so a
-            # slow sample can never make the next control window time out (issue 14 case 9)
+            # slow sample can never make the next control window time out
             ack_timeout_s = r.ack_timeout_s + params["window_ms"] / 1e3
         else:
             m = r.mode(entry["mode"])
@@ -252,13 +252,13 @@ class _Run:
         elif kind == "control":
             doc["control"]["samples"].append(dict(record))
             doc["control"]["summary"] = summarize_samples(doc["control"]["samples"])
-            # issue 28: how loaded the machine was, from the idle control (a warning, like pyperf check)
+            # how loaded the machine was, from the idle control (a warning, like pyperf check)
             doc["load"] = machine_load(doc["control"]["samples"], self.recipe.heartbeat_ms).to_dict()
         elif kind == "allocation":
             body = doc["modes"][entry["mode"]]
             tracker = record.get("tracker", "memray")
             alloc = body["allocation"] or {"tracker": tracker, "samples": []}
-            if alloc["tracker"] != tracker:  # issue 30: one method per section, never tracemalloc beside memray
+            if alloc["tracker"] != tracker:  # one method per section, never tracemalloc beside memray
                 raise PerfsuiteError(f"{self.recipe.name}/{entry['mode']}: this run's allocation pass used "
                                      f"{alloc['tracker']}, this sample {tracker} (set PERFSUITE_ALLOCATION_TRACKER "
                                      "as it was when the run started)")
@@ -361,7 +361,7 @@ class _Run:
         timeout = self.recipe.ack_timeout_s + 120.0
         try:
             proc = subprocess.run(
-                worker_command(code),  # a variant's own environment's interpreter, if it has one (issue 28)
+                worker_command(code),  # a variant's own environment's interpreter, if it has one
                 input=json.dumps(request),
                 capture_output=True,
                 text=True,
@@ -391,7 +391,7 @@ class _Run:
 
     def finish(self) -> RunResult:
         """Exports first, then ``status: complete``: a run whose exports failed (ENOSPC) is not complete,
-        and ``--resume`` writes them again (issue 14 case 6)."""
+        and ``--resume`` writes them again."""
         exports = write_exports(self.doc, self.path)
         self.doc["status"] = "complete"
         self.doc.pop("error", None)
@@ -412,7 +412,7 @@ def _drive(run: _Run, rewarm: bool) -> RunResult:
         return run.finish()
     except BaseException as exc:
         # keep what was measured; mark the file so `--resume` and readers know (M4): SIGINT and SIGTERM
-        # interrupt, anything else fails the run, with its one-line reason (issue 14 case 9)
+        # interrupt, anything else fails the run, with its one-line reason
         interrupted = isinstance(exc, KeyboardInterrupt)
         run.doc["status"] = "interrupted" if interrupted else "failed"
         if interrupted:
@@ -458,7 +458,7 @@ def run_recipe(
     :class:`SampleEvent` after every plan entry. Raises :class:`PerfsuiteError` on bad input or a
     failed sample; the file then keeps every sample measured before it (status ``failed``, with the
     reason in ``error``; ``interrupted`` after SIGINT/SIGTERM). The document is locked while the run
-    writes it (issue 14 case 7); ``writer`` replaces the atomic writer (fault injection in tests).
+    writes it; ``writer`` replaces the atomic writer (fault injection in tests).
     ``valgrind`` is the valgrind executable for the instruction pass (default ``$PERFSUITE_VALGRIND``,
     else PATH). ``measured`` is the measured repository (``environment.measured``, see
     :func:`perfsuite.harness.measured_repository`; ``None``: unknown); by default it is found from the working
