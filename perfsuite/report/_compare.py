@@ -27,7 +27,7 @@ Three kinds of metric (:mod:`perfsuite.report._metrics`):
   shown as ``(info)`` for diagnosis, never gating: with some 25 metrics per mode, gating on all of them
   would raise false alarms on every few runs, and they move with the headlines anyway.
 
-**Separate runs** (issue 28 item 4) cannot tell the machine's load from a regression in a timing, while costs
+**Separate runs** cannot tell the machine's load from a regression in a timing, while costs
 do not move with load: the commands compare them with ``timings="info"`` (costs gate, timings are shown as
 information, said in the first line); ``"gate"`` gates timings unless a run is loaded (its idle control,
 :func:`perfsuite.harness.machine_load`); an A/B pairing gates them whatever the load (``"paired"``). Every
@@ -42,7 +42,7 @@ loaded machine) or were inconclusive, *passed* otherwise (improvements included)
 one-line :class:`PerfsuiteError` (exit 2). Every row carries its verdict in one line (``MetricChange.reason``,
 :meth:`Comparison.explain`).
 
-Inputs (issue 15, issue 14 case 8): recipe sets may differ (the intersection is compared, the rest listed,
+Inputs: recipe sets may differ (the intersection is compared, the rest listed,
 ``require_all`` makes it an error); documents of different kinds of machine (CPU model, cores, filesystem,
 Python minor version: :meth:`Machine.same_kind <perfsuite.report.Machine.same_kind>`) are compared only with
 ``cross_machine``; incomplete documents (``running``, ``interrupted``) only with
@@ -52,9 +52,7 @@ Python minor version: :meth:`Machine.same_kind <perfsuite.report.Machine.same_ki
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from perfsuite._limits import LIMITS
 from perfsuite.errors import PerfsuiteError
@@ -68,8 +66,9 @@ from perfsuite.report._change import (
     timing_change,
 )
 from perfsuite.report._compare_inputs import MetricInput, metric_inputs
+from perfsuite.report._compare_types import Comparison
 from perfsuite.report._costs import cost_change, varying_note
-from perfsuite.report._gate_policy import EXIT_STATUS, loaded_policy, outcome
+from perfsuite.report._gate_policy import loaded_policy
 from perfsuite.report._load import Result, latest_by_recipe, scan_results
 from perfsuite.report._machine import machine_of
 from perfsuite.report._metrics import (
@@ -105,7 +104,7 @@ __all__ = [
 GATES = ("all", "costs")
 #: error-rate control over a comparison's gating timings: none (each at alpha), or Holm's step-down
 CORRECTIONS = ("none", "holm")
-#: what timings may do (issue 28): ``gate`` (unless a run is loaded), ``info`` (separate runs' default) or
+#: what timings may do: ``gate`` (unless a run is loaded), ``info`` (separate runs' default) or
 #: ``paired`` (an interleaved A/B: gate whatever the load)
 TIMINGS = ("gate", "info", "paired")
 #: the first line's note when timings of separate runs are information
@@ -121,118 +120,6 @@ def _headline_metrics() -> tuple[str, ...]:
 HEADLINE_METRICS = _headline_metrics()
 
 
-@dataclass(frozen=True, slots=True)
-class Comparison:
-    """Every compared metric, the thresholds, what could not be compared and why, and the verdict."""
-
-    base: str
-    new: str
-    alpha: float
-    factor: float
-    changes: tuple[MetricChange, ...]
-    notes: tuple[str, ...]
-    only_base: tuple[str, ...] = ()
-    only_new: tuple[str, ...] = ()
-    cross_machine: tuple[str, ...] = ()
-    incomplete: tuple[str, ...] = ()
-    skipped: tuple[str, ...] = ()
-    flags: tuple[str, ...] = field(default=())
-    looks: int = 1
-    correction: str = "none"
-    timing_note: str | None = None  # why timings do not gate here (separate or loaded runs), first line
-    loaded: tuple[str, ...] = ()  # the runs measured on a loaded machine, each with its idle-control figures
-    strict: bool = False  # inconclusive timings fail (exit 3), paired timings gate whatever the load
-    load_policy: str | None = None  # a loaded machine's timings not gated: what gated instead, the first words
-
-    def to_json(self) -> dict[str, Any]:
-        """`compare` and `ab` ``--format json``: the verdict line, the gate's exit status and every compared
-        metric (issue 15: the kind of comparison, a timing's smallest detectable ratio, a cost's tolerance;
-        inconclusive is no pass)."""
-        from perfsuite.report._compare_render import compare_headline
-
-        return {
-            "base": str(self.base),
-            "new": str(self.new),
-            "alpha": self.alpha,
-            "factor": self.factor,
-            "looks": self.looks,
-            "correction": self.correction,
-            "level": self.level,
-            "exit_status": int(self.exit_status),
-            "regressions": len(self.regressions),
-            "improvements": len(self.improvements),
-            "changes": [c.to_json() for c in self.changes],
-            "notes": [str(n) for n in self.notes],
-            "verdict": compare_headline(self),
-            "inconclusive": len(self.inconclusive),
-            "only_base": list(self.only_base),
-            "only_new": list(self.only_new),
-            "cross_machine": list(self.cross_machine),
-            "incomplete": list(self.incomplete),
-            "flags": list(self.flags),
-            "timing_note": self.timing_note,
-            "loaded": list(self.loaded),
-            "strict": self.strict,
-            "outcome": self.outcome,
-            "load_policy": self.load_policy,
-        }
-
-    @property
-    def timings_gate(self) -> bool:
-        """Whether timings could fail this comparison (not information only)."""
-        return self.timing_note is None and "costs-only gate: timings shown, not gating" not in self.flags
-
-    @property
-    def level(self) -> float:
-        """The level each look tests at: ``alpha / looks``."""
-        return self.alpha / self.looks
-
-    @property
-    def paired(self) -> bool:
-        """Whether any timing was compared round by round (the signed-rank test)."""
-        return any(c.test == "signed-rank" for c in self.changes)
-
-    @property
-    def regressions(self) -> tuple[MetricChange, ...]:
-        """Regressions in gating metrics (significant timings, costs beyond tolerance): exit status 1."""
-        return tuple(c for c in self.changes if c.status == "regressed" and c.gating)
-
-    @property
-    def improvements(self) -> tuple[MetricChange, ...]:
-        """Improvements in gating metrics."""
-        return tuple(c for c in self.changes if c.status == "improved" and c.gating)
-
-    @property
-    def inconclusive(self) -> tuple[MetricChange, ...]:
-        """Gating timings beyond the factor, the worse way, whose test could not tell: exit status 3."""
-        return tuple(c for c in self.changes if c.status == "inconclusive" and c.gating and c.worse)
-
-    @property
-    def outcome(self) -> str:
-        """``passed``, ``neutral``, ``regressed`` or ``inconclusive`` (:mod:`perfsuite.report._gate_policy`)."""
-        return outcome(regressions=bool(self.regressions), inconclusive=bool(self.inconclusive),
-                       incomplete=bool(self.incomplete), strict=self.strict, load_policy=self.load_policy is not None)
-
-    @property
-    def exit_status(self) -> int:
-        """1 regression, 3 inconclusive (``strict``, or an incomplete document compared on purpose), 0 otherwise
-        (passed or neutral)."""
-        return EXIT_STATUS[self.outcome]
-
-    def explained(self, everything: bool = False) -> tuple[MetricChange, ...]:
-        """The rows ``--explain`` gives a reason for: every cost and every gating metric (all with ``everything``)."""
-        return tuple(c for c in self.changes if everything or c.gating or c.kind == "cost")
-
-    def explain(self, everything: bool = False) -> tuple[str, ...]:
-        """``recipe/mode metric: figures (the rule that decided): status``, one line per :meth:`explained` row
-        (``perfsuite compare --explain``, ``perfsuite ab --explain``): why each passed or gated."""
-        return tuple(f"{c.recipe}/{c.mode_label} {c.reason}" for c in self.explained(everything))
-
-    def shown(self, everything: bool = False) -> tuple[MetricChange, ...]:
-        """Headline metrics plus every metric that changed (all of them with ``everything``)."""
-        return tuple(c for c in self.changes if everything or c.headline or c.status != "unchanged")
-
-
 # -- pairs of documents -------------------------------------------------------------------------------
 
 
@@ -242,7 +129,7 @@ def _machine_differences(pairs: Sequence[tuple[Result, Result]]) -> tuple[str, .
     found: list[str] = []
     for b, n in pairs:
         mb, mn = machine_of(b), machine_of(n)
-        if mb.same_kind(mn):  # the one definition of a machine (issue 16) decides; the loop below names why
+        if mb.same_kind(mn):  # the one definition of a machine decides; the loop below names why
             continue
         for name, x, y in (("cpu model", mb.cpu_model, mn.cpu_model), ("cores", mb.cores, mn.cores),
                            ("filesystem", mb.filesystem, mn.filesystem), ("python", mb.python, mn.python)):
@@ -305,7 +192,7 @@ def compare_results(
         raise PerfsuiteError(f"--alpha must be between 0 and 1, got {alpha:g}")
     if not factor > 1:
         raise PerfsuiteError(f"--factor must be greater than 1, got {factor:g}")
-    if not factor <= LIMITS["factor"].high:  # a gate that can never fail is no gate (issue 27)
+    if not factor <= LIMITS["factor"].high:  # a gate that can never fail is no gate
         raise PerfsuiteError(f"--factor must be at most {LIMITS['factor'].high:g}, got {factor:g}")
     lb, ln = latest_by_recipe(base), latest_by_recipe(new)
     only_base = tuple(r for r in lb if r not in ln)
@@ -439,7 +326,7 @@ def compare(
     """Compare two results files or directories of results (matched by recipe name), or, with ``new``
     omitted, the two sides of an A/B pairing (``perfsuite ab``'s output directory or its ``ab.json``), with
     the pairing's own thresholds unless given. A single file against a directory compares that file's recipe.
-    Two separate runs compare their timings as information unless ``timings="gate"`` (issue 28); a pairing
+    Two separate runs compare their timings as information unless ``timings="gate"``; a pairing
     gates them (``"paired"``) unless ``timings="info"``; ``strict`` (a pairing: its recorded option unless given)
     keeps a loaded machine's timings gating and fails an inconclusive one (exit 3).
     """

@@ -1,44 +1,23 @@
 """A comparison as text (a rich table under a one-line verdict) and as Markdown (job summary, PR comment).
 
-The **first line** always carries the verdict (issue 15): ``N regression(s): ...``, ``inconclusive: ...``
-or ``no regression`` (``; N improved: ...`` when gating metrics improved), plus ``[cross-machine: ...]``,
-``[incomplete: ...]`` and the A/B pairing's own flags (e.g. a side that ran with its own operations), so a
-reader of a CI log or a PR comment cannot miss them; with ``explain``, the Markdown lists each row's reason.
+The **first line** always carries the verdict, :func:`compare_headline` (it lives with the value, in
+:mod:`perfsuite.report._compare_types`, because the JSON form carries it too); with ``explain``, the Markdown
+lists each row's reason.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-from perfsuite.report._compare import Comparison, MetricChange
-from perfsuite.report._format import fmt_bytes, fmt_ms, md_code, md_text
-from perfsuite.report._metrics import COST_METRICS
+from perfsuite.report._change import MetricChange
+from perfsuite.report._compare_types import Comparison, _detail, _p, _ratio, _value, compare_headline
+from perfsuite.report._format import md_code, md_text
 
 __all__ = ["compare_headline", "compare_markdown", "compare_table"]
-
-_LISTED = 4  # items named in the first line before "and N more"
-
-
-def _value(metric: str, value: float) -> str:
-    cost = COST_METRICS.get(metric)
-    if "bytes" in metric or (cost is not None and cost.kind == "bytes"):
-        return fmt_bytes(value)
-    if metric.endswith("_ms") or metric.startswith("phases_ms."):
-        return fmt_ms(value)
-    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
-
-
-def _ratio(ratio: float) -> str:
-    return "inf" if math.isinf(ratio) else f"{ratio:.2f}x"
-
-
-def _p(p: float) -> str:
-    return f"{p:.2g}" if p < 0.001 else f"{p:.3f}"
 
 
 def _test(c: MetricChange) -> str:
@@ -49,75 +28,12 @@ def _test(c: MetricChange) -> str:
     return text if c.p_adjusted is None else f"{text} (Holm {_p(c.p_adjusted)})"
 
 
-def _pvalues(c: MetricChange) -> str:
-    text = f"p = {_p(c.p_value or 1.0)}"
-    return text if c.p_adjusted is None else f"{text}, Holm-adjusted {_p(c.p_adjusted)}"
-
-
 def _detectable(c: MetricChange) -> str:
     if c.kind == "cost" or not c.gating:
         return ""
     if c.detectable is None:
         return "never" if c.underpowered else "-"
     return f">={c.detectable:.2f}x"
-
-
-def _detail(c: MetricChange) -> str:
-    """``+1,048,576 (1.82x)`` for a cost, ``1.30x (p = 0.002)`` for a timing."""
-    if c.kind == "cost":
-        delta = c.new.median - c.base.median
-        return f"{'+' if delta >= 0 else '-'}{_value(c.metric, abs(delta))} ({_ratio(c.ratio)})"
-    if c.status == "inconclusive":
-        seen = "never at these sample counts" if c.detectable is None else f"detectable >= {c.detectable:.2f}x"
-        return f"{_ratio(c.ratio)} ({_pvalues(c)}, {seen})"
-    return f"{_ratio(c.ratio)} ({_pvalues(c)})"
-
-
-def _item(c: MetricChange) -> str:
-    return f"{c.label} {_detail(c)}"
-
-
-def _items(changes: Sequence[MetricChange]) -> str:
-    shown = ", ".join(_item(c) for c in changes[:_LISTED])
-    return shown + (f", and {len(changes) - _LISTED} more" if len(changes) > _LISTED else "")
-
-
-def compare_headline(comparison: Comparison) -> str:
-    """The verdict in one line, without a prefix (the text and Markdown outputs start with it)."""
-    c = comparison
-    improved = len(c.improvements)
-    if c.regressions:
-        n = len(c.regressions)
-        line = f"{n} regression{'s' if n != 1 else ''}: {_items(c.regressions)}"
-        if c.inconclusive:
-            line += f"; also {len(c.inconclusive)} inconclusive"
-        if improved:
-            line += f"; also {improved} improved"
-    elif c.inconclusive:
-        n = len(c.inconclusive)
-        adjusted = "Holm-adjusted " if c.correction == "holm" else ""
-        word = "inconclusive" if c.strict else "inconclusive on timings alone, neutral (not failing; --strict fails it)"
-        line = (f"{word}: {n} headline{'s' if n != 1 else ''} beyond {c.factor:g}x that the test could not "
-                f"confirm at {adjusted}p < {c.level:g}: {_items(c.inconclusive)}")
-        if improved:
-            line += f"; also {improved} improved"
-    elif c.incomplete:
-        line = "inconclusive: no regression in what was measured, but the data is incomplete"
-    else:  # an improvement is a verdict of its own: named, and it never fails the gate
-        line = "no regression" + (f"; {improved} improved: {_items(c.improvements)}" if improved else "")
-    if c.load_policy:  # a loaded machine: which metrics gated and why, first (the figures are in it)
-        line = f"{c.load_policy}: {line}"
-    elif c.timing_note:  # issue 28: right after the verdict, what it could not judge
-        line += f" [{c.timing_note}]"
-    if c.loaded and not c.load_policy:
-        line += f" [loaded machine: {'; '.join(c.loaded)}]"
-    if c.incomplete:
-        line += f" [incomplete: {'; '.join(c.incomplete)}]"
-    if c.cross_machine:
-        line += f" [cross-machine comparison: {'; '.join(c.cross_machine)}]"
-    for flag in c.flags:
-        line += f" [{flag}]"
-    return line
 
 
 def _rule(comparison: Comparison) -> str:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness import MachineLoad, load_results, machine_load, read_json, sample_metrics, validate_results
-from perfsuite.report._verdicts import checked_verdicts
+from perfsuite.report._verdicts import checked_verdicts, mode_reference
 
 __all__ = [
     "FLOOR_OPERATION_SUFFIX",
@@ -96,18 +96,6 @@ class Stat:
         return cls(int(arr.size), float(arr.min()), float(np.median(arr)), float(arr.max()))
 
 
-def mode_reference(document: Mapping[str, Any], mode: str) -> str | None:
-    """Why ``mode`` is a by-design reference (no verdict; shown as "reference: why"), or ``None``.
-
-    Read from the mode's section, its verdict or the recorded recipe; older documents have none."""
-    body = (document.get("modes") or {}).get(mode) or {}
-    table = ((document.get("recipe") or {}).get("modes") or {}).get(mode) or {}
-    for value in (body.get("reference"), (body.get("verdict") or {}).get("reference"), table.get("reference")):
-        if isinstance(value, str) and value:
-            return value
-    return None
-
-
 @dataclass(frozen=True, slots=True)
 class Result:
     """One validated results document and where it came from."""
@@ -127,7 +115,7 @@ class Result:
 
     @property
     def measured(self) -> Mapping[str, Any]:
-        """The measured repository (issue 28: ``environment.measured``: commit, dirty, branch, root, source);
+        """The measured repository (``environment.measured``: commit, dirty, branch, root, source);
         a document written before it falls back to ``environment.git``, then the only record of a commit."""
         env = self.data["environment"]
         if "measured" in env:
@@ -147,12 +135,13 @@ class Result:
 
     @property
     def branch(self) -> str | None:
-        """The measured repository's branch, when it was known (never for documents before issue 28)."""
+        """The measured repository's branch, when it was known (never for documents written before the measured
+        repository was recorded)."""
         return self.measured.get("branch") or None
 
     @property
     def load(self) -> MachineLoad:
-        """How loaded the machine was (issue 28), from the idle control against the heartbeat period; computed
+        """How loaded the machine was, from the idle control against the heartbeat period; computed
         from the samples, so documents written before the ``load`` section get the same verdict."""
         period = float((self.data.get("recipe") or {}).get("heartbeat_ms") or 5.0)
         return machine_load((self.data.get("control") or {}).get("samples") or [], period)
@@ -248,7 +237,7 @@ class Result:
         return columns
 
     def instructions(self, mode: str) -> Mapping[str, Any] | None:
-        """The mode's instruction-pass section (issue 22), ``None`` when the run did not ask for one."""
+        """The mode's instruction-pass section, ``None`` when the run did not ask for one."""
         if mode == "control":
             return None
         return self.data["modes"][mode].get("instructions")
@@ -324,7 +313,7 @@ _SKIP_HINT = "remove it (report, compare and bars can leave it out: --skip-bad)"
 def scan_results(path: Path | str, *, skip_bad: bool = False) -> tuple[list[Result], list[str]]:
     """``(results, skipped)`` for a results file or a directory of them (recursively, sorted by path).
 
-    Issue 14 case 8: in a directory, a ``*.json`` that does not parse (a torn write, a full disk) or a
+    In a directory, a ``*.json`` that does not parse (a torn write, a full disk) or a
     perfsuite document that does not validate is an error naming it, never silently passed over (a
     report would quietly use an older document instead); with ``skip_bad`` it is left out and described
     in ``skipped`` (one line each). Pyperf exports, hidden files and JSON that is not a perfsuite document

@@ -14,7 +14,7 @@ from typing import Any
 
 from perfsuite.harness import verdict
 
-__all__ = ["checked_verdicts"]
+__all__ = ["checked_verdicts", "mode_reference"]
 
 #: the verdict fields the samples and the target decide (the rest, such as ``reference``, come from the recipe)
 _DECIDED = ("met", "samples", "missed", "missed_with_gc")
@@ -22,9 +22,19 @@ _DECIDED = ("met", "samples", "missed", "missed_with_gc")
 _DECIDED_IF_PRESENT = ("worst_ms", "target_ms")
 
 
-def _recomputed(document: Mapping[str, Any], mode: str, body: Mapping[str, Any]) -> dict[str, Any]:
-    from perfsuite.report._load import mode_reference
+def mode_reference(document: Mapping[str, Any], mode: str) -> str | None:
+    """Why ``mode`` is a by-design reference (no verdict; shown as "reference: why"), or ``None``.
 
+    Read from the mode's section, its verdict or the recorded recipe; older documents have none."""
+    body = (document.get("modes") or {}).get(mode) or {}
+    table = ((document.get("recipe") or {}).get("modes") or {}).get(mode) or {}
+    for value in (body.get("reference"), (body.get("verdict") or {}).get("reference"), table.get("reference")):
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _recomputed(document: Mapping[str, Any], mode: str, body: Mapping[str, Any]) -> dict[str, Any]:
     target = float(document["recipe"]["target_ms"])  # the schema requires a positive number
     return verdict(list(body.get("samples") or []), target, mode_reference(document, mode))
 
