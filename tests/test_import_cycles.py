@@ -1,9 +1,10 @@
-"""No import circle among perfsuite modules (issue 19, SPEC section 1: arrows point one way).
+"""No import circle among perfsuite modules (SPEC section 1: arrows point one way).
 
 Read from the source (the AST), not from ``sys.modules``: a module-level import counts wherever it sits at
 the top of a module, inside ``if TYPE_CHECKING:``, ``if``/``try`` blocks included (a typing-only import
-is still an arrow). Inside the engine, imports deferred into functions count too: a deferred import is a
-circle hidden from the interpreter, not removed.
+is still an arrow). Inside a room (``perfsuite.engine``, ``perfsuite.harness``, ``perfsuite.report``, ...),
+imports deferred into functions count too: a deferred import is a circle hidden from the interpreter, not
+removed.
 """
 
 from __future__ import annotations
@@ -136,3 +137,21 @@ def test_no_import_circle_inside_the_engine_even_deferred():
     engine = {m: {t for t in targets if t.startswith("perfsuite.engine")}
               for m, targets in graph.items() if m.startswith("perfsuite.engine")}
     assert cycles(engine) == []
+
+
+def _room(module: str) -> str:
+    """``perfsuite.report._compare`` -> ``perfsuite.report``; ``perfsuite.crash.kill._child`` -> ``perfsuite.crash``."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_no_import_circle_inside_a_room_even_deferred():
+    """The machine-load probe runs a recipe, so it sits above the runner, not inside the load rule the runner
+    reads; a comparison's value and verdict line sit below the gate that builds it and the renderers that
+    print it; a kill child's I/O layer sits below both children. None may close a circle again, not even
+    through a function's deferred import."""
+    graph = import_graph(deferred=True)
+    found = []
+    for room in sorted({_room(m) for m in graph}):
+        inside = {m: {t for t in targets if _room(t) == room} for m, targets in graph.items() if _room(m) == room}
+        found += cycles(inside)
+    assert sorted(found) == []

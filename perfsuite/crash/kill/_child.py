@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from perfsuite.crash.kill._config import FLAVOURS
+from perfsuite.crash.kill._layer import layer
 from perfsuite.crash.kill._ledger import AckLedger
 from perfsuite.engine import DelegatingFileSystem
 
@@ -275,18 +276,6 @@ def child_main(argv: Sequence[str]) -> int:
         return saver_child(directory, int(seed), tag, bug, ledger, coalesce)
     asyncio.run(_Child(directory, profile, int(seed), tag, bug, tear, coalesce, ledger).run())
     return 0
-
-
-def layer(bug: str | None) -> tuple[Any, Any]:
-    """The I/O layer and fault hooks of the engine under test: the real ones, or a seeded bug's (its layer
-    also wraps the parent's recovery: a broken engine recovers brokenly too)."""
-    from perfsuite.crash.bugs._seeded import seeded_bug
-    from perfsuite.engine import OsFileSystem
-
-    if bug is None:
-        return OsFileSystem(), None
-    broken = seeded_bug(bug)
-    return broken.wrap(OsFileSystem()), broken.faults
 
 
 class TearingFileSystem(DelegatingFileSystem):

@@ -48,7 +48,7 @@ def saver_child(directory: str, seed: int, tag: str, bug: str | None, ledger: st
     after that many turns' ``put_writes`` acknowledgement (every record is in the side file already): the
     window a write acknowledged before its fdatasync is lost in, hit without timing. Checkpoint ids start with
     the kill's index, so they sort in put order along the chain."""
-    from perfsuite.crash.kill._child import layer
+    from perfsuite.crash.kill._layer import layer
     from perfsuite.crash.workloads._driver import settings
     from perfsuite.crash.workloads._langgraph import SaverSteps, saver_faults
     from perfsuite.integrations.langgraph import EngineSaver
@@ -105,7 +105,7 @@ def check_saver_recovered(directory: str, acks: list[Ack], notes: list[Note], bu
     """(invariant, message) for one reopen of a killed child's saver: L (acknowledged checkpoints and writes,
     one by one), S (values, nothing half there; ``_langgraph`` invariants), 6 (a second reopen changes
     nothing)."""
-    from perfsuite.crash.kill._child import layer
+    from perfsuite.crash.kill._layer import layer
     from perfsuite.crash.workloads._langgraph import reopen_saver
 
     fs, _faults = layer(bug)

@@ -18,7 +18,7 @@ from perfsuite.crash.invariants._sessions import (
     mail_problems,
     removal_problems,
 )
-from perfsuite.crash.kill._child import layer
+from perfsuite.crash.kill._layer import layer
 from perfsuite.crash.kill._ledger import checked_kinds, lost_acknowledgements
 from perfsuite.crash.model._model import snapshot
 from perfsuite.crash.model._trace import Ack, Note
