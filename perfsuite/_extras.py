@@ -1,4 +1,4 @@
-"""Optional extras (issue 18): the core install runs `perfsuite run` and its table; the rest is opt-in.
+"""Optional extras: the core install runs `perfsuite run` and its table; the rest is opt-in.
 
 =============  ============================================  ==========================================
 extra          packages                                      what needs them

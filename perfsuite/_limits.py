@@ -1,4 +1,4 @@
-"""The largest (and smallest) values perfsuite accepts for counts, sizes and durations (issue 27).
+"""The largest (and smallest) values perfsuite accepts for counts, sizes and durations.
 
 A count a recipe or a flag takes is bounded, so a typo (``samples = 1000000000000``) is one line naming
 the value and the allowed range instead of a run that grows to gigabytes with no output. The bounds are

@@ -1,4 +1,4 @@
-"""Where perfsuite finds its built-in recipes and fixture specs, and how results record paths (issue 18).
+"""Where perfsuite finds its built-in recipes and fixture specs, and how results record paths.
 
 **Built-in data.** The top-level ``recipes/`` and ``fixtures/`` of the repository are the editable source
 of truth. A checkout (or an editable install) reads them in place; a wheel carries copies under

@@ -8,7 +8,7 @@ class PerfsuiteError(Exception):
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised in the main thread the way SIGINT raises :class:`KeyboardInterrupt` (issue 14 case 9).
+    """SIGTERM, raised in the main thread the way SIGINT raises :class:`KeyboardInterrupt`.
 
     A subclass of :class:`KeyboardInterrupt` so every path that keeps measured samples on an interrupt
     (status ``"interrupted"``, the ``--resume`` hint) handles it too; the command exits 143 (128 + 15).

@@ -1,6 +1,7 @@
-"""``perfsuite ab``: the CI gate's main form (SPEC section 5, issue 15). Two git revisions of any repository
-(issue 28) measured on one runner, their samples interleaved round by round on the same fixture copies and
-idle control, compared as ``perfsuite compare`` does; ``bisect`` searches a range with it. Typical use::
+"""``perfsuite ab``: the CI gate's main form (SPEC section 5). Two git revisions of any repository
+(a team's own, not only perfsuite's) measured on one runner, their samples interleaved round by round on
+the same fixture copies and idle control, compared as ``perfsuite compare`` does; ``bisect`` searches a range
+with it. Typical use::
 
     from perfsuite.ab import run_ab
     result = run_ab("origin/main", None, recipes, resolve_fixture=resolve, output_dir=Path("results/ab"))

@@ -1,5 +1,5 @@
 """``perfsuite bisect GOOD BAD``: the first commit of a range whose gating metric regressed against GOOD
-(issue 28 item 8; ``asv find``, and ``git bisect run`` for performance).
+(``asv find``, and ``git bisect run`` for performance).
 
 Every step is one interleaved A/B (:func:`perfsuite.ab.run_ab`: paired rounds, sequential looks, Holm, an
 environment per revision when dependencies differ) of a commit against **GOOD**, never against its

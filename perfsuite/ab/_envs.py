@@ -1,4 +1,4 @@
-"""An environment per revision for ``perfsuite ab`` when the revisions' dependencies differ (issue 28 item 2).
+"""An environment per revision for ``perfsuite ab`` when the revisions' dependencies differ.
 
 "Did upgrading this dependency slow us down?": each revision's declared dependencies (``[project]
 dependencies`` of its ``pyproject.toml``) are installed into a virtual environment of its own, built with

@@ -1,4 +1,4 @@
-"""What a repository declares to ``perfsuite ab`` (issue 28): its code under test, its default recipes.
+"""What a repository declares to ``perfsuite ab``: its code under test, its default recipes.
 
 Any git repository, perfsuite's own being one case of the rule. ``[tool.perfsuite]`` in the ``pyproject.toml``
 at the root of the running checkout::

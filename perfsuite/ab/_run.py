@@ -1,5 +1,5 @@
 """``perfsuite ab BASE [HEAD]``: two git revisions of any git repository measured on one runner, their
-samples interleaved (issue 15; any repository, not only perfsuite's: issue 28).
+samples interleaved (any repository, not only perfsuite's).
 
 **Which parts come from which revision** (so a change to the instrument never passes for a change in the
 code): the **code under test** (:mod:`perfsuite.ab._project`: ``[tool.perfsuite] code-under-test`` of the
@@ -24,7 +24,7 @@ document per recipe each, the schema of ``perfsuite run``) and the pairing ``ab.
 of that pairing, also written as Markdown: ``compare.md`` (everything, for a job summary) and ``summary.md``
 (the verdict and the headline table, for a pull-request comment).
 
-**Paired rounds, sequential looks** (the gate's error rates, measured in the closing note of issue 15): a
+**Paired rounds, sequential looks** (the gate's error rates: ``scripts/acceptance/ab_acceptance.py`` measures them): a
 round runs BASE's and HEAD's sample of one index back to back (in a random order), so timings are compared
 round by round (the Wilcoxon signed-rank test on the per-round log ratios: the machine's slow spells hit
 both sides and cancel). The gating timing headlines of the whole comparison are one family under Holm's
@@ -92,7 +92,7 @@ __all__ = ["AB_LOOKS", "AB_SAMPLES", "AbResult", "look_again", "resolve_code", "
 AB_SAMPLES = 16
 #: at most this many looks of AB_SAMPLES rounds each while a headline stays inconclusive (at most 64 rounds);
 #: chosen with scripts/acceptance/ab_simulate.py on A/A runs of this project's machine, checked with
-#: scripts/acceptance/ab_acceptance.py (the figures and their commands: issue 15's closing note)
+#: scripts/acceptance/ab_acceptance.py (it prints each figure with its command)
 AB_LOOKS = 4
 
 FixtureResolver = Callable[[str | None], tuple[Path | None, Mapping[str, Any]]]
@@ -310,7 +310,7 @@ def run_ab(
     per recipe and the pairing under ``output_dir``, and compare them; see the module docstring.
     ``skip_machine_only`` leaves out recipes none of whose operations import the code under test (they
     measure the machine, e.g. idle-control and fsync-floor: between two revisions they can only add noise).
-    ``valgrind`` is the instruction pass's valgrind, for recipes with ``instructions = true`` (issue 22).
+    ``valgrind`` is the instruction pass's valgrind, for recipes with ``instructions = true``.
     ``looks``: at most this many looks of each recipe's ``samples`` rounds (see the module docstring).
     ``env``: an environment per revision when their dependencies differ (``auto``), always (``revision``)
     or never (``current``); ``installer``: ``auto`` (uv when on PATH), ``uv`` or ``pip``. ``on_note`` hears

@@ -10,7 +10,7 @@ one line on stderr and exit status 2 (house rule 4). So does any ``OSError`` (a 
 regular file where a directory is expected, ENOSPC: ``PATH: strerror``), a bad option (argparse errors
 are one line too, see :class:`~perfsuite.cli._common.OneLineParser`) and, as a last resort, any other
 exception (``PERFSUITE_DEBUG=1`` shows its traceback). SIGTERM is handled like SIGINT: status 143
-(SIGINT: 130); ``run`` keeps what it measured and prints the ``--resume`` hint for both (issue 14).
+(SIGINT: 130); ``run`` keeps what it measured and prints the ``--resume`` hint for both.
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def main(argv: Sequence[str] | None = None, *, services: CliServices | None = No
         except BrokenPipeError:  # `perfsuite ... | head`: the reader left; say nothing more
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 141
-        except OSError as exc:  # issue 14 case 6: a read-only output, a file for a directory, ENOSPC
+        except OSError as exc:  # a read-only output, a file for a directory, ENOSPC
             _error(describe_error(exc))
             return 2
         except Exception as exc:  # house rule 4, last resort: one line, never a traceback

@@ -1,4 +1,4 @@
-"""`perfsuite ab BASE [HEAD]` (SPEC section 5, issue 15): parsing and printing only; see :mod:`perfsuite.ab`."""
+"""`perfsuite ab BASE [HEAD]` (SPEC section 5): parsing and printing only; see :mod:`perfsuite.ab`."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 
 def default_recipes(cwd: Path, dirs: list[Path] | None = None) -> tuple[list[str], bool]:
-    """What `ab` and `bisect` measure without -r (issue 28): ``[tool.perfsuite] recipes`` of the project's
+    """What `ab` and `bisect` measure without -r: ``[tool.perfsuite] recipes`` of the project's
     pyproject.toml (:func:`perfsuite.cli._root.project_root`: found from any directory of the repository);
     else, but in perfsuite's own repository, the project's own recipes (``dirs``: ``./recipes``, the root's
     ``recipes/`` or ``$PERFSUITE_RECIPES``, when that is not perfsuite's built-in catalogue); else the quick
@@ -86,7 +86,7 @@ def load_ab_recipes(args: argparse.Namespace) -> tuple[list[Recipe], bool]:
                                         instructions=True if getattr(args, "instructions", False) else None)
         for ref in names
     ]
-    for recipe in recipes:  # issue 28 item 6: declared parameters checked before any worktree or fixture
+    for recipe in recipes:  # declared parameters checked before any worktree or fixture
         try:
             factories = resolve_factories(recipe)
         except PerfsuiteError:
@@ -103,7 +103,7 @@ def _cmd_ab(args: argparse.Namespace, services: CliServices) -> int:
     from perfsuite.harness import SampleEvent
 
     recipes, skip = load_ab_recipes(args)
-    if any(r.instructions for r in recipes):  # one line, once: the pass records "not measured" (issue 22)
+    if any(r.instructions for r in recipes):  # one line, once: the pass records "not measured"
         from perfsuite.harness import instructions_unavailable
 
         why = instructions_unavailable(args.valgrind)

@@ -1,4 +1,4 @@
-"""`perfsuite bisect GOOD BAD` (issue 28 item 8): parsing and printing only; see :mod:`perfsuite.ab._bisect`."""
+"""`perfsuite bisect GOOD BAD`: parsing and printing only; see :mod:`perfsuite.ab._bisect`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The options every distributable command shares (issue 32): where it runs, and a progress bar of
+"""The options every distributable command shares: where it runs, and a progress bar of
 states (cases, kills, settings) done and violations so far, fed by the client as batches come back."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What every command module of the CLI shares: thresholds, --phase, fixtures, --record-trace, the
-one-line argument parser and the ``type=`` validators every option uses (issue 14: bad input is one line
+one-line argument parser and the ``type=`` validators every option uses (bad input is one line
 and exit 2, caught at parse time, before anything is built or measured).
 
 The console (width, colour, -q/-v, tables that fit) is :mod:`perfsuite.cli._console`."""
@@ -76,7 +76,7 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-# -- argparse ``type=`` validators (issue 14: every option checked at parse time) -------------------
+# -- argparse ``type=`` validators (every option checked at parse time) -----------------------------
 
 
 def _show(text: str) -> str:
@@ -119,7 +119,7 @@ def non_negative_int(text: str) -> int:
 
 
 def bounded_int(limit: str) -> Callable[[str], int]:
-    """An integer inside ``perfsuite._limits.LIMITS[limit]`` (issue 27: every count a flag takes is bounded;
+    """An integer inside ``perfsuite._limits.LIMITS[limit]`` (every count a flag takes is bounded;
     the bound is the library's, the same a recipe key meets)."""
     from perfsuite._limits import LIMITS, check_limit, describe_limit
 
@@ -183,7 +183,7 @@ def seconds_or_all(text: str) -> float | None:
 
 def interval_list(*, allow_zero: bool = True) -> Callable[[str], tuple[float, ...]]:
     """``"0.1,0.5,2"`` -> (0.1, 0.5, 2.0): finite seconds >= 0 (> 0 unless ``allow_zero``); ``""`` is an
-    error, not the default (issue 14 case 9). Messages as :func:`perfsuite.whatif.parse_intervals`'s."""
+    error, not the default. Messages as :func:`perfsuite.whatif.parse_intervals`'s."""
 
     def parse(text: str) -> tuple[float, ...]:
         values: list[float] = []
@@ -283,7 +283,8 @@ def input_dir(text: str) -> str:
 
 def default_resolve_fixture(name: str | None, session: str | None) -> tuple[Path | None, dict[str, Any]]:
     """Fixture name (or ``None``) and ``--session`` -> (directory to copy per sample, info for the results).
-    A session gives a recipe without a fixture its fixture too (it was ignored before issue 28)."""
+    A session gives a recipe without a fixture its fixture too (ignoring it would measure the recipe on no
+    data while the command line named some)."""
     if session is not None and not Path(session).is_dir():
         raise PerfsuiteError(f"--session: no such session directory: {session}")
     if name is None and session is None:
@@ -307,13 +308,13 @@ def fixture_notices(event: FixtureProgress) -> None:
 class CliServices:
     """What the commands call out to that a test (or a program embedding the CLI) replaces, handed to every
     command by :func:`perfsuite.cli.main` (``main(argv, services=CliServices(...))``): explicit injection,
-    never a module global (issue 30 item 5).
+    never a module global.
 
     ``resolve_fixture`` gives `run`, `sweep`, `profile`, `ab` and `bisect` their fixture directories;
     ``writer`` writes `run`'s results documents, ``(path, document) -> None`` (``None``: the harness's atomic
-    writer; tests inject ENOSPC, issue 14 case 6); ``load_probe`` measures the machine's load before `run`
+    writer; tests inject ENOSPC); ``load_probe`` measures the machine's load before `run`
     writes into a baseline directory (``None``: :func:`perfsuite.harness.probe_load`; tests inject a loaded
-    machine, never a timing, issue 28)."""
+    machine, never a timing)."""
 
     resolve_fixture: FixtureResolver = default_resolve_fixture
     writer: ResultsWriter | None = None
@@ -354,7 +355,7 @@ def traced(command: Command, name: str) -> Command:
             status = command(args, services)
         trace = recorder.trace
         if trace is not None and not trace.events:
-            # issue 28: a header-only file is one `whatif` refuses; say so in one line and keep none
+            # a header-only file is one `whatif` refuses; say so in one line and keep none
             Path(path).unlink(missing_ok=True)
             print(f"perfsuite: --record-trace {path}: no events recorded, no file written (the code measured "
                   "neither used perfsuite's engine nor called perfsuite.whatif.emit(kind, ...))", file=sys.stderr)
@@ -436,7 +437,7 @@ def verdict_lines(result: Result, floor: Floor | None = None) -> list[str]:
     """``-q`` of `run` and `report`: one line per mode, ``recipe mode: verdict (max gap median X ms)``."""
     from perfsuite.report import summary_rows
 
-    loaded = " [LOADED machine]" if getattr(result, "loaded", False) else ""  # issue 28: said where shown
+    loaded = " [LOADED machine]" if getattr(result, "loaded", False) else ""  # said where shown
     return [f"{result.recipe} {row.mode}: {row.verdict} (max gap median {row.max_gap} ms){loaded}"
             for row in summary_rows(result, floor) if not row.control]
 

@@ -1,4 +1,4 @@
-"""The one console of every command (issue 18 item 2): width, colour, verbosity and tables that fit.
+"""The one console of every command: width, colour, verbosity and tables that fit.
 
 * **Width**: ``$COLUMNS`` when set, else the terminal's width, else :data:`DEFAULT_WIDTH` (100) when
   stdout is not a terminal (CI logs, pipes).
@@ -140,7 +140,7 @@ class Console:
         if title:  # plain text, as the caption: a title's markup would come from a document's names
             self._rich(10_000, buffer).print(title if not isinstance(title, str) else _plain_text(title))
         self._rich(max(self.width, natural), buffer).print(table)
-        if caption:  # each line folded at the console's width, never cut (issue 18)
+        if caption:  # each line folded at the console's width, never cut
             caption = caption.plain if hasattr(caption, "plain") else str(caption)
             buffer.write("\n".join(textwrap.fill(line, width=self.width, subsequent_indent="  ",
                                                   break_on_hyphens=False, break_long_words=False)

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 
 def _execution(args: argparse.Namespace) -> Execution:
-    """Where the campaign runs and what it resumes from (issue 32)."""
+    """Where the campaign runs and what it resumes from."""
     from perfsuite.crash import Execution
 
     if args.resume and not args.checkpoint:
@@ -114,7 +114,7 @@ def _cmd_crashcheck(args: argparse.Namespace, services: CliServices) -> int:
     return 1 if report.violations else 0
 
 
-#: options that belong to one campaign: given to another, they would be silently ignored (issue 27)
+#: options that belong to one campaign: given to another, they would be silently ignored
 _CAMPAIGN_OPTIONS = (("target", "--target", "corrupt"), ("max_cases", "--max-cases", "corrupt"),
                      ("profile", "--profile", "kill"), ("model", "--model", "crash"),
                      ("max_states", "--max-states", "crash"))
@@ -130,7 +130,7 @@ def _check_campaign_options(args: argparse.Namespace) -> None:
 
 
 def _crashcheck_kill(args: argparse.Namespace, console: Console) -> int:
-    """``crashcheck --kill N``: the SIGKILL campaign (issue 10 item 4); exit 1 on any violation."""
+    """``crashcheck --kill N``: the SIGKILL campaign; exit 1 on any violation."""
     from perfsuite.crash import PROFILES, KillConfig, run_kill_campaign
 
     if args.kill < 1:
@@ -169,7 +169,7 @@ def _crashcheck_kill(args: argparse.Namespace, console: Console) -> int:
 
 
 def _crashcheck_corrupt(args: argparse.Namespace, console: Console) -> int:
-    """``crashcheck --corrupt``: the corruption campaign (issue 14); exit 1 on any violation (with
+    """``crashcheck --corrupt``: the corruption campaign; exit 1 on any violation (with
     ``--seeded-bug``: exit 0 only if the bug was caught)."""
     from rich.table import Table
 

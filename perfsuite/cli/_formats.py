@@ -1,4 +1,4 @@
-"""``--format text|json|markdown`` of `report`, `compare`, `history`, `bars` and `whatif` (issue 18 item 3).
+"""``--format text|json|markdown`` of `report`, `compare`, `history`, `bars` and `whatif`.
 
 JSON goes to stdout as one document with stable keys (the library's values give their own: ``to_json()``
 of ``Comparison``, ``History``, ``Bar``, ``WhatIf``...), described by the JSON Schema
@@ -160,7 +160,7 @@ def report_json(results: Sequence[Result], floors: Sequence[Floor | None]) -> di
             "commit": result.commit,
             "floor": None if floor is None else floor.to_json(),
             "modes": modes,
-            "branch": result.branch,  # issue 28: the measured repository's branch, and the machine's load
+            "branch": result.branch,  # the measured repository's branch, and the machine's load
             "load": result.load.to_dict(),
         })
     return {"results": out}

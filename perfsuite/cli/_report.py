@@ -108,7 +108,7 @@ def _cmd_evidence(args: argparse.Namespace, services: CliServices) -> int:
         for _, base, head in read_pairing(args.result).pairs:
             print(evidence_for(head, base, **thresholds(args)).markdown, end="")
         return 0
-    if thresholds(args) and not args.baseline:  # they would be silently ignored (issue 27)
+    if thresholds(args) and not args.baseline:  # they would be silently ignored
         raise PerfsuiteError("--alpha and --factor apply to a comparison: give --baseline RESULT with them")
     if Path(args.result).is_dir():  # a sweep's directory: the crossover paragraph (M10)
         if args.baseline:
@@ -141,7 +141,7 @@ def _cmd_compare(args: argparse.Namespace, services: CliServices) -> int:
 
 def print_comparison(comparison: Comparison, command: str, *, fmt: str, everything: bool,
                      explain: bool = False) -> None:
-    """The verdict line first (issue 15), then the table; or the Markdown, or the JSON document (which holds
+    """The verdict line first, then the table; or the Markdown, or the JSON document (which holds
     every reason anyway). ``explain``: then one line per cost and gating metric saying why it passed or gated,
     printed even with ``-q`` (asked for by name)."""
     from perfsuite.report import compare_headline, compare_markdown, compare_table
@@ -347,7 +347,7 @@ def source_options(p: argparse.ArgumentParser) -> None:
 def _skip_bad(p: argparse.ArgumentParser) -> None:
     p.add_argument("--skip-bad", action="store_true",
                    help="leave out documents that do not load (torn, invalid), one stderr line each, instead of "
-                   "stopping with exit 2 (issue 14)")
+                   "stopping with exit 2")
 
 
 def register(sub: Subparsers) -> None:

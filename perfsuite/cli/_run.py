@@ -65,7 +65,7 @@ def _cmd_demo(args: argparse.Namespace, services: CliServices) -> int:
     return 0
 
 
-# -- perfsuite run (issue 5; SPEC M4, M7, M8) -------------------------------------------------------
+# -- perfsuite run (SPEC M4, M7, M8) ----------------------------------------------------------------
 
 def _run_table(doc: Mapping[str, Any], floor: Floor | None = None) -> Table:
     """The summary table (:func:`perfsuite.report.summary_table`); ``floor`` adds the ack/floor column."""
@@ -174,7 +174,7 @@ def _cmd_run(args: argparse.Namespace, services: CliServices) -> int:
 
 
 def _say_load(measured: list[Result], outcome: RunOutcome) -> None:
-    """Issue 28: how loaded the machine was (its idle control), one line; a baseline measured loaded is exit 1."""
+    """How loaded the machine was (its idle control), one line; a baseline measured loaded is exit 1."""
     from perfsuite.harness import LOADED_EXCESS_MS
 
     out = console()

@@ -1,4 +1,4 @@
-"""`perfsuite session repair PATH [--generation N]` (issue 14): the explicit repair open refuses to guess."""
+"""`perfsuite session repair PATH [--generation N]`: the explicit repair open refuses to guess."""
 
 from __future__ import annotations
 

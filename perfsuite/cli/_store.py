@@ -33,7 +33,7 @@ def _cmd_info(args: argparse.Namespace, services: CliServices) -> int:
                   title_justify="left")
     for column in ("machine", "fingerprint", "runs", "loaded", "recipes", "first", "last"):
         table.add_column(column, justify="right" if column in ("runs", "loaded") else "left")
-    for m in machines:  # loaded (issue 28): runs whose idle control says the machine was loaded
+    for m in machines:  # loaded: runs whose idle control says the machine was loaded
         table.add_row(m.machine.key, m.machine.label, str(m.runs), str(m.loaded), str(len(m.recipes)),
                       m.first[:16], m.last[:16])
     console().table(table, quiet_ok=True)

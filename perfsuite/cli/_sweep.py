@@ -1,4 +1,4 @@
-"""`perfsuite sweep` (SPEC M10, issue 20): the crossover grid, storage x heap x freeze. Parsing and printing
+"""`perfsuite sweep` (SPEC M10): the crossover grid, storage x heap x freeze. Parsing and printing
 only: the plan and runs are :mod:`perfsuite.workloads.conditions`, the tables, plot and paragraph
 :mod:`perfsuite.report`."""
 
@@ -71,7 +71,7 @@ def _print_sweeps(paths: list[Path], plot: str | None) -> int:
 
 def _sweep_on_cluster(args: argparse.Namespace, plan: SweepPlan, fixture: Path | None, info: Mapping[str, Any],
                       progress: Progress) -> list[RunResult]:
-    """Issue 32: every setting is one task on one worker, at most one setting per host at a time (timing
+    """Every setting is one task on one worker, at most one setting per host at a time (timing
     work never shares or mixes machines); a LocalCluster gets one worker (this machine measures one setting
     at a time, as without a cluster)."""
     from perfsuite.cluster import make_runner

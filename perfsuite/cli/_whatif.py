@@ -63,7 +63,7 @@ def _cmd_whatif(args: argparse.Namespace, services: CliServices) -> int:
         target = whatif.resolve_target(args.target)
     if args.save_trace:
         note(f"trace: {whatif.write_trace(trace, args.save_trace)}")
-    debounce = args.debounce  # parsed and checked by interval_list (issue 14: "" is an error, not the default)
+    debounce = args.debounce  # parsed and checked by interval_list ("" is an error, not the default)
     checkpoint = args.checkpoint_interval or whatif.DEFAULT_CHECKPOINT_S
     notify = args.notify_max or whatif.DEFAULT_NOTIFY_MAX_S
     if args.validate:

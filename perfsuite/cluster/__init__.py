@@ -1,4 +1,4 @@
-"""Where parallel campaigns run (issue 32): this machine's process pool, or a Dask distributed cluster.
+"""Where parallel campaigns run: this machine's process pool, or a Dask distributed cluster.
 
 A campaign cuts its work into :class:`Task` objects and hands them to :func:`stream`, which runs them on a
 :class:`Runner` and delivers the results in key order; :class:`Checkpoint` records what finished so a

@@ -1,4 +1,4 @@
-"""A campaign's checkpoint file (issue 32 item 4): what it finished, so a campaign whose client died goes on
+"""A campaign's checkpoint file: what it finished, so a campaign whose client died goes on
 from its last finished batch (``--checkpoint FILE --resume``).
 
 One JSON document: the campaign it belongs to (every setting that changes the answer) and, per unit of

@@ -1,4 +1,4 @@
-"""The Dask back end (issue 32): an embedded ``LocalCluster`` (``--cluster local``: loopback only, TLS under a
+"""The Dask back end: an embedded ``LocalCluster`` (``--cluster local``: loopback only, TLS under a
 per-run certificate) or a running scheduler (``--scheduler ADDRESS``: ``tls://`` with Dask's security
 settings, or ``tcp://``). Needs the ``cluster`` extra (``dask[distributed]``, ``cryptography``).
 

@@ -1,4 +1,4 @@
-"""Where a campaign's tasks run (issue 32): a small abstract back end, and the one loop every campaign uses.
+"""Where a campaign's tasks run: a small abstract back end, and the one loop every campaign uses.
 
 A :class:`Runner` submits a :class:`Task` (a module-level function and its arguments) and hands back a
 handle; :func:`stream` feeds it tasks lazily from an iterator (never the whole list in memory), keeps at

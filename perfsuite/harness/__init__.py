@@ -44,6 +44,7 @@ from perfsuite.harness._gc import GcEvent, GcRecorder, GcWindow, apply_gc_policy
 from perfsuite.harness._heap import LiveHeap, build_heap, probe_full_collection
 from perfsuite.harness._heartbeat import GapWindow, Heartbeat, LagPercentiles
 from perfsuite.harness._instructions import InstructionRecord, instructions_section, measure_instructions
+from perfsuite.harness._load_probe import probe_load
 from perfsuite.harness._lock import ResultsBusy, ResultsLock
 from perfsuite.harness._machine_load import (
     BASELINE_DIR_NAME,
@@ -51,7 +52,6 @@ from perfsuite.harness._machine_load import (
     LOADED_EXCESS_MS,
     MachineLoad,
     machine_load,
-    probe_load,
 )
 from perfsuite.harness._operation import (
     AckCallback,

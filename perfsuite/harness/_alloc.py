@@ -1,7 +1,7 @@
 """M3: the allocation pass, run separately from latency samples (tracing distorts timing).
 
 Each allocation sample runs the operation once, from ``submit`` to its acknowledgement, under a tracker,
-named in every record and section (``tracker``) so a comparison never mixes two methods (issue 30):
+named in every record and section (``tracker``) so a comparison never mixes two methods:
 
 - ``tracemalloc`` (the core's, standard library; the default when memray is not installed): Python's own
   allocators. It keeps live blocks only, so it

@@ -1,4 +1,4 @@
-"""Valgrind's callgrind as an instrument (issue 22): find valgrind, issue its client requests, read its totals.
+"""Valgrind's callgrind as an instrument: find valgrind, issue its client requests, read its totals.
 
 Three pieces, used by the instruction pass (:mod:`perfsuite.harness._instructions`) and by
 ``perfsuite profile --profiler callgrind``:
@@ -64,7 +64,7 @@ _STOP_INSTRUMENTATION = _CALLGRIND_BASE + 5
 _RUNNING_ON_VALGRIND = 0x1001
 
 _CLIENT_SOURCE = """\
-/* perfsuite: callgrind client requests for the instruction pass (issue 22). */
+/* perfsuite: callgrind client requests for the instruction pass. */
 #include <valgrind/valgrind.h>
 #include <valgrind/callgrind.h>
 unsigned long perfsuite_on_valgrind(void) { return RUNNING_ON_VALGRIND; }

@@ -1,4 +1,4 @@
-"""Reading the documents perfsuite is given, strictly (issue 27): JSON and TOML with one-line errors.
+"""Reading the documents perfsuite is given, strictly: JSON and TOML with one-line errors.
 
 Every file a command reads (results, resume documents, A/B pairings, costs files, trace lines, recipes,
 storage profiles, fixture specs) goes through here, so the same input gets the same answer everywhere:

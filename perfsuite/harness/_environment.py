@@ -94,7 +94,7 @@ def probe_dir_fsync(directory: Path) -> str:
 
 def git_state() -> dict[str, Any] | None:
     """perfsuite's own checkout (commit, dirty), ``None`` from a wheel: what ``environment.perfsuite_git``
-    records. It is not the code measured (issue 28): see :func:`measured_repository`."""
+    records. It is not the code measured: see :func:`measured_repository`."""
     return perfsuite_checkout()
 
 
@@ -108,7 +108,7 @@ def collect_environment(work_dir: Path, measured: Mapping[str, Any] | None = RES
 
     ``measured`` is ``environment.measured`` as :func:`measured_repository` returns it (``None``: unknown); by
     default it is found from the working directory, CI variables and ``$PERFSUITE_COMMIT``. ``git`` keeps the
-    measured commit and dirty flag in the shape readers before issue 28 know."""
+    measured commit and dirty flag in the shape older readers know (before ``measured`` was recorded)."""
     if measured is RESOLVE:
         measured = measured_repository()
     try:
@@ -166,7 +166,7 @@ def describe_fixture(path: Path | None, info: Mapping[str, Any] | None = None) -
         data.setdefault("files", 0)
         data.setdefault("bytes", 0)
         return data
-    data["path"] = portable_path(path)  # M8 without this machine's absolute paths (issue 18)
+    data["path"] = portable_path(path)  # M8 without this machine's absolute paths
     need_digest = not data.get("digest")
     files = total = 0
     h = hashlib.sha256()

@@ -90,7 +90,7 @@ def export_pyperf(document: Mapping[str, Any], path: Path) -> Path | None:
     model = (env.get("cpu") or {}).get("model")
     if model:
         common["cpu_model_name"] = model
-    if document.get("run_id"):  # which run wrote this export (issue 14 case 7: never another run's)
+    if document.get("run_id"):  # which run wrote this export (never another run's)
         common["perfsuite_run_id"] = str(document["run_id"])
     benchmarks = []
     for mode, samples in _series(document):

@@ -1,4 +1,4 @@
-"""M4, M6, issue 28 item 9: a fixture directory must not change while a run copies it sample by sample.
+"""M4, M6: a fixture directory must not change while a run copies it sample by sample.
 
 A team's own session directory (``--session``, a recipe's ``session``) may belong to a program that is still
 writing it; samples copied from a moving directory measure different inputs and compare nothing. The guard

@@ -1,4 +1,4 @@
-"""Instructions per operation under Valgrind (issue 22): a separate pass, never inside a latency sample (M3).
+"""Instructions per operation under Valgrind: a separate pass, never inside a latency sample (M3).
 
 Time on a shared runner moves by tens of percent between identical runs; the number of instructions an
 operation executes does not. Each pass runs the operation once, in a fresh worker under

@@ -1,4 +1,4 @@
-"""M4/M8, issue 14 case 7: result names nobody else can take, and one writer per results document.
+"""M4/M8: result names nobody else can take, and one writer per results document.
 
 The hazard: two runs of one recipe started in the same second compute the same ``<recipe>-<stamp>.json``,
 so one document would be lost and the ``.json`` and ``.pyperf.json`` would come from different runs. So a
@@ -149,7 +149,7 @@ def new_results_path(output_dir: Path | str, recipe: str, *, stamp: str | None =
     """Reserve a fresh ``<output_dir>/<recipe>-<stamp>[-N].json`` (creates ``output_dir``).
 
     The reservation is the sidecar lock file created with ``O_EXCL``: no other process can be handed
-    the same name, even in the same second (issue 14 case 7). A name whose ``.json`` or any
+    the same name, even in the same second. A name whose ``.json`` or any
     ``<stem>.*`` export exists is never reused. :func:`~perfsuite.harness.run_recipe` given this path
     takes the lock and removes the sidecar when it is done.
     """

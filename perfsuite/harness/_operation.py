@@ -1,4 +1,4 @@
-"""The operation protocol: how the harness measures any code, ours or not (SPEC M4, M5, issue 5).
+"""The operation protocol: how the harness measures any code, ours or not (SPEC M4, M5).
 
 A recipe mode names an operation as ``"module:function"``. The harness imports ``module``, calls
 ``function(ctx)`` with an :class:`OperationContext` (plain or ``async def``) and gets back an
@@ -24,7 +24,7 @@ on this machine (e.g. an optional package missing). ``perfsuite run`` then skips
 reason in one line instead of failing.
 
 A factory may declare the parameters a recipe mode may set: ``parameters = {"name": Param(int, 10, ...)}``
-(issue 28 item 6, :mod:`perfsuite.harness._params`); they are checked before anything runs. A factory that
+(:mod:`perfsuite.harness._params`); they are checked before anything runs. A factory that
 declares nothing gets whatever the mode table holds, unchecked.
 
 Where ``module`` is looked up: on ``sys.path`` (``perfsuite`` puts the working directory first, as

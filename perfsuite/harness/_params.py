@@ -1,4 +1,4 @@
-"""Declared operation parameters (issue 28 item 6): what a recipe mode may set, checked before anything runs.
+"""Declared operation parameters: what a recipe mode may set, checked before anything runs.
 
 An operation factory declares the parameters it accepts in a ``parameters`` attribute: a mapping of names to
 :class:`Param` (a class attribute, or set on a function, e.g. by the :func:`accepts` decorator)::

@@ -1,4 +1,4 @@
-"""What leaks into an instruction count, and how the instruction pass pins it (issue 22).
+"""What leaks into an instruction count, and how the instruction pass pins it.
 
 Callgrind counts are exact, but the program's work is not fixed by its code alone. Measured on
 mailbox-delivery, each of these moved a publication's count, and is pinned here for every pass:

@@ -1,6 +1,6 @@
 """M4 and M10: what a run will do, fixed before it starts: the plan of warm-ups, rounds, control windows and
 passes, the seed of its random order, the run conditions every operation must apply, and the parameters
-every operation declares (issue 28 item 6). The runner and the variant sweeps execute it."""
+every operation declares. The runner and the variant sweeps execute it."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def resolve_factories(recipe: Recipe) -> dict[str, OperationFactory]:
 
 
 def check_parameters(recipe: Recipe, factories: Mapping[str, OperationFactory]) -> None:
-    """Issue 28 item 6: every mode's parameters against its operation's declaration (``factory.parameters``),
+    """Every mode's parameters against its operation's declaration (``factory.parameters``),
     before anything runs: an unknown key names the known ones, a bad value names what is allowed. Modes
     whose operation declares nothing pass as written (the old behaviour)."""
     for name, factory in factories.items():

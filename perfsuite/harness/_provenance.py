@@ -1,6 +1,6 @@
 """M8, U: which code was measured. The **measured repository** (the git root holding the working directory,
-or what the command line or the CI says) is recorded apart from perfsuite's own version and checkout
-(issue 28 item 3): a team that installs perfsuite from a wheel measures *its* code, and its commit is what
+or what the command line or the CI says) is recorded apart from perfsuite's own version and checkout:
+a team that installs perfsuite from a wheel measures *its* code, and its commit is what
 ``evidence``, ``history``, the store and the dashboard must name.
 
 Where the commit comes from, first match wins (``source`` in the record says which):
@@ -154,7 +154,8 @@ def measured_repository(
 
 
 def compat_git(measured: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """``environment.git`` as readers before issue 28 read it: the measured commit and dirty flag."""
+    """``environment.git`` as older readers read it (before ``measured`` was recorded): the measured commit and
+    dirty flag."""
     if not measured or not measured.get("commit"):
         return None
     return {"commit": measured["commit"], "dirty": measured.get("dirty")}

@@ -98,11 +98,12 @@ class Recipe:
     storage: Any = None
     heap: int = 0
     path: str | None = None
-    # issue 28 item 9: a real session directory of the team's, copied privately for every sample (``--session``
+    # a real session directory of the team's, copied privately for every sample (``--session``
     # in a file): an absolute path once loaded (a relative one is resolved against the recipe file)
     session: str | None = None
-    # where operation modules are looked up after sys.path (the recipe file's directory and its git root,
-    # issue 28 item 6); absolute paths of this machine, so never recorded (not in to_dict)
+    # where operation modules are looked up after sys.path (the recipe file's directory and its git root, so
+    # a recipe finds its repository's operations from any directory); absolute paths of this machine, so never
+    # recorded (not in to_dict)
     import_roots: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def mode(self, name: str) -> ModeSpec:
@@ -206,7 +207,7 @@ class _Checker:
         return PerfsuiteError(f"{self.label}: {key}: expected {expected}, got {_show(value)}")
 
     def count(self, key: str, value: object, limit: str) -> int:
-        """An integer in ``LIMITS[limit]`` (issue 27: every count a recipe or flag takes is bounded)."""
+        """An integer in ``LIMITS[limit]`` (every count a recipe or flag takes is bounded)."""
         problem = check_limit(limit, value)
         if problem:
             raise PerfsuiteError(f"{self.label}: {key}: {problem}")
@@ -262,7 +263,7 @@ class _Checker:
 
 
 # key -> (checker method, default); "name", "modes", "control_windows" are handled separately. "count" and
-# "number" keys are bounded by perfsuite._limits.LIMITS[key] (issue 27)
+# "number" keys are bounded by perfsuite._limits.LIMITS[key]
 _SCALARS: dict[str, tuple[str, Any]] = {
     "description": ("string_or_empty", ""),
     "fixture": ("string", None),
@@ -302,7 +303,7 @@ def parse_recipe(data: Mapping[str, Any], label: str, *, default_name: str) -> R
     values: dict[str, Any] = {}
     name = data.get("name", default_name)
     values["name"] = check.string("name", name)
-    if not _RECIPE_NAME.fullmatch(values["name"]):  # it names the results files: never a path (issue 27)
+    if not _RECIPE_NAME.fullmatch(values["name"]):  # it names the results files: never a path
         where = "" if "name" in data else " (the file's name: give name = \"...\")"
         raise check.fail("name", "letters, digits, '.', '_' and '-', starting with a letter or digit, at most 200 "
                          f"characters{where}", name)
@@ -337,7 +338,7 @@ def plan_entries(recipe: Recipe) -> int:
 
 
 def _check_plan_size(recipe: Recipe, check: _Checker) -> Recipe:
-    """Issue 27: the plan is built in memory (and written after every sample) before the run starts, so its
+    """The plan is built in memory (and written after every sample) before the run starts, so its
     size is bounded too: modes x (warm-ups + samples + passes) + control windows."""
     problem = check_limit("modes", len(recipe.modes))
     if problem:

@@ -65,7 +65,7 @@ CONFIDENCE = 0.95
 SUMMARY_METHOD = {
     "statistic": "median",
     # the resamples and percentile interval of scipy.stats.bootstrap(method="percentile") with this seed,
-    # computed with numpy alone so the core install needs no scipy (issue 18); a test checks they agree
+    # computed with numpy alone so the core install needs no scipy; a test checks they agree
     "ci": "percentile bootstrap (numpy; same resamples as scipy.stats.bootstrap, percentile method)",
     "confidence": CONFIDENCE,
     "n_resamples": BOOTSTRAP_RESAMPLES,
@@ -109,7 +109,7 @@ def current_umask() -> int:
 
 
 #: how a results document reaches the disk, ``(path, document) -> None``: :func:`write_json_atomic`, or a
-#: fault-injecting stand-in in the tests (issue 14 case 6: ENOSPC while writing results)
+#: fault-injecting stand-in in the tests (ENOSPC while writing results)
 ResultsWriter = Callable[[Path, Any], None]
 
 
@@ -117,7 +117,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
     """Temp file in the same directory, write, fsync, ``os.replace``, fsync the directory.
 
     The file gets the permissions a plain ``open(path, "w")`` would (``0666 & ~umask``, 0644 usually),
-    like the exports beside it; ``mkstemp`` alone would leave it private (0600; issue 14 case 9).
+    like the exports beside it; ``mkstemp`` alone would leave it private (0600).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -278,7 +278,7 @@ def _import_jsonschema() -> Any:
 
 def validate_results(document: Mapping[str, Any]) -> None:
     """Raise a one-line :class:`PerfsuiteError` when ``document`` does not match the schema: jsonschema's
-    verdict with the ``validate`` extra, else the standard library's checker (``_schema``, issue 30)."""
+    verdict with the ``validate`` extra, else the standard library's checker (``_schema``)."""
     try:
         jsonschema = _import_jsonschema()
     except ImportError:
@@ -323,7 +323,7 @@ def _check_times(document: Mapping[str, Any]) -> None:
 
 def load_results(path: Path, *, parsed: Any = None) -> dict[str, Any]:
     """Read a results document; one-line errors for a missing, unreadable or foreign file (strictly: not
-    UTF-8, NaN or Infinity, or nested deeper than a results document ever is, issue 27). ``parsed``: the
+    UTF-8, NaN or Infinity, or nested deeper than a results document ever is). ``parsed``: the
     document a reader has already decoded from ``path`` (``read_json``), checked here and not read again."""
     data = read_json(path, "results file") if parsed is None else parsed
     if not isinstance(data, dict) or data.get("schema") != SCHEMA_VERSION:

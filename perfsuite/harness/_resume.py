@@ -1,5 +1,5 @@
 """M8: continuing an interrupted run (``perfsuite run --resume``): the recorded document is checked (schema,
-plan, progress against the recipe, no live writer; issue 14 cases 7, 9), then the run goes on from its last
+plan, progress against the recipe, no live writer), then the run goes on from its last
 sample.
 """
 
@@ -26,7 +26,7 @@ __all__ = ["check_resumable", "resume_run"]
 
 
 def _resume_problem(doc: Mapping[str, Any], recipe: Recipe) -> str | None:
-    """Why ``doc``'s plan and progress cannot be continued with ``recipe``, or ``None`` (issue 14 case 9:
+    """Why ``doc``'s plan and progress cannot be continued with ``recipe``, or ``None`` (an edited
     ``progress.done = -3`` used to run the wrong plan entries)."""
     order, progress = doc["order"], doc["progress"]
     done, total = progress["done"], progress["total"]
@@ -63,7 +63,7 @@ def _resume_problem(doc: Mapping[str, Any], recipe: Recipe) -> str | None:
 def check_resumable(path: Path | str) -> tuple[dict[str, Any], Recipe]:
     """Load a results document for ``--resume`` and check it first: the schema, the recorded recipe,
     the plan and progress against what was recorded, and that no live process is writing it. Every
-    problem is one :class:`PerfsuiteError` line naming the file (issue 14 cases 7 and 9)."""
+    problem is one :class:`PerfsuiteError` line naming the file."""
     doc, recipe = _resumable_document(Path(path))
     check_not_busy(path)
     return doc, recipe

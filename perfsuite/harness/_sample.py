@@ -103,7 +103,7 @@ def split_metrics(
     """M5: split ``metrics()`` into phases, drain time, numeric metrics and string labels.
 
     A metric reported as ``None`` is kept as null: the operation says it could not measure it (never 0). So
-    is a NaN or an infinity (issue 27: results hold finite numbers only; a NaN used to fail the results write
+    is a NaN or an infinity (results hold finite numbers only; a NaN used to fail the results write
     with an "unexpected" error); a phase or drain time that is not finite is left out."""
     phases: dict[str, float] = {}
     drain: float | None = None
@@ -184,7 +184,7 @@ class SampleRecord:
 
 class _CopyStopped(Exception):
     """Carries the first failed file copy out of ``copytree``, which would otherwise go on and collect
-    one error per file (a 30 KB ``shutil.Error`` when the disk is full; issue 14 case 9)."""
+    one error per file (a 30 KB ``shutil.Error`` when the disk is full)."""
 
     def __init__(self, error: OSError) -> None:
         super().__init__(error)
@@ -306,7 +306,7 @@ async def wait_ack(spec: SampleSpec, ack: _Ack, start_ns: int | None = None) -> 
 
 
 def check_submit(spec: SampleSpec, start_ns: int, submitted_ns: int) -> None:
-    """A ``submit`` that blocked past ``ack_timeout_s`` is this sample's failure (issue 14 case 9: it used
+    """A ``submit`` that blocked past ``ack_timeout_s`` is this sample's failure (it used
     to pass, and its long window made the next idle-control window time out instead)."""
     blocked_s = (submitted_ns - start_ns) / 1e9
     if blocked_s > spec.ack_timeout_s:
@@ -318,7 +318,7 @@ def check_submit(spec: SampleSpec, start_ns: int, submitted_ns: int) -> None:
 
 def check_acks(spec: SampleSpec, ack: _Ack) -> None:
     """Exactly one acknowledgement, counted until the sample's teardown: a second one is an error even
-    when it comes after the window, from ``metrics()`` or ``close()`` (issue 14 case 9)."""
+    when it comes after the window, from ``metrics()`` or ``close()``."""
     if ack.calls > 1:
         raise SampleFailed(f"{spec.label}: the operation acknowledged {ack.calls} times (exactly once is the protocol)")
 

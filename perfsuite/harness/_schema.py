@@ -1,4 +1,4 @@
-"""The results document's JSON Schema checked with the standard library (issue 30: jsonschema out of the core).
+"""The results document's JSON Schema checked with the standard library (jsonschema out of the core).
 
 Only the keywords ``results.schema.json`` uses (``type``, ``enum``, ``const``, ``required``, ``properties``,
 ``additionalProperties``, ``minProperties``, ``items``, ``oneOf``, ``minimum``, ``exclusiveMinimum``,

@@ -1,4 +1,4 @@
-"""M4 for several versions of the code under test: one run, their samples interleaved (issue 15).
+"""M4 for several versions of the code under test: one run, their samples interleaved.
 
 Between-run variance is larger than within-run variance, so two separate runs are not comparable
 sample for sample. :func:`run_variants` measures one recipe for several :class:`CodeVariant` in **one
@@ -9,7 +9,7 @@ plan**:
   idle-control window shared by every variant (the same machine at the same moment: it measures the
   machine, not the code, so it runs without any variant's code);
 * the allocation pass (M3), interleaved the same way;
-* with ``instructions = true``, the instruction pass under valgrind (issue 22), interleaved the same way:
+* with ``instructions = true``, the instruction pass under valgrind, interleaved the same way:
   each variant's code loaded through the same fixed link (:func:`perfsuite.harness._pinning.pinned_code`),
   so two revisions count the same when their code is the same.
 
@@ -21,7 +21,7 @@ the running interpreter's. All variants share the fixture (the same private copi
 Each variant gets its own results document (the schema of :func:`run_recipe`), whose ``order`` is its
 own part of the plan, plus a ``variant`` section (its name, the others, the seed, the code it imported
 and where from). :func:`probe_variant` checks, before measuring, that operations import against a variant.
-:func:`extend_variants` adds rounds to finished documents (a sequential A/B's next look, issue 15): the
+:func:`extend_variants` adds rounds to finished documents (a sequential A/B's next look): the
 same interleaving, indices after the last round, appended sample by sample.
 """
 
@@ -74,7 +74,7 @@ class CodeVariant:
 
     ``git`` replaces ``environment.git`` in this variant's document (the commit measured, not the
     harness's); ``info`` is recorded as is in its ``variant`` section (revision name, fallbacks...).
-    ``python`` is the interpreter of the variant's own environment (issue 28: ``perfsuite ab`` builds one per
+    ``python`` is the interpreter of the variant's own environment (``perfsuite ab`` builds one per
     revision when their dependencies differ); its workers run with it. ``None``: the running interpreter.
     """
 
@@ -158,7 +158,7 @@ def imported_modules(operations: Sequence[str], under: Path, *, timeout: float =
                      python: str | None = None) -> dict[str, str]:
     """``{module: file}`` of the modules that importing ``operations`` (in a fresh worker, the running code;
     ``python``: another environment's interpreter) imports from files below ``under``: what of a repository
-    its operations use (issue 28: the default code under test of ``perfsuite ab``)."""
+    its operations use (the default code under test of ``perfsuite ab``)."""
     request = {"kind": "probe", "operations": list(operations), "under": str(under),
                "sys_path": worker_sys_path({"python": python})}
     record = _worker(request, timeout, python).get("record") or {}
@@ -167,7 +167,7 @@ def imported_modules(operations: Sequence[str], under: Path, *, timeout: float =
 
 def _document(recipe: Recipe, variant: CodeVariant, names: Sequence[str], plan: Sequence[Mapping[str, Any]],
               seed: int, fixture_doc: Mapping[str, Any], work_dir: Path, run_id: str | None) -> dict[str, Any]:
-    # the revision measured, not the working directory's checkout (issue 28: environment.measured)
+    # the revision measured, not the working directory's checkout (environment.measured)
     measured = {"dirty": None, "branch": None, "root": None, **dict(variant.git), "source": "revision"} \
         if variant.git is not None else None
     environment = collect_environment(work_dir, measured=measured)
@@ -312,7 +312,7 @@ def _execute(recipe: Recipe, runs: Mapping[str, _Run], plan: Sequence[Mapping[st
                     run.complete(own, record)
             else:
                 run = runs[entry["variant"]]
-                run.before(own)  # issue 28 item 9: the fixture has not changed since the first sample
+                run.before(own)  # the fixture has not changed since the first sample
                 record = run._instructions(own) if entry["kind"] == "instructions" else run._in_worker(own)
                 if run.doc["variant"]["code"]["imported"] is None and run.last_code:
                     run.doc["variant"]["code"]["imported"] = dict(run.last_code)
@@ -324,7 +324,7 @@ def _execute(recipe: Recipe, runs: Mapping[str, _Run], plan: Sequence[Mapping[st
                                       variant=entry["variant"]))
     except BaseException as exc:
         # keep what was measured; readers see it is not complete (M4): SIGINT/SIGTERM interrupt, anything
-        # else fails every variant's document with its one-line reason, as run_recipe does (issue 14)
+        # else fails every variant's document with its one-line reason, as run_recipe does
         interrupted = isinstance(exc, KeyboardInterrupt)
         for run in runs.values():
             run.doc["status"] = "interrupted" if interrupted else "failed"

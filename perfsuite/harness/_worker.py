@@ -10,7 +10,7 @@ the operation prints goes to stderr, so it cannot corrupt the reply.
 them, each named package is loaded from ``root`` (an ``importlib`` spec with
 ``submodule_search_locations``), so its submodules come from there too while the harness, and every
 other package, stay the running interpreter's (a top-level module ``name.py`` is loaded the same way).
-A variant with its own environment (``code["python"]``, issue 28: ``perfsuite ab`` builds one per revision
+A variant with its own environment (``code["python"]``: ``perfsuite ab`` builds one per revision
 when their dependencies differ) runs this worker with that interpreter (:func:`worker_command`), and the
 request's ``sys_path`` leaves out the running environment's own directories (:func:`worker_sys_path`), so
 the variant's installed packages are the ones imported. A ``probe`` request only loads the code and imports
@@ -50,7 +50,7 @@ def _within(path: str, roots: Sequence[str]) -> bool:
 def worker_sys_path(code: Mapping[str, Any] | None) -> list[str]:
     """The ``sys_path`` of a worker request: the running ``sys.path``; for a variant with its own environment,
     without the running environment's standard library and site-packages (put first, they would shadow what
-    the variant's environment installed: issue 28)."""
+    the variant's environment installed, such as another version of a dependency)."""
     entries = [p for p in sys.path if p]
     if not (code or {}).get("python"):
         return entries
@@ -105,7 +105,7 @@ def _probe(operations: Sequence[str], watch: Sequence[str], under: str | None = 
         resolve_operation(spec)
     imported = {name: any(m == name or m.startswith(name + ".") for m in sys.modules) for name in watch}
     record: dict[str, Any] = {"operations": list(operations), "imported": imported}
-    if under is not None:  # which imported modules come from files below ``under`` (issue 28: the default
+    if under is not None:  # which imported modules come from files below ``under`` (the default
         root = [os.path.realpath(under)]  # code under test is what the operations import of the repository)
         record["modules"] = {
             name: os.path.realpath(file)
@@ -146,7 +146,7 @@ def main() -> int:
         code = load_code(request["code"]) if request.get("code") else None
         if request["kind"] == "probe":
             record = _probe(request.get("operations", []), request.get("watch", []), request.get("under"))
-        elif request["kind"] == "instructions":  # issue 22: under valgrind, a plain loop (no stall monitor)
+        elif request["kind"] == "instructions":  # under valgrind, a plain loop (no stall monitor)
             from perfsuite.harness._instructions import serve_instructions
 
             record = serve_instructions(request)
@@ -160,7 +160,7 @@ def main() -> int:
         reply_to.write(json.dumps({"error": str(exc)}) + "\n")
         reply_to.flush()
         return exc.exit_status
-    except OSError as exc:  # ENOSPC and friends: one line, never a traceback's last line (issue 14)
+    except OSError as exc:  # ENOSPC and friends: one line, never a traceback's last line
         where = f"{exc.filename}: " if exc.filename else ""
         reply_to.write(json.dumps({"error": f"worker: {where}{exc.strerror or exc}"}) + "\n")
         reply_to.flush()

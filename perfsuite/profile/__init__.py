@@ -1,4 +1,4 @@
-"""Where did the time go: a recipe under a profiler, and the per-phase breakdown of samples (issue 9).
+"""Where did the time go: a recipe under a profiler, and the per-phase breakdown of samples.
 
 ``perfsuite profile RECIPE --profiler py-spy|scalene|callgrind`` runs the recipe's operation (fixture resolved
 and privately copied as in ``perfsuite run``) in a worker process under the profiler, with the
@@ -8,7 +8,7 @@ profiler on only while operations run (never during setup), and writes beside th
   ``.<mode>.speedscope.json`` (open at https://www.speedscope.app) and ``.<mode>.py-spy.txt``;
 * scalene: ``<recipe>-<stamp>.<mode>.scalene.json`` (``scalene view FILE``) and ``.<mode>.scalene.txt``
   (top lines by CPU and by allocation);
-* callgrind (issue 22): the instructions of one operation per mode by Python function
+* callgrind: the instructions of one operation per mode by Python function
   (:mod:`perfsuite.profile._callgrind`): ``.<mode>.callgrind.txt``, ``.folded``, ``.svg`` and callgrind's
   own files; :func:`diff_profiles` (``perfsuite profile --diff A B``) names the functions that gained;
 * ``<recipe>-<stamp>.<profiler>.profile.json``: what ran, the profiled iterations with their

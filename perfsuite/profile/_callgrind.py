@@ -1,4 +1,4 @@
-"""``perfsuite profile RECIPE --profiler callgrind``: where a mode's instructions go, by Python function (issue 22).
+"""``perfsuite profile RECIPE --profiler callgrind``: where a mode's instructions go, by Python function.
 
 Each mode runs once exactly as the instruction pass does (fresh worker under callgrind, the window
 from submission to acknowledgement, hash seed and paths pinned; :func:`perfsuite.harness.measure_instructions`)

@@ -99,7 +99,7 @@ def _pct(base: int, new: int) -> str:
 def load_callgrind_profile(path: Path | str) -> dict[str, Any]:
     """A ``*.callgrind.profile.json`` record; one-line :class:`PerfsuiteError` for anything else."""
     path = Path(path)
-    data = read_json(path, "profile record")  # strictly: UTF-8, no NaN, no deep nesting (issue 27)
+    data = read_json(path, "profile record")  # strictly: UTF-8, no NaN, no deep nesting
     if not isinstance(data, dict) or data.get("kind") != "perfsuite-profile" or data.get("profiler") != "callgrind":
         raise PerfsuiteError(f"{path}: not a callgrind profile record (perfsuite profile --profiler callgrind)")
     return data

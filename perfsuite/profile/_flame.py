@@ -1,4 +1,4 @@
-"""Flame graphs from folded stacks, as standalone SVG (issue 22): one profile, or the difference of two.
+"""Flame graphs from folded stacks, as standalone SVG: one profile, or the difference of two.
 
 Input is the folded-stack form Brendan Gregg's ``flamegraph.pl`` reads (``root;caller;callee value``),
 so the ``.folded`` files written beside an SVG also open in any flame-graph tool (speedscope, inferno).

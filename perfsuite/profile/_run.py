@@ -1,4 +1,4 @@
-"""``perfsuite profile``: a recipe's operation under py-spy or scalene, in a worker process (issue 9).
+"""``perfsuite profile``: a recipe's operation under py-spy or scalene, in a worker process.
 
 For every mode, a worker (:mod:`perfsuite.profile._driver`, run with this interpreter) prepares
 ``repeat`` private copies of the fixture and the operations on them (exactly as a harness sample does),
@@ -118,7 +118,7 @@ def _fixture_bytes(fixture: Path | None, info: Mapping[str, Any] | None) -> int:
 def _profile_with_callgrind(recipe: Recipe, modes: Sequence[str], output: Path, fixture: Path | None,
                             fixture_info: Mapping[str, Any] | None, work_root: Path | None, valgrind: str,
                             on_event: OnEvent) -> ProfileRun:
-    """``--profiler callgrind`` (issue 22): see :mod:`perfsuite.profile._callgrind`."""
+    """``--profiler callgrind``: see :mod:`perfsuite.profile._callgrind`."""
     from perfsuite.profile._callgrind import profile_callgrind
 
     record, results = profile_callgrind(recipe, modes=modes, output_dir=output, fixture=fixture,

@@ -1,4 +1,4 @@
-"""Python function names for callgrind (issue 22): one C trampoline per Python code object.
+"""Python function names for callgrind: one C trampoline per Python code object.
 
 Under Python 3.11 callgrind sees the interpreter's C functions, and every Python function is the same
 ``_PyEval_EvalFrameDefault``. This module gives each Python function its own C symbol, the way Python

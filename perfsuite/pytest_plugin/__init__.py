@@ -1,4 +1,4 @@
-"""The pytest plugin (issue 18 item 4): measure your own callable or coroutine with the harness's method.
+"""The pytest plugin: measure your own callable or coroutine with the harness's method.
 
 Registered as a ``pytest11`` entry point, so installing perfsuite makes it available. The
 ``perfsuite_bench`` fixture runs a one-mode recipe **inline** (in the test's process: a test's function
@@ -27,8 +27,8 @@ Options: ``--perfsuite-dir DIR`` (where results documents go; default: a tempora
 ``--perfsuite-samples N``, ``--perfsuite-warmup N``, and ``--perfsuite-compare BASE`` (a stored run: a
 results directory or file), which compares every measurement against BASE with ``perfsuite compare``'s
 gate at the end of the session; with ``--perfsuite-compare-fail`` a failing gate fails the session,
-as pytest-benchmark's ``--benchmark-compare-fail`` does. Two separate sessions are two separate runs
-(issue 28): costs gate, timings are information (``--perfsuite-compare-timings gate``: they gate unless a
+as pytest-benchmark's ``--benchmark-compare-fail`` does. Two separate sessions are two separate runs:
+costs gate, timings are information (``--perfsuite-compare-timings gate``: they gate unless a
 run is loaded). The paired path is ``--perfsuite-ab BASE`` (:mod:`perfsuite.pytest_plugin._ab`): BASE and
 the working tree measured in alternating fresh sessions, round by round, compared as ``perfsuite ab`` does.
 ``--perfsuite-commit`` / ``--perfsuite-branch`` name the measured commit when the rootdir's git cannot.
@@ -121,7 +121,7 @@ class Measurement:
 
 
 def _loaded(document: Mapping[str, Any]) -> bool:
-    """Whether the run's idle control says the machine was loaded (issue 28)."""
+    """Whether the run's idle control says the machine was loaded."""
     from perfsuite.harness import machine_load
 
     control = (document.get("control") or {}).get("samples") or []
@@ -177,7 +177,7 @@ class _Session:
     warmup: int | None
     compare: str | None
     compare_fail: bool
-    measured: Mapping[str, Any] | None = None  # issue 28: the measured repository (the rootdir's git, or options)
+    measured: Mapping[str, Any] | None = None  # the measured repository (the rootdir's git, or options)
     timings: str = "info"  # what two separate runs' timings may do (--perfsuite-compare-timings)
     round: int | None = None  # a round of --perfsuite-ab (a sub-session): one sample, allocation in round 0
     measurements: list[Measurement] = field(default_factory=list)
@@ -250,7 +250,7 @@ class PerfsuiteBench:
 
 
 def _count(limit: str) -> Callable[[str], int]:
-    """An option's integer inside ``perfsuite._limits.LIMITS[limit]`` (issue 27), refused when pytest parses it."""
+    """An option's integer inside ``perfsuite._limits.LIMITS[limit]``, refused when pytest parses it."""
     import argparse
 
     from perfsuite._limits import check_limit
@@ -302,7 +302,7 @@ def pytest_configure(config: pytest.Config) -> None:
     directory = config.getoption("perfsuite_dir")
     from perfsuite.harness import measured_repository
 
-    try:  # issue 28: the code measured is the rootdir's repository, whatever perfsuite's install is
+    try:  # the code measured is the rootdir's repository, whatever perfsuite's install is
         measured = measured_repository(config.rootpath, commit=config.getoption("perfsuite_commit"),
                                        branch=config.getoption("perfsuite_branch"))
     except PerfsuiteError as exc:
@@ -351,7 +351,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             continue
         status = int(gate.exit_status)
         worst = max(worst, status)
-        # compare's exit statuses (issue 15): 1 a regression, 3 "cannot tell", which is never a pass
+        # compare's exit statuses: 1 a regression, 3 "cannot tell", which is never a pass
         named = [*gate.regressions, *getattr(gate, "inconclusive", ())]
         found = [f"{c.label} {c.ratio:.2f}x" for c in named]
         word = {0: "no regression", 1: "REGRESSION", 3: "INCONCLUSIVE"}.get(status, f"gate exit status {status}")
@@ -359,7 +359,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         state.report.append(f"{m.name}: {word}" + (f": {', '.join(found)}" if found else "") + loaded)
         if getattr(gate, "timing_note", None):  # a loaded run: which metrics gated instead, and why
             notes.add(str(getattr(gate, "load_policy", None) or gate.timing_note))
-    # issue 28: what the comparison of two separate runs could judge, in the first line of its report
+    # what the comparison of two separate runs could judge, in the first line of its report
     state.report[:0] = sorted(notes)
     if worst and state.compare_fail and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -373,7 +373,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     terminalreporter.section("perfsuite")
     if state.round is None and state.measurements and not config.getoption("perfsuite_ab"):
         loaded = [m.name for m in state.measurements if _loaded(m.document)]
-        terminalreporter.write_line(  # issue 28: a run says how loaded its machine was
+        terminalreporter.write_line(  # a run says how loaded its machine was
             f"machine: LOADED during {len(loaded)} of {len(state.measurements)} measurement(s) ({', '.join(loaded)}): "
             "the idle control's median gap was more than 1 ms over the heartbeat period" if loaded else
             f"machine: quiet during all {len(state.measurements)} measurement(s) (idle control within 1 ms of the "

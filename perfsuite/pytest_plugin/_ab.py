@@ -1,4 +1,4 @@
-"""``pytest --perfsuite-ab BASE``: the paired path for pytest users (issue 28 item 4).
+"""``pytest --perfsuite-ab BASE``: the paired path for pytest users.
 
 Two separate pytest sessions cannot tell the machine's load from a regression in a timing. So, as ``perfsuite
 ab`` does for recipes, BASE (a detached git worktree) and HEAD (the working tree, or ``--perfsuite-ab-head``)

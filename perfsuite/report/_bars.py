@@ -209,7 +209,7 @@ def _registry_tenth(latest: Mapping[str, Result]) -> list[Bar]:
     if side is None or not full:
         sections = [(result.data["modes"][m].get("allocation") or {}) for m in ("sidecar-only", "full")]
         why = "no allocation pass"
-        if any(s.get("samples") for s in sections):  # issue 30: tracemalloc's pass cannot sum allocations
+        if any(s.get("samples") for s in sections):  # tracemalloc's pass cannot sum allocations
             why = "bytes allocated not measured (tracemalloc pass; PERFSUITE_ALLOCATION_TRACKER=memray sums them)"
         return [Bar("registry save allocates a tenth", "registry-save", why, target, None)]
     ratio = side / full

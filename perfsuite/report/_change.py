@@ -169,7 +169,7 @@ def timing_change(
     detect_alpha: float | None = None,
 ) -> MetricChange:
     """A timing: the test and the Hodges-Lehmann ratio must agree; beyond the factor the worse way but not
-    significant is inconclusive for a gating metric (exit 3, issue 15), the better way unchanged. ``paired``:
+    significant is inconclusive for a gating metric (exit 3), the better way unchanged. ``paired``:
     ``base[i]`` and ``new[i]`` are one round (the signed-rank test on log ratios; the unpaired rule when a
     value is not positive).
     ``detect_alpha`` is the level of the smallest detectable ratio (default ``alpha``)."""

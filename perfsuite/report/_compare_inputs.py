@@ -53,7 +53,8 @@ def _aligned(b: Result, n: Result, mode: str, metric: str) -> tuple[list[float],
 
 
 def _tracker(result: Result, mode: str) -> str | None:
-    """The method of ``mode``'s allocation pass (documents before issue 30 name none: memray's), None if absent."""
+    """The method of ``mode``'s allocation pass (older documents name none: every pass was memray's then), None
+    if absent."""
     section = (result.data.get("modes", {}).get(mode) or {}).get("allocation") if mode != "control" else None
     return str(section.get("tracker") or "memray") if isinstance(section, dict) else None
 
@@ -79,7 +80,7 @@ def metric_inputs(b: Result, n: Result, base_name: str, new_name: str, notes: li
         vb, vn = b.values(mode), n.values(mode)
         trackers = (_tracker(b, mode), _tracker(n, mode))
         mixed = None not in trackers and trackers[0] != trackers[1]
-        if mixed:  # issue 30: tracemalloc's bytes beside memray's are two methods, never a regression
+        if mixed:  # tracemalloc's bytes beside memray's are two methods, never a regression
             notes.append(f"{b.recipe}/{mode}: allocation pass by {trackers[0]} in {base_name}, {trackers[1]} in "
                          f"{new_name}: allocation.* not compared (set PERFSUITE_ALLOCATION_TRACKER alike)")
         for metric in sorted(set(vb) | set(vn)):

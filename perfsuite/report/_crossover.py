@@ -87,7 +87,7 @@ class SweepRow:
     freeze: bool
     result: Result
     cells: Mapping[str, ModeCell]
-    machine: str = ""  # the machine that measured every sample of this setting (issue 32: a cluster sweep)
+    machine: str = ""  # the machine that measured every sample of this setting (a cluster sweep)
 
     @property
     def label(self) -> str:
@@ -334,7 +334,7 @@ def _probes(sweep: Sweep) -> str:
     several = len(sweep.machines) > 1
     for heap in sorted({r.heap for r in sweep.rows if r.heap}):
         for freeze in (False, True):
-            for machine in sweep.machines:  # a range never spans two machines (issue 32)
+            for machine in sweep.machines:  # a range never spans two machines
                 values = [v for r in sweep.rows if r.heap == heap and r.freeze == freeze and r.machine == machine
                           for c in r.cells.values() for v in c.full_gc_ms]
                 if values:

@@ -67,7 +67,7 @@ class MachineStory:
 
     @property
     def verdict(self) -> str:
-        """``bad`` (a regression), ``unsure`` (inconclusive: never a pass, issue 15) or ``good``: the story's
+        """``bad`` (a regression), ``unsure`` (inconclusive: never a pass) or ``good``: the story's
         colour, from the gate's own exit status of each latest-vs-previous comparison."""
         statuses = {c.exit_status for c in self.comparisons.values()}
         return "bad" if 1 in statuses else "unsure" if 3 in statuses else "good"
@@ -90,7 +90,7 @@ def _stories(runs: Sequence[Result], hist: History) -> list[MachineStory]:
             # the gate compares finished runs only: an interrupted run is shown, never judged
             done = [r for r in rs if r.data.get("status") == "complete"]
             if len(done) >= 2:
-                # two separate runs (issue 28): costs gate, timings are shown as information
+                # two separate runs: costs gate, timings are shown as information
                 comparisons[recipe] = compare_results([done[-2]], [done[-1]], base_name=_run_name(done[-2]),
                                                       new_name=_run_name(done[-1]), timings="info")
         series = tuple(s for s in hist.series if s.machine == key)
@@ -141,7 +141,7 @@ def _story_line(story: MachineStory) -> str:
         f"History: {len(story.steps)} change point(s) over up to {runs} runs."
     )
     loaded = sum(1 for r in story.runs if r.loaded)
-    if loaded:  # issue 28: said where the runs are shown
+    if loaded:  # said where the runs are shown
         text += (f" <span class='loaded'>{loaded} of {len(story.runs)} results document(s) measured on a LOADED "
                  "machine</span> (idle control median more than 1 ms over the heartbeat period).")
     return f"<p class='story {cls}'>{text}</p>"

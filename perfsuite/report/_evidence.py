@@ -185,7 +185,7 @@ class _Writer:
         fs = f"`{work['filesystem']}`" if work.get("filesystem") else "an unknown filesystem"
         dir_fsync = work.get("dir_fsync")
         fsync = "where directory fsync works" if dir_fsync == "ok" else f"where directory fsync fails (`{dir_fsync}`)"
-        # issue 28: the measured repository's commit (and branch), never perfsuite's own checkout
+        # the measured repository's commit (and branch), never perfsuite's own checkout
         if result.commit:
             commit = (f"commit `{short_commit(result.commit)}` of the measured repository"
                       + (" (uncommitted changes)" if result.dirty else ""))
@@ -203,7 +203,7 @@ class _Writer:
         if doc.get("status") != "complete":
             done = f.one("result", ("progress", "done"))
             total = f.one("result", ("progress", "total"))
-            if doc.get("status") == "failed":  # issue 14 case 9: say so, and why, never "interrupted"
+            if doc.get("status") == "failed":  # say so, and why, never "interrupted"
                 # the error is the document's own text (its digits are not figures): quoted as code
                 why = " (`" + str(doc["error"]).replace("`", "'") + "`)" if doc.get("error") else ""
                 status = f" The run FAILED{why}: only {done} of {total} planned entries were measured."
@@ -300,7 +300,7 @@ class _Writer:
             trackers.add(alloc.get("tracker"))
             sizes.add(len(alloc["samples"]))
             path = ("modes", mode, "allocation", "samples", "[]")
-            if any(s.get("total_bytes") is None for s in alloc["samples"]):  # tracemalloc's: no sum (issue 30)
+            if any(s.get("total_bytes") is None for s in alloc["samples"]):  # tracemalloc's: no sum
                 parts.append(f"a peak of {self.f.range('result', (*path, 'peak_bytes'), 'bytes')} bytes above the "
                              f"start (the sum of allocations not measured) {self.per_what(mode)} for {mode_code(mode)}")
                 continue
@@ -318,7 +318,7 @@ class _Writer:
         return f"A separate, untimed allocation pass (`{trackers.pop()}`, {n}) measured " + join_and(parts) + "."
 
     def instructions(self) -> str:
-        """Issue 22: the instruction pass per mode (total, and the loop thread's share), or why it is missing."""
+        """The instruction pass per mode (total, and the loop thread's share), or why it is missing."""
         parts, passes, tools, reasons, first = [], set(), set(), [], None
         for mode in self.result.modes:
             section = self.result.instructions(mode)

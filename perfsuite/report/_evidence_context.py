@@ -146,10 +146,10 @@ def sqlite_reference(w: _Writer) -> str:
 
 
 def against_baseline(w: _Writer, comparison: Comparison) -> str:
-    """Before/after ranges against a baseline, with `compare`'s statuses and verdict (issue 15)."""
+    """Before/after ranges against a baseline, with `compare`'s statuses and verdict."""
     result, baseline = w.result, w.baseline
     assert baseline is not None
-    # a change that may not gate (a timing of two separate runs, issue 28) says so beside its status
+    # a change that may not gate (a timing of two separate runs) says so beside its status
     status = {(c.mode, c.metric): c.status + ("" if c.gating or c.status == "unchanged" else ", information")
               for c in comparison.changes if c.recipe == result.recipe}
     gating = {(c.mode, c.metric) for c in comparison.changes if c.recipe == result.recipe and c.gating}
@@ -177,7 +177,7 @@ def against_baseline(w: _Writer, comparison: Comparison) -> str:
     unsure = [c for c in comparison.inconclusive if c.recipe == result.recipe]
     if regressions:
         verdict = "Regressions: " + join_and([f"{mode_code(c.mode)} `{c.metric}`" for c in regressions])
-    elif unsure:  # issue 15: "cannot tell" is not a pass
+    elif unsure:  # "cannot tell" is not a pass
         verdict = "Inconclusive (beyond the factor, not significant): " + join_and(
             [f"{mode_code(c.mode)} `{c.metric}`" for c in unsure])
     else:
@@ -196,13 +196,13 @@ def _rules(comparison: Comparison) -> str:
     if comparison.paired:  # one A/B pair: the verdicts `ab` gave
         return ("rounds paired as `perfsuite ab` ran them: the signed-rank test and the ratio must both agree, "
                 "Holm over the gating timing headlines; costs: a tolerance")
-    if comparison.timing_note is not None:  # issue 28: two separate runs, or a loaded one
+    if comparison.timing_note is not None:  # two separate runs, or a loaded one
         return "timings of separate runs are information, not a gate; costs: a tolerance"
     return "timings: Mann-Whitney U and the ratio must both agree; costs: a tolerance"
 
 
 def loaded_machine(w: _Writer) -> str:
-    """Issue 28: a run on a loaded machine says so beside its idle control, with the rule and its figures."""
+    """A run on a loaded machine says so beside its idle control, with the rule and its figures."""
     if not w.result.load.loaded:
         return ""
     median = w.f.one("result", sample_field("control", "max_gap_ms"), "median", "ms")

@@ -1,4 +1,4 @@
-"""Provenance of printed figures (issue 17 item 5): every number the evidence paragraph prints is recorded
+"""Provenance of printed figures: every number the evidence paragraph prints is recorded
 with the document it came from, the field it was read from and how it was reduced, so a test can check
 each figure against its own field (not merely against "some number somewhere in the files").
 

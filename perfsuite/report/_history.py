@@ -356,7 +356,7 @@ def history_results(
                     found, method = run_to_run_steps(points, mode, metric, judge), "run-to-run"
                 steps = _steps(key, recipe, mode, metric, points, found, method)
                 series.append(Series(recipe, mode, metric, tuple(points), tuple(steps), key))
-    if metrics is not None:  # a metric no run reports is a typo, not an empty history (issue 27)
+    if metrics is not None:  # a metric no run reports is a typo, not an empty history
         followed = {s.metric for s in series}
         missing = [m for m in metrics if m not in followed]
         if missing:

@@ -1,6 +1,6 @@
 """Which machine a result was measured on: one fingerprint for history, the store and the gate.
 
-Timings from two machines are not one series (issue 15: the variance between machines dwarfs the
+Timings from two machines are not one series (the variance between machines dwarfs the
 changes a gate looks for), so every consumer keys results by :func:`machine_fingerprint`:
 
 * CPU model and core count (``environment.cpu``),

@@ -1,11 +1,11 @@
 """Which metrics the gate compares, and how: directions, the cost registry and the timing headlines.
 
-Two kinds of gating metric (issue 15, SPEC section 5 ``perfsuite ab``):
+Two kinds of gating metric (SPEC section 5 ``perfsuite ab``):
 
 * **costs** (:data:`COST_METRICS`): counts that do not depend on timing: bytes and allocations from the
   allocation pass (M3), bytes written and the per-publication fsync / directory fsync / rename / create
   counts from the recording I/O layer (E1), and the instructions from submission to acknowledgement
-  counted under valgrind (issue 22: in total and on the loop thread; pinned passes spread by under 1%).
+  counted under valgrind (in total and on the loop thread; pinned passes spread by under 1%).
   A change of the median beyond the tolerance (``relative`` of the base and at least ``floor``) is a change,
   whatever a test says, while the samples are steady (deterministic to a few bytes; instructions: a fraction
   of a percent); a count whose samples vary gates on its median when a rank test on the counts confirms the
@@ -73,7 +73,7 @@ class CostMetric:
 
     name: str
     kind: str = "count"  # "bytes", "count" or "instructions": how values and the floor are printed
-    floor: float = 1.0  # 1 KiB for bytes, 1 operation for counts (issue 15)
+    floor: float = 1.0  # 1 KiB for bytes, 1 operation for counts
     relative: float = 0.01
     direction: str = LOWER
 
@@ -102,7 +102,7 @@ class TimingHeadline:
 
 _KIB = 1024.0
 
-#: name -> cost (issue 15: allocation, bytes written, and the recording I/O layer's per-publication counts)
+#: name -> cost (allocation, bytes written, and the recording I/O layer's per-publication counts)
 COST_METRICS: dict[str, CostMetric] = {
     m.name: m
     for m in (
@@ -115,8 +115,8 @@ COST_METRICS: dict[str, CostMetric] = {
         CostMetric("metrics.dir_fsyncs", "count", 1.0),
         CostMetric("metrics.renames", "count", 1.0),
         CostMetric("metrics.files_created", "count", 1.0),
-        CostMetric("metrics.durability_points", "count", 1.0),  # issue 29: fsync + fdatasync + dir fsync + rename
-        CostMetric("instructions.total", "instructions", 1.0),  # issue 22: 1%, whatever the sample count
+        CostMetric("metrics.durability_points", "count", 1.0),  # fsync + fdatasync + dir fsync + rename
+        CostMetric("instructions.total", "instructions", 1.0),  # 1%, whatever the sample count
         CostMetric("instructions.loop_thread", "instructions", 1.0),
     )
 }

@@ -1,6 +1,6 @@
 """One recipe's page on one machine: the sync vs async comparison first, then history, steps and runs.
 
-Order (issue 16): the latest run's summary, every sample of every mode side by side and the lag CDF;
+Order: the latest run's summary, every sample of every mode side by side and the lag CDF;
 the comparison with the previous run (the gate's own verdicts); history charts of the headline metrics
 from :data:`MIN_HISTORY_RUNS` runs on (each point a link to its results file, its commit on the axis);
 the change points with their commit ranges; the per-sample timeline; every run with its links.
@@ -41,7 +41,7 @@ HISTORY_CHART_METRICS = (
     "drain_ms",
     "metrics.bytes_written",
     "allocation.total_bytes",
-    "instructions.total",  # issue 22: the instruction pass, all threads and the loop thread's share
+    "instructions.total",  # the instruction pass, all threads and the loop thread's share
     "instructions.loop_thread",
 )
 
@@ -138,7 +138,7 @@ def _against_previous(comparison: Comparison | None) -> str:
         return "<p class='story'>Fewer than two finished runs of this recipe on this machine: nothing to compare.</p>"
     counts = {k: sum(1 for c in comparison.changes if c.gating and c.status == k)
               for k in ("regressed", "improved", "unchanged")}
-    counts["inconclusive"] = len(comparison.inconclusive)  # the worse way: `compare` exits 3 (issue 15)
+    counts["inconclusive"] = len(comparison.inconclusive)  # the worse way: `compare` exits 3
     extra = f", {counts['inconclusive']} inconclusive" if counts["inconclusive"] else ""
     named = [f"{c.mode} {c.metric} {c.ratio:.2f}x" for c in comparison.changes
              if c.gating and c.status in ("regressed", "improved")]

@@ -1,4 +1,4 @@
-"""Phase breakdown (issue 9): where each sample's main-thread time went, as a table and a stacked bar plot.
+"""Phase breakdown: where each sample's main-thread time went, as a table and a stacked bar plot.
 
 Per sample, the publication phases of SPEC E4 (freeze, stage, hash, select, commit, adopt, finish) and
 the GC time inside the sample's window (M2). Which numbers stand for "main-thread time":
@@ -108,7 +108,7 @@ def sample_phases(sample: Mapping[str, Any]) -> tuple[dict[str, float], str]:
 
 def _ordered(names: Iterable[str]) -> list[str]:
     """The engine's publication phases (E4) in pipeline order, then any other phase by name, ``other`` last."""
-    # PHASES is declared once, by the engine (issue 30); imported here, when a breakdown is ordered, so that
+    # PHASES is declared once, by the engine; imported here, when a breakdown is ordered, so that
     # `import perfsuite.report` (the CI gate, the pytest plugin's comparison) does not pay the engine's import
     from perfsuite.engine import PHASES
 

@@ -1,7 +1,7 @@
 """Inline SVG charts for the dashboard: history, sparklines, sync vs async strips, lag CDFs, timelines.
 
 Written directly as SVG text (no matplotlib, no script library, no CDN): a page opens from ``file://``
-and costs milliseconds to draw, where a matplotlib PNG cost about 0.2 s of CPU each (issue 16: 284 of
+and costs milliseconds to draw, where a matplotlib PNG cost about 0.2 s of CPU each (284 of
 them took 59 s). Every data mark carries a ``<title>`` with its value, so hovering shows the number
 (natively, or through the page's small tooltip script); history points are links to their results file.
 Functions take loaded :class:`~perfsuite.report.Result` objects and return an SVG string.

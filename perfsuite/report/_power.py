@@ -1,4 +1,4 @@
-"""What a comparison could have seen: the smallest detectable ratio of a timing (issue 15), and the ratio
+"""What a comparison could have seen: the smallest detectable ratio of a timing, and the ratio
 estimate that goes with Mann-Whitney U.
 
 **The ratio** of a timing is the Hodges-Lehmann estimate, the median of all pairwise ratios ``new_j /
@@ -23,7 +23,8 @@ base_i)`` are tested with the Wilcoxon signed-rank test, and the ratio is ``exp`
 estimate (the median of the Walsh averages ``(d_i + d_j) / 2``, ``i <= j``), the shift that makes the
 signed-rank statistic central. The machine's drift between rounds cancels in ``d_i``; measured on 18 A/A
 runs of this machine, pairing caught a +20% shift in 16 rounds about as often as the unpaired rule did in
-24-32 (the closing note of issue 15 gives the command). The paired smallest detectable ratio is found the
+24-32 (``scripts/acceptance/ab_simulate.py`` reproduces it from A/A pairings). The paired smallest
+detectable ratio is found the
 same way: ``d`` is centred on its estimate, and the smallest ``log r`` added to it (subtracted, when higher
 is better) for which the test reaches ``p < alpha`` is searched over the points where the statistic
 changes (the Walsh averages of the centred ``d``). ``n`` rounds can never go below ``p = 2 / 2**n``.

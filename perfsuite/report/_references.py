@@ -1,4 +1,4 @@
-"""By-design reference modes of a set of results, as Markdown (issue 17 items 6 and 8).
+"""By-design reference modes of a set of results, as Markdown.
 
 ``results/README.md`` explains which modes of the baseline are references (the rejected designs the other
 modes are judged against) and how large the things they rewrite are. Both come from the files: the reason

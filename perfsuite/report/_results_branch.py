@@ -1,4 +1,4 @@
-"""Results that survive CI (issue 16 item 2): results documents appended to a git branch, like asv's
+"""Results that survive CI: results documents appended to a git branch, like asv's
 results repository; the store and the dashboard are rebuilt from that branch, never committed.
 
 :func:`push_results` adds documents to ``BRANCH`` on ``REMOTE`` with git plumbing only (a private index

@@ -100,7 +100,7 @@ _COMMIT_URL_EXAMPLE = "e.g. https://github.com/OWNER/REPO/commit/{commit}"
 
 def check_commit_url(template: str) -> str:
     """A commit URL template (``--commit-url``): text with ``{commit}`` and no other replacement field
-    (``{{``/``}}`` are literal braces). Anything else is one line naming the template (issue 27: a
+    (``{{``/``}}`` are literal braces). Anything else is one line naming the template (a
     positional or unknown field used to fail while the site was being written)."""
     import string
 
@@ -147,14 +147,14 @@ def commit_href(commit_url: str | None) -> Callable[[str | None], str | None]:
 
 
 def load_badge(result: Result) -> str:
-    """`` LOADED`` (with the idle-control figures on hover) for a run measured on a loaded machine (issue 28);
+    """`` LOADED`` (with the idle-control figures on hover) for a run measured on a loaded machine;
     empty for a quiet one."""
     load = result.load
     return f" <span class='loaded' title='{e(load.describe())}'>LOADED</span>" if load.loaded else ""
 
 
 def reference_reason(result: Result, mode: str) -> str | None:
-    """Why ``mode`` is a by-design reference (issue 17: a recipe mode's ``reference = "why"``), else ``None``.
+    """Why ``mode`` is a by-design reference (a recipe mode's ``reference = "why"``), else ``None``.
 
     Read from the results document: the mode's own ``reference``, its verdict's, or the resolved recipe's.
     """

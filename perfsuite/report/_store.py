@@ -13,7 +13,7 @@ Tables (``PRAGMA user_version`` = :data:`STORE_SCHEMA`):
   ``key`` is its identity (machine, recipe, run id, creation time, commit), so ingesting a document twice
   keeps one run; a document that progressed further (``--resume``) replaces the older copy. ``document`` is
   the zlib-compressed JSON, so every consumer sees exactly what the harness wrote. ``commit_sha`` and
-  ``branch`` are the measured repository's (issue 28: ``environment.measured``; older documents:
+  ``branch`` are the measured repository's (``environment.measured``; older documents:
   ``environment.git``); ``loaded`` (1, 0, NULL: not measured) and ``idle_median_ms`` say how loaded the
   machine was (the idle control's median max gap, :func:`perfsuite.harness.machine_load`);
 * ``samples(run, mode, metric, idx, value)``: every sample of every flattened metric (the names of
@@ -55,7 +55,8 @@ __all__ = [
 
 #: the embedded default: a file under the results folder (git-ignored: it is derived, never committed)
 DEFAULT_STORE = Path("results") / "perfsuite.sqlite3"
-#: 2 (issue 28): runs gained branch, loaded and idle_median_ms; a schema-1 store is migrated when opened
+#: 2: runs gained branch, loaded and idle_median_ms (which code, and how loaded the machine was); a schema-1
+#: store is migrated when opened
 STORE_SCHEMA = 2
 _MAGIC = b"SQLite format 3\x00"
 
@@ -127,13 +128,13 @@ class StoredRun:
     status: str
     source: str | None
     branch: str | None = None
-    loaded: bool | None = None  # issue 28: measured on a loaded machine (None: no idle control)
+    loaded: bool | None = None  # measured on a loaded machine (None: no idle control)
 
 
 @dataclass(frozen=True, slots=True)
 class MachineSummary:
     """One machine of the store: its fingerprint and what was measured on it (``loaded``: how many of its runs
-    were measured while it was loaded, issue 28)."""
+    were measured while it was loaded)."""
 
     machine: Machine
     runs: int

@@ -7,7 +7,7 @@ floor**, SPEC section 8: one generation's durable operations as raw os calls) an
 (``ack/sqlite``, SPEC section 8: the same record bytes committed by sqlite3, see :func:`sqlite_reference_for`),
 samples that saw GC, and
 the M7 verdict (``reference: why`` for a by-design reference mode, never "missed") and, when the run
-had an instruction pass (issue 22), the median instructions per operation in total and on the loop
+had an instruction pass, the median instructions per operation in total and on the loop
 thread (``n/m`` when valgrind was missing); then the idle control (M1) as the noise floor.
 :func:`summary_rows` gives the plain cells (the dashboard renders them as HTML), :func:`summary_table` the
 rich table.
@@ -175,14 +175,14 @@ def table_title(document: Mapping[str, Any] | Result) -> str:
     title = f"{r['name']}: {how}, gc {r['gc']}, heartbeat {r['heartbeat_ms']:g} ms (medians; times in ms)"
     status = doc.get("status", "complete")
     title = title if status == "complete" else f"{title} [{str(status).upper()}]"
-    if Result(None, doc).loaded:  # issue 28: a loaded run's timings read high: said where they are shown
+    if Result(None, doc).loaded:  # a loaded run's timings read high: said where they are shown
         title += " [LOADED]"
     return "\n".join([title, *conditions_of(doc).lines])
 
 
 def load_caption(document: Mapping[str, Any] | Result) -> str | None:
     """``LOADED machine: idle control median 8.86 ms > 6 ms (period 5 ms + 1 ms), worst 9.03 ms`` for a loaded
-    run (issue 28; one line that fits a 100-column log), ``None`` for a quiet one (the idle control row says so)."""
+    run (one line that fits a 100-column log), ``None`` for a quiet one (the idle control row says so)."""
     result = document if isinstance(document, Result) else Result(None, document)
     load = result.load
     if not load.loaded or load.median_gap_ms is None or load.worst_gap_ms is None:
@@ -221,7 +221,7 @@ def summary_rows(document: Mapping[str, Any] | Result, floor: Floor | None = Non
                 ack="" if control else _stat(summary, "ack_ms"),
                 ack_floor=_ratio(summary, floor) if ratio and not control else "",
                 gc=sum(1 for s in samples if s["gc"]["collections"]),
-                # issue 28: a loaded run's idle control says so (the caption gives its figures)
+                # a loaded run's idle control says so (the caption gives its figures)
                 verdict=("LOADED" if load.loaded else "noise floor") if control else _verdict(verdict, reference),
                 met=None if control or reference else verdict.get("met"),
                 control=control,
@@ -312,7 +312,7 @@ def summary_table(document: Mapping[str, Any] | Result, floor: Floor | None = No
     columns = summary_columns(document, floor)
     rows = summary_rows(document, floor)
     # a reference's reason goes under the table, not in its verdict cell: a sentence in a cell made the
-    # table wider than a CI log's 100 columns (issue 18)
+    # table wider than a CI log's 100 columns
     reasons = [f"{row.mode} is a reference: {row.reference}" for row in rows if row.reference and not row.control]
     caption = "\n".join(line for line in (floors_caption(document, floor), *reasons, load_caption(document))
                         if line) or None

@@ -57,7 +57,7 @@ class LiveDocument:
     def __init__(self, *, name: str, command: ProgramCommand, window_s: float, delay_s: float, period_ms: float,
                  target_ms: float, duration_s: float | None, control: bool, alloc_every: int, cwd: Path,
                  capture_dir: Path | None = None) -> None:
-        # results name no machine's absolute paths (issue 18): the interpreter, the program, the directories
+        # results name no machine's absolute paths: the interpreter, the program, the directories
         target = ([portable_path(command.path) or command.path] if command.path is not None
                   else ["-m", str(command.module)])
         argv = [portable_path(command.python) or command.python, *command.options, *target, *command.args]

@@ -12,7 +12,7 @@ Traces are JSON lines (:func:`read_trace`, :data:`KINDS`); generated (:func:`per
 :func:`emit`). :func:`validate` checks the simulation against a real session replaying the same trace
 in (compressed) real time.
 
-Your own scheduler instead of the engine's (issue 28): a replay target ``module:Class`` receives the
+Your own scheduler instead of the engine's: a replay target ``module:Class`` receives the
 trace's events and says its publications (:class:`ReplayContext`); :func:`sweep_target` replays it on a
 :class:`VirtualTimeLoop` (your ``call_later``/``asyncio.sleep`` code, unchanged, in virtual time) and
 :func:`validate_target` against a real-time replay of the same code::

@@ -53,7 +53,7 @@ class KindCost:
     """One publication of a kind: total bytes allocated (sum, M3), peak, bytes written when adopted,
     bytes staged (what an empty selection writes before discarding it) and untraced ack time."""
 
-    allocated_bytes: int | None  # None: not measured (the tracemalloc pass cannot sum allocations, issue 30)
+    allocated_bytes: int | None  # None: not measured (the tracemalloc pass cannot sum allocations)
     peak_bytes: int
     bytes_written: int
     staged_bytes: int
@@ -95,7 +95,7 @@ class PublicationCosts:
     def from_json(cls, data: Any, source: str, required: Iterable[str] | None = ENGINE_COST_KINDS) -> PublicationCosts:
         """Inverse of :meth:`to_json`; one-line :class:`PerfsuiteError` naming ``source`` otherwise.
         ``required``: the kinds that must be there (the engine's three; None: any, at least one, for a
-        replay target's own publication kinds, issue 28)."""
+        replay target's own publication kinds)."""
         if not isinstance(data, dict) or data.get("schema") != COSTS_SCHEMA or not isinstance(data.get("kinds"), dict):
             raise PerfsuiteError(f"{source}: not a perfsuite what-if costs file (schema {COSTS_SCHEMA})")
         names = list(required) if required is not None else list(data["kinds"])
@@ -115,7 +115,7 @@ class PublicationCosts:
                 if key == "allocated_bytes" and value is None:  # not measured by a tracemalloc pass
                     values.append(None)
                     continue
-                problem = check_limit(limit, value)  # issue 27: finite, in range, of the right kind
+                problem = check_limit(limit, value)  # finite, in range, of the right kind
                 if problem:
                     raise PerfsuiteError(f"{source}: kinds.{kind}.{key}: {problem}")
                 values.append(value)
@@ -223,7 +223,7 @@ def read_costs(path: str | os.PathLike[str], *,
     """A costs file (``--costs FILE``); one-line errors when missing or malformed. ``required``: the
     kinds it must hold (default the engine's three; None for a replay target's own kinds)."""
     source = os.fspath(path)
-    # strictly: UTF-8, no NaN, no deep nesting (issue 27)
+    # strictly: UTF-8, no NaN, no deep nesting
     return PublicationCosts.from_json(read_json(source, "costs file"), source, required)
 
 

@@ -205,7 +205,7 @@ def _target_bytes_note(report: WhatIf) -> str:
 
 
 def _target_notes(report: WhatIf) -> list[str]:
-    """The lines under a replay target's table (issue 28): what was replayed, where bytes come from."""
+    """The lines under a replay target's table: what was replayed, where bytes come from."""
     t = report.trace
     kinds = collections.Counter(t.kinds)
     lines = [f"replayed in virtual time through {report.target} (your code on a VirtualTimeLoop), one target per "

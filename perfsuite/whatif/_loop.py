@@ -1,4 +1,4 @@
-"""A virtual-clock asyncio event loop: your own asyncio code, unchanged, in virtual time (issue 28 item 5).
+"""A virtual-clock asyncio event loop: your own asyncio code, unchanged, in virtual time.
 
 :class:`VirtualTimeLoop` is a standard selector event loop whose ``time()`` is virtual: when nothing is
 ready, instead of sleeping until the next timer it jumps its clock to it (what ``looptime`` does for

@@ -1,4 +1,4 @@
-"""Virtual-time replay of a trace through the engine's own sessions (SPEC section 6, issue 19).
+"""Virtual-time replay of a trace through the engine's own sessions (SPEC section 6).
 
 Each trace session is a real :class:`~perfsuite.engine.Session` (not a subclass: one scheduling core) on
 a :class:`~perfsuite.engine.testing.VirtualClock` and a :class:`~perfsuite.engine.testing.MemoryFileSystem`: its gate,
@@ -84,7 +84,7 @@ class Setting:
 @dataclass(frozen=True, slots=True)
 class Publication:
     """One simulated publication: when it froze and completed, its kind and outcome (adopted | noop |
-    failed); a replay target's own code may say the bytes it wrote and allocated (issue 28)."""
+    failed); a replay target's own code may say the bytes it wrote and allocated."""
 
     session: str
     kind: str
@@ -178,7 +178,7 @@ class TraceDriver:
 class _Model:
     """One trace session in virtual time: the engine's own ``Session`` on a ``VirtualClock`` and an
     in-memory file system, its jobs held for the kind's modelled duration (``VirtualRunner``). Its
-    publications are read from the engine's events, so nothing here mirrors the engine (issue 19)."""
+    publications are read from the engine's events, so nothing here mirrors the engine."""
 
     def __init__(self, name: str, clock: VirtualClock, fs: MemoryFileSystem, setting: Setting,
                  durations: Mapping[str, float], events: Sequence[TraceEvent], sink: list[Publication]) -> None:
@@ -288,7 +288,7 @@ def _noop_notification(_obs: Observations) -> None:
 
 def engine_events(trace: Trace) -> tuple[TraceEvent, ...]:
     """The events the engine's sessions replay: neither recorded ``publication`` outputs nor a user's own
-    ``x-`` kinds (those only a replay target of the user's understands, issue 28)."""
+    ``x-`` kinds (those only a replay target of the user's understands)."""
     return tuple(e for e in trace.events if e.kind != "publication" and not is_user_kind(e.kind))
 
 
@@ -380,7 +380,7 @@ class TraceSummary:
     every_transition_per_minute: float
     every_transition_peak: int
     meta: Mapping[str, Any] = field(default_factory=dict)
-    user_events: int = 0  # events of the user's own ``x-`` kinds (issue 28)
+    user_events: int = 0  # events of the user's own ``x-`` kinds
     kinds: Mapping[str, int] = field(default_factory=dict)  # events per kind
 
 

@@ -67,7 +67,7 @@ def parse_intervals(text: str, option: str, *, allow_zero: bool = True) -> tuple
 def make_grid(debounce: Iterable[float] = DEFAULT_DEBOUNCE_S, checkpoint: Iterable[float] = DEFAULT_CHECKPOINT_S,
               notify_max: Iterable[float] = DEFAULT_NOTIFY_MAX_S) -> tuple[Setting, ...]:
     """Every combination, debounce varying fastest within a checkpoint interval; at most
-    ``LIMITS["grid_settings"]`` of them (issue 27: the product was built in memory, however large)."""
+    ``LIMITS["grid_settings"]`` of them (the product was built in memory, however large)."""
     debounce, checkpoint, notify_max = tuple(debounce), tuple(checkpoint), tuple(notify_max)
     size = len(debounce) * len(checkpoint) * len(notify_max)
     if check_limit("grid_settings", size):
@@ -159,7 +159,7 @@ def _bytes(pubs: Sequence[Publication], costs: PublicationCosts | None, kind_of:
             raise PerfsuiteError(f"{costs.source or 'the costs'}: no costs for publication kind {kind!r} "
                                  f"(it has {', '.join(costs.kinds)})")
         if field_name == "bytes_allocated":
-            if cost.allocated_bytes is None:  # a tracemalloc pass: not measured, never 0 (issue 30)
+            if cost.allocated_bytes is None:  # a tracemalloc pass: not measured, never 0
                 return None
             total += cost.allocated_bytes
         else:
@@ -233,7 +233,7 @@ class WhatIf:
 
 
 def check_settings(trace: Trace, settings: Sequence[Setting]) -> None:
-    """Issue 27: a checkpoint interval so small that its in-flight timer would fire more than
+    """A checkpoint interval so small that its in-flight timer would fire more than
     ``LIMITS["timer_firings"]`` times over the trace (0.0001 s over a 100 s request: a million firings, the
     replay hung) is one line naming it and the smallest interval this trace allows, before any replay."""
     most = LIMITS["timer_firings"].high
@@ -249,7 +249,7 @@ def check_settings(trace: Trace, settings: Sequence[Setting]) -> None:
 def sweep(trace: Trace, settings: Sequence[Setting], costs: PublicationCosts | None = None,
           durations: Mapping[str, float] | None = None, *, runner: Runner | None = None) -> WhatIf:
     """Replay ``trace`` once per setting in virtual time; mark the Pareto-optimal settings. With a
-    ``runner`` (issue 32: a local pool or a Dask cluster) the settings are replayed there, a few per task,
+    ``runner`` (a local pool or a Dask cluster) the settings are replayed there, a few per task,
     and come back in grid order: the simulation is deterministic, so the results are the same."""
     if not settings:
         raise PerfsuiteError("the settings grid is empty")

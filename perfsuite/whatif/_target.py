@@ -1,4 +1,4 @@
-"""Replay a trace through a team's own scheduler (issue 28 item 5): a *replay target*, in virtual or real time.
+"""Replay a trace through a team's own scheduler: a *replay target*, in virtual or real time.
 
 A replay target is your code behind a small adapter, named ``"module:Class"`` as a recipe names its
 operation. perfsuite makes one per trace session, ``Class(ctx)`` (a plain or ``async`` factory) with a

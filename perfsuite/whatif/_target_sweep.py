@@ -1,4 +1,4 @@
-"""The sweep and ``--validate`` through a team's own replay target (issue 28 item 5; SPEC section 6).
+"""The sweep and ``--validate`` through a team's own replay target (SPEC section 6).
 
 The same figures as the engine's sweep (:mod:`perfsuite.whatif._sweep`): publications per minute (mean,
 peak), bytes (what the target's code reported, else the ``--costs`` file's figure for its kind; never this

@@ -2,9 +2,9 @@
 
 The real side is a portable session in a temporary directory on the system clock, every trace event
 applied by the same Session method the simulator calls. Publications are observed through the engine's
-published events (issue 19): ``PublicationSubmitted`` names each one's kind, the observational version and
+published events: ``PublicationSubmitted`` names each one's kind, the observational version and
 the transcript ticks it froze; ``PublicationAcknowledged`` (adopted or a no-op) or ``PublicationFailed``
-ends it. (Format 1 was observed through its staging directories; format 2, issue 29, stages nothing.)
+ends it. (Format 1 was observed through its staging directories; format 2 stages nothing.)
 
 ``--speed F`` divides every trace time and the debounce, checkpoint and notification intervals by F, so
 two minutes of storm validate in twelve seconds at F = 10. The Debouncer's 50 ms deferral step (an engine
@@ -115,7 +115,7 @@ class Validation:
     model_durations_ms: Mapping[str, float] = field(default_factory=dict)
     real_durations_ms: Mapping[str, float] = field(default_factory=dict)
     problems: tuple[str, ...] = field(default_factory=tuple)
-    target: str | None = None  # a team's own replay target (issue 28); None: the engine's Session
+    target: str | None = None  # a team's own replay target; None: the engine's Session
 
     @property
     def passed(self) -> bool:

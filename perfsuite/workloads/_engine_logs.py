@@ -25,7 +25,7 @@ from perfsuite.harness import AckCallback, Operation, OperationContext, Param, a
 from perfsuite.workloads._params import FREEZE, LABELS, count, value
 from perfsuite.workloads._session_operation import _Layers, _workdir, io_counts
 
-#: the parameters each operation declares (issue 28 item 6); neither opens a session (FREEZE)
+#: the parameters each operation declares; neither opens a session (FREEZE)
 DIAGNOSTIC = {**FREEZE, "log": Param(str, "telemetry.jsonl", "the fixture's log the records are flushed to"),
               "writer": Param(str, "delta", "delta: E8's pinned append; rewrite: the full-rewrite baseline",
                               choices=("delta", "rewrite")),
@@ -171,7 +171,7 @@ class _TranscriptBarrier(Operation):
         for n, ms in self.rewrites.items():
             out[f"rewrite_ms_at_{n}"] = ms
         for n, size in self.sizes.items():
-            out[f"rewrite_bytes_at_{n}"] = size  # results/README.md quotes these sizes (issue 17 item 8)
+            out[f"rewrite_bytes_at_{n}"] = size  # results/README.md quotes these sizes
         out["transcript_bytes"] = self.final_bytes
         out["bytes_written"] = self.layers.fs.bytes_written  # the recording layer: costs
         out.update(io_counts(self.layers.fs.ops))

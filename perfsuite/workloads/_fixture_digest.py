@@ -81,8 +81,8 @@ def _session_kind(path: Path) -> str | None:
 
 def describe_session(path: str | os.PathLike[str], *, what: str = "--session") -> dict[str, Any]:
     """Fixture info for a user's session directory (``--session PATH``, or a recipe's ``session`` key): its
-    kind, file count, bytes and exact content digest. Any non-empty directory is accepted (issue 28 item 9:
-    a team's own runtime has its own layout; ``kind`` is ``directory`` when it is none of the engine's). A
+    kind, file count, bytes and exact content digest. Any non-empty directory is accepted (a
+    team's own runtime has its own layout; ``kind`` is ``directory`` when it is none of the engine's). A
     missing path, a file or an empty directory is a one-line error naming ``what``."""
     given = os.fspath(path)
     p = Path(given).expanduser()

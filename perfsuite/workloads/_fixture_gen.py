@@ -226,7 +226,7 @@ def _build_copied(spec: Any, dest: Path, progress: Progress) -> dict[str, Any]:
                 session.deliver_mail(ROOT)
             session.checkpoint(ROOT)
             progress("agents", (i + 1) / (n_agents + 3))
-        # Format 2 (issue 29): consolidate into one log whose BASE holds every live byte, so once the last
+        # Format 2: consolidate into one log whose BASE holds every live byte, so once the last
         # rounds' generations (the retained ones) are in it, retirement deletes every older log.
         session.compact()
         # The last rounds (these generations are the retained ones): root and selected agent reach
@@ -345,7 +345,7 @@ def _peak_per_minute(times: Sequence[float]) -> int:
 GENERATORS: dict[str, Generator] = {
     "synthetic-session": Generator(
         name="synthetic-session",
-        version=2,  # 2: format 2, the session log (issue 29)
+        version=2,  # 2: format 2, the session log
         params={"root_messages": 6000, "checkpoint_every": 250, "agents": 4, "agent_messages": [20, 60],
                 "results": 12, "user_chars": [300, 1200], "assistant_chars": [300, 2000], "attachments": 6,
                 "attachment_size": [2000, 40000], "log_bytes": 200_000, "wall_start": 1_790_000_000.0},
@@ -355,7 +355,7 @@ GENERATORS: dict[str, Generator] = {
     ),
     "copied-session": Generator(
         name="copied-session",
-        version=2,  # 2: format 2 (issue 29): compacted into one log before the final rounds, rotated logs
+        version=2,  # 2: format 2, compacted into one log before the final rounds, rotated logs
         params={"agents": 22, "selected_agent": 3, "active_agents": 2, "agent_bytes": 5_000_000,
                 "agent_size": [20_000, 900_000], "attachments": 44, "attachment_bytes": 12_000_000,
                 "attachment_size": [2_000, 1_500_000], "binary_attachments": 6, "main_share": 0.85,

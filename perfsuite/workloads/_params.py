@@ -1,4 +1,4 @@
-"""What the operations of :mod:`perfsuite.workloads` accept (issue 28 item 6): their declared parameters.
+"""What the operations of :mod:`perfsuite.workloads` accept: their declared parameters.
 
 Every factory here carries a ``parameters`` declaration (:class:`perfsuite.harness.Param`), so a recipe's
 misspelled key (``windw_ms``, ``ofload``) or out-of-range value is one line before anything runs, and

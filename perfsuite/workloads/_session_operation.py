@@ -24,7 +24,7 @@ from perfsuite.workloads.tracing import record_from_environment
 
 
 def _settings(ctx: OperationContext) -> SessionSettings:
-    """The session's settings from the mode's parameters (declared in :data:`SESSION`, issue 28 item 6)."""
+    """The session's settings from the mode's parameters (declared in :data:`SESSION`)."""
     return SessionSettings(
         chunk_size=value(ctx, SESSION, "chunk_size"),
         offload=value(ctx, SESSION, "offload"),
@@ -68,7 +68,7 @@ _CREATING = os.O_EXCL | os.O_TRUNC
 
 
 def io_counts(ops: Sequence[FsOp]) -> dict[str, int]:
-    """Per-publication costs from the recording I/O layer (E1, issues 15 and 29): file fsyncs, fdatasyncs,
+    """Per-publication costs from the recording I/O layer (E1): file fsyncs, fdatasyncs,
     directory fsyncs, renames (``replace``), their sum (the ordered durability points of the commit), and
     files created (opened with ``O_CREAT`` and ``O_EXCL`` or ``O_TRUNC``: a file written from scratch; an
     append-open of an existing log is not one). Deterministic, so gated exactly."""
@@ -101,7 +101,7 @@ def _text(rng: random.Random, chars: int, label: str) -> str:
 
 class SessionOperation(Operation):
     """Common part: a session opened on the recording layer, idle waits and per-publication metrics.
-    Main-thread time per phase of asynchronous jobs comes from the engine's events (issue 19)."""
+    Main-thread time per phase of asynchronous jobs comes from the engine's events."""
 
     def __init__(self, ctx: OperationContext) -> None:
         self.ctx = ctx
@@ -155,7 +155,7 @@ class SessionOperation(Operation):
             if report.driver == "job":
                 for name, ms in report.main_thread_ms.items():
                     main[name] = main.get(name, 0.0) + ms
-        # format 2 (issue 29): what the publications appended to the session's logs (records, roll-overs)
+        # format 2: what the publications appended to the session's logs (records, roll-overs)
         stored = (self.session.storage().appended - self.appended_before) if self.session.profile == "portable" else 0
         ops = self.fs.since(self.ops_before)  # a process offload's worker relays its operations here (E4)
         out: dict[str, Any] = {
@@ -167,7 +167,7 @@ class SessionOperation(Operation):
             "bytes_stored": stored,
             "staged_bytes": sum(r.staged_bytes for r in reports),
             "hashed_bytes": sum(r.hashed_bytes for r in reports),
-            **io_counts(ops),  # fsyncs, dir_fsyncs, renames, files_created: costs (issue 15)
+            **io_counts(ops),  # fsyncs, dir_fsyncs, renames, files_created: costs
         }
         if main:
             out["main_thread_ms"] = main

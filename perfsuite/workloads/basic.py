@@ -24,7 +24,7 @@ from perfsuite.workloads.storage import storage_metrics, storage_model
 __all__ = ["allocate", "busy", "count", "fail", "fsync_floor", "gc_collect", "idle", "never_ack", "yielding"]
 
 
-# the parameters each operation declares (issue 28 item 6); the idle control and the floors open no session
+# the parameters each operation declares; the idle control and the floors open no session
 IDLE = {**FREEZE, "window_ms": ms(50.0, "ms until the acknowledgement")}
 FSYNC_FLOOR = {**FREEZE, "bytes": bounded("bytes", 4096, "size of the file written, fsynced and renamed")}
 BUSY = {"ms": ms(50.0, "ms the loop is held (busy-wait)"),
@@ -327,6 +327,6 @@ def never_ack(ctx: OperationContext) -> Operation:
 fsync_floor.conditions = frozenset({"storage"})  # type: ignore[attr-defined]
 idle.conditions = frozenset({"storage"})  # type: ignore[attr-defined]
 # what they measure is the machine (its scheduler, its storage), not the code under test: `perfsuite ab` leaves
-# them out of its default set, since between two revisions they can only add noise (issue 15)
+# them out of its default set, since between two revisions they can only add noise
 fsync_floor.measures = "machine"  # type: ignore[attr-defined]
 idle.measures = "machine"  # type: ignore[attr-defined]

@@ -57,7 +57,7 @@ def parse_heaps(text: str) -> list[int]:
             value = float(part)
         except ValueError:
             raise PerfsuiteError(f"--heap: expected non-negative object counts like 0,1e5,1e6, got {part!r}") from None
-        whole = value.is_integer()  # False for NaN and infinity too (int() of them raised, issue 27)
+        whole = value.is_integer()  # False for NaN and infinity too (int() of them raised)
         if not whole or check_limit("heap", int(value)):
             raise PerfsuiteError(f"--heap: expected a whole number of objects from 0 to "
                                  f"{LIMITS['heap'].high:.0e}, got {part!r}")
@@ -176,7 +176,7 @@ def plan_sweep(
         raise PerfsuiteError("a sweep's --storage and --heap values must not repeat")
     freezes = {"off": (False,), "on": (True,), "both": (False, True)}[freeze]
     size = len(storages) * len(heaps) * len(freezes)
-    if check_limit("grid_settings", size):  # every setting is a whole run (issue 27)
+    if check_limit("grid_settings", size):  # every setting is a whole run
         raise PerfsuiteError(f"a sweep of {size} settings ({len(storages)} storage x {len(heaps)} heap x "
                              f"{len(freezes)} freeze); at most {LIMITS['grid_settings'].high:g}")
     recipe = dataclasses.replace(recipe, allocation=False)  # the sweep measures latency: no M3 pass per setting
@@ -232,7 +232,7 @@ def run_sweep(
     return results
 
 
-# -- the sweep on a cluster (issue 32 item 3) --------------------------------------------------------------
+# -- the sweep on a cluster --------------------------------------------------------------------------------
 def measure_setting(recipe: Recipe, name: str, run_id: str, annotations: Mapping[str, Any], fixture: str | None,
                     fixture_info: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, bytes]]:
     """Worker task: one setting's whole run (every sample, warm-up and idle control) on this worker, into a
@@ -281,7 +281,7 @@ def run_sweep_on(
     on_done: Callable[[SweepSetting, RunResult], None] | None = None,
     only: Iterable[int] | None = None,
 ) -> list[RunResult]:
-    """:func:`run_sweep` on ``runner`` (issue 32): each setting is one task, so all its samples (and its
+    """:func:`run_sweep` on ``runner``: each setting is one task, so all its samples (and its
     idle control) run on one worker, and at most one setting runs on a host at a time, so a measurement
     never shares its machine with another one of the sweep. The host is recorded in the document
     (``placement``) beside the worker's own environment; no figure pairs samples of two settings.

@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 
-# -- the parameters each operation declares (issue 28 item 6; SESSION: every session operation's settings) --
+# -- the parameters each operation declares (SESSION: every session operation's settings) -------------------
 
 _PATH = Param(str, "async", "sync: the synchronous writer; async: the asynchronous job", choices=("sync", "async"))
 MAILBOX = {**SESSION, "path": _PATH,
@@ -220,7 +220,7 @@ class _Checkpoint(SessionOperation):
         if self.count > 1:
             out["bytes_written_per_checkpoint"] = out["bytes_written"] / self.count
             out["bytes_stored_per_checkpoint"] = out["bytes_stored"] / self.count
-        storage = self.session.storage()  # format 2: the logs' disk use (issue 29)
+        storage = self.session.storage()  # format 2: the logs' disk use
         out["log_bytes_allocated"] = storage.allocated
         out["log_bytes_used"] = storage.used
         return out

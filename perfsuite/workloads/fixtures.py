@@ -178,7 +178,7 @@ def load_spec(ref: str | os.PathLike[str]) -> FixtureSpec:
             raise PerfsuiteError(f"unknown fixture {text!r} (looked in {_label(fixtures_dir())}; available: {known})")
     label = _label(path)
     try:
-        text = read_text(path, "fixture spec")  # not UTF-8 is one line too (issue 27)
+        text = read_text(path, "fixture spec")  # not UTF-8 is one line too
     except PerfsuiteError as exc:
         raise PerfsuiteError(str(exc).replace(str(path), label, 1)) from None
     return parse_spec(parse_toml(text, label), label, default_name=path.stem)
@@ -206,7 +206,7 @@ def _type_name(default: object) -> str:
 
 
 def _out_of_bounds(value: object) -> str | None:
-    """Issue 27: a generator's numbers are finite and bounded (``fixture_count`` for integers,
+    """A generator's numbers are finite and bounded (``fixture_count`` for integers,
     ``fixture_number`` otherwise), so a typo cannot build a fixture that never ends or fills the disk."""
     if isinstance(value, list):
         return next((p for p in map(_out_of_bounds, value) if p), None)
@@ -416,7 +416,7 @@ def build_fixture(ref: str | os.PathLike[str] | FixtureSpec, *, cache_dir: str |
     entry = _entry(spec, cache_dir)
     try:
         return _build(spec, entry, force, progress)
-    except OSError as exc:  # an unwritable cache, a file in its place, ENOSPC: one line (issue 14 case 6)
+    except OSError as exc:  # an unwritable cache, a file in its place, ENOSPC: one line
         where = "" if exc.filename in (None, str(entry.parent)) else f"{exc.filename}: "
         raise PerfsuiteError(f"fixture {spec.name}: cache {entry.parent}: {where}{exc.strerror or exc} "
                              "(PERFSUITE_CACHE chooses the cache directory)") from None

@@ -1,4 +1,4 @@
-"""The publication floor (SPEC section 8, issue 17 item 3): one generation's durable operations as raw ``os`` calls.
+"""The publication floor (SPEC section 8): one generation's durable operations as raw ``os`` calls.
 
 The fsync floor (``perfsuite.workloads.basic:fsync_floor``) does one write, two fsyncs and a rename; a real
 publication does five or six fsyncs. A like-for-like floor must do what the engine does, so it is derived
@@ -49,7 +49,7 @@ __all__ = ["MODELLED", "FloorStep", "publication_floor", "record_publication"]
 
 #: operations of :mod:`perfsuite.workloads.engine` whose publication a floor can model
 MODELLED = ("mailbox_delivery", "checkpoint", "registry_save")
-#: issue 28 item 6: ``publication`` and what any modelled publication accepts (checked again against the one
+#: ``publication`` and what any modelled publication accepts (checked again against the one
 #: named, when the floor records it)
 FLOOR: dict[str, Param] = {
     "publication": Param(str, None, "the engine operation whose publication is replayed", choices=MODELLED),
@@ -76,7 +76,7 @@ class FloorStep:
     length: int = 0
     flags: int = 0
     dst: str = ""
-    offset: int = -1  # where a pwrite wrote (format 2's session log, issue 29)
+    offset: int = -1  # where a pwrite wrote (format 2's session log)
 
 
 def _relative(roots: tuple[str, ...], path: str) -> str:

@@ -1,4 +1,4 @@
-"""What ``perfsuite run`` measures, decided before anything is measured (issue 19 item 4: planning lives in
+"""What ``perfsuite run`` measures, decided before anything is measured (planning lives in
 the library; the CLI parses and prints).
 
 :func:`plan_run` loads the named recipes (or the quick set, or the catalogue), applies the run conditions
@@ -46,7 +46,7 @@ class RunOptions:
     storage_file: str | None = None
     heap: str | None = None  # one size, as typed ("1e6")
     gc_freeze: bool | None = None
-    instructions: bool | None = None  # --instructions: the instruction pass (issue 22); None: the recipe's
+    instructions: bool | None = None  # --instructions: the instruction pass; None: the recipe's
 
     def given(self) -> bool:
         """Whether any override was given (``--resume`` takes none: it continues the recorded plan)."""
@@ -121,8 +121,8 @@ def plan_run(refs: Sequence[str], options: RunOptions = RunOptions(), *, all_rec
 
 
 def plan_resume(path: str | os.PathLike[str], refs: Sequence[str] = (), options: RunOptions = RunOptions()) -> Recipe:
-    """The recorded recipe of an interrupted results file, checked (schema, plan, progress, no live writer;
-    issue 14 cases 7, 9) with every operation resolved. Overrides are refused: resume continues the plan."""
+    """The recorded recipe of an interrupted results file, checked (schema, plan, progress, no live writer)
+    with every operation resolved. Overrides are refused: resume continues the plan."""
     from perfsuite.harness import check_resumable, resolve_operation
 
     if refs or options.given():

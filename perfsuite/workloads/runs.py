@@ -1,9 +1,9 @@
-"""``perfsuite run``'s measurement in the library (issue 30 item 5: the CLI parses and prints, this decides).
+"""``perfsuite run``'s measurement in the library (the CLI parses and prints, this decides).
 
 Two calls. :func:`prepare_runs` decides what one invocation measures, before anything is measured: it
-refuses a baseline directory on a loaded machine (issue 28), plans the recipes (:func:`plan_run`, or
+refuses a baseline directory on a loaded machine, plans the recipes (:func:`plan_run`, or
 :func:`plan_resume` for ``--resume``; SPEC M4, M8) and resolves every fixture (M6). :func:`run_plans`
-measures them one after another, reserving each results path when its run starts (issue 14 case 7), and
+measures them one after another, reserving each results path when its run starts, and
 returns a :class:`RunOutcome`: the documents written, each one's machine load, the recipes set aside, why
 the loop stopped early (a signal or a failure, and what the document on disk kept) and the exit status.
 Progress goes through callbacks (:class:`RunStarted`, then the harness's :class:`SampleEvent` per plan
@@ -112,11 +112,11 @@ class RunOutcome:
     """What one invocation measured and how it ended.
 
     ``status`` is the command's exit status: 0; 1 when a failure kept measured entries (resume them) or a
-    baseline was measured on a loaded machine (issue 28); 130 / 143 after SIGINT / SIGTERM (issue 14); 2 when
+    baseline was measured on a loaded machine; 130 / 143 after SIGINT / SIGTERM; 2 when
     a failure kept nothing (``stopped.error`` says why)."""
 
     documents: tuple[RunResult, ...]
-    #: the machine's load during each document's run (its idle control; issue 28), in ``documents``' order
+    #: the machine's load during each document's run (its idle control), in ``documents``' order
     loads: tuple[MachineLoad, ...]
     skipped: tuple[Skipped, ...]
     baseline: bool
@@ -160,8 +160,8 @@ def prepare_runs(
 ) -> RunBatch:
     """Check and plan everything before anything is measured; one-line :class:`PerfsuiteError` otherwise.
 
-    In order: ``work_root`` is created (issue 14 case 6); ``--resume`` with a commit or branch is refused;
-    the measured repository is found (issue 28); a baseline directory (``output_dir`` named ``baseline``) on
+    In order: ``work_root`` is created; ``--resume`` with a commit or branch is refused;
+    the measured repository is found; a baseline directory (``output_dir`` named ``baseline``) on
     a loaded machine is refused unless ``allow_loaded`` (``load_probe``); the recipes are planned (or the
     resumed document checked), the output directory created, and every recipe's fixture resolved
     (``resolve_fixture(recipe.fixture, session or recipe.session)``).
@@ -172,16 +172,16 @@ def prepare_runs(
     options = options or RunOptions()
     resolver = resolve_fixture or _default_resolver
     root = Path(work_root) if work_root is not None else None
-    if root is not None:  # before any fixture is built or sample measured (issue 14 case 6)
+    if root is not None:  # before any fixture is built or sample measured
         root.mkdir(parents=True, exist_ok=True)
     if resume is not None and (commit or branch):
         raise PerfsuiteError("--resume continues the recorded document, whose measured commit is recorded: "
                              "give no --commit or --branch")
-    # issue 28: the code measured is the working directory's repository (or --commit, or the CI's), found once
+    # the code measured is the working directory's repository (or --commit, or the CI's), found once
     measured = None if resume is not None else measured_repository(commit=commit, branch=branch)
     output = Path(resume).parent if resume is not None else Path(output_dir)
     baseline = output.name == BASELINE_DIR_NAME and not allow_loaded
-    if baseline:  # issue 28: a baseline is measured on a quiet machine; look before measuring anything
+    if baseline:  # a baseline is measured on a quiet machine; look before measuring anything
         from perfsuite.harness import probe_load
 
         load = (load_probe or probe_load)()
@@ -217,7 +217,7 @@ def _kept(path: Path) -> tuple[int, int] | None:
 
 
 def _load_of(document: Mapping[str, Any]) -> MachineLoad:
-    """The machine's load during a run, from its idle control against the heartbeat period (issue 28)."""
+    """The machine's load during a run, from its idle control against the heartbeat period."""
     from perfsuite.harness import machine_load
 
     period = float((document.get("recipe") or {}).get("heartbeat_ms") or 5.0)
@@ -247,7 +247,7 @@ def run_plans(
 ) -> RunOutcome:
     """Measure every planned run in order (SPEC M4) and say how it ended; nothing is printed.
 
-    Each run's results path is reserved when it starts (a name no other run can take, issue 14 case 7) and
+    Each run's results path is reserved when it starts (a name no other run can take) and
     announced through ``on_start``; ``on_sample`` receives the harness's :class:`SampleEvent` after every plan
     entry. SIGINT / SIGTERM stop the loop (status 130 / 143) and so does a failed run (status 1 when its
     document kept entries, else 2 with the error in :attr:`Stopped.error`): the documents finished before it
@@ -261,7 +261,7 @@ def run_plans(
     loop = _Loop(batch)
     for planned in batch.runs:
         recipe = planned.recipe
-        # a name nobody else can take, reserved when its run starts (issue 14 case 7)
+        # a name nobody else can take, reserved when its run starts
         path = planned.resume or new_results_path(batch.output_dir, recipe.name)
         done = (_kept(path) or (0, 0))[0] if batch.resuming else 0
         if on_start is not None:
@@ -285,6 +285,6 @@ def run_plans(
             return loop.outcome(stopped, 1 if stopped.resumable else status)
         loop.documents.append(result)
     outcome = loop.outcome()
-    if outcome.loaded and batch.baseline:  # issue 28: a baseline measured on a loaded machine is kept, marked
+    if outcome.loaded and batch.baseline:  # a baseline measured on a loaded machine is kept, marked
         return loop.outcome(status=1)
     return outcome

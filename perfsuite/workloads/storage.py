@@ -92,7 +92,7 @@ def _number(label: str, key: str, table: Mapping[str, Any], name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
         raise _fail(label, f"{key}.{name}", "a non-negative number (ms)", value)
     limit = "sigma" if name == "sigma" else "delay_ms"
-    problem = check_limit(limit, value)  # issue 27: `ms = inf` would sleep forever
+    problem = check_limit(limit, value)  # `ms = inf` would sleep forever
     if problem:
         raise PerfsuiteError(f"{label}: {key}.{name}: {problem}")
     return float(value)
@@ -209,7 +209,7 @@ def load_profile(name: str) -> StorageProfile:
 def load_profile_file(path: str | os.PathLike[str]) -> StorageProfile:
     """A user's own profile file (same format as the built-in ones; every distribution needs a source)."""
     path = Path(path)
-    text = read_text(path, "storage profile")  # not UTF-8 is one line too (issue 27)
+    text = read_text(path, "storage profile")  # not UTF-8 is one line too
     return parse_profile(_load_toml(text, str(path)), str(path), default_name=path.stem, origin=str(path))
 
 

@@ -3,8 +3,8 @@
 Each event line is an object with ``time`` (seconds from the trace start), ``session``, ``conversation``,
 ``kind`` and ``size`` (bytes), plus optional extra fields (``flavour`` for ``activity``). An optional
 first line ``{"format": "perfsuite-trace", "version": 1, "duration_s": ..., "meta": {...}}`` is a header.
-A kind is one of :data:`KINDS` (what the engine's sessions replay) or a user's own, ``x-NAME`` (issue 28:
-a team's own events, replayed only by its own replay target; the engine's replay leaves them out).
+A kind is one of :data:`KINDS` (what the engine's sessions replay) or a user's own, ``x-NAME`` (a
+team's own events, replayed only by its own replay target; the engine's replay leaves them out).
 Times and durations are at most a year, an event's ``size`` at most 64 MiB (the replay builds that many
 bytes in memory; :data:`perfsuite._limits.LIMITS`); ``NaN``/``Infinity`` and deep nesting are refused.
 """
@@ -50,7 +50,7 @@ KINDS: Mapping[str, str] = {
     "publication": "recorded output of a real run (ignored by the replay, counted for comparison)",
 }
 OBSERVATIONAL = frozenset({"activity", "discard"})
-#: a user's own kinds: ``x-`` then letters, digits, ``_``, ``.`` or ``-`` (issue 28)
+#: a user's own kinds: ``x-`` then letters, digits, ``_``, ``.`` or ``-``
 USER_KIND_PREFIX = "x-"
 _USER_KIND = re.compile(r"x-[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
@@ -165,7 +165,7 @@ def parse_event(record: Any, source: str, line: int) -> TraceEvent:
     size = record.get("size", 0)
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
         raise _fail(source, line, f"size: expected bytes (an integer >= 0), got {size!r}")
-    problem = check_limit("trace_size", size)  # the replay builds `size` bytes in memory (issue 27: MemoryError)
+    problem = check_limit("trace_size", size)  # the replay builds `size` bytes in memory (MemoryError)
     if problem:
         raise _fail(source, line, f"size: {problem}")
     extra = {k: v for k, v in record.items() if k not in ("time", "session", "conversation", "kind", "size")}

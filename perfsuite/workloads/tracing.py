@@ -1,4 +1,4 @@
-"""Recording what-if traces from engine events (SPEC section 6, issue 19): no patching, no sitecustomize.
+"""Recording what-if traces from engine events (SPEC section 6): no patching, no sitecustomize.
 
 A :class:`TraceRecorder` listens to every session of its process (``perfsuite.engine.events.listen``) and
 appends one JSON line per caller input and per finished publication (``O_APPEND``, one write per line,
@@ -9,7 +9,7 @@ calls :func:`record_from_environment` when a worker process (``--isolation proce
 opens its session, so worker sessions are recorded too. Sessions a user's own code opens in its own
 processes are recorded when that code calls :func:`record_from_environment` as well.
 
-Code that is not perfsuite's engine (a team's own runtime, issue 28) says what happened with
+Code that is not perfsuite's engine (a team's own runtime) says what happened with
 :func:`emit`: one trace event, written when a recording is on in this process or named in the
 environment (a worker process), nothing otherwise.
 """
@@ -163,7 +163,7 @@ _RESERVED = ("time", "session", "conversation", "kind", "size")
 
 
 def emit(kind: str, *, session: str = "main", conversation: str = "root", size: int = 0, **extra: Any) -> bool:
-    """Record one trace event of your own code (issue 28): ``kind`` is a trace kind (``KINDS``) or one of
+    """Record one trace event of your own code: ``kind`` is a trace kind (``KINDS``) or one of
     your own, ``x-NAME``; ``extra`` are further JSON fields (``flavour=`` for ``activity``). Written when a
     recording is on (``--record-trace``, :func:`perfsuite.whatif.recording`, or named in the environment
     of a worker process), with the time since the recording started; returns whether it was. A malformed

@@ -1,4 +1,4 @@
-"""Peers: the systems our users would otherwise pick, driven as operations on the same work (issue 11).
+"""Peers: the systems our users would otherwise pick, driven as operations on the same work.
 
 A benchmark that only measures its own engine convinces no one, so two peers run beside the engine in
 the same recipes, on the same bytes:

@@ -53,7 +53,7 @@ DURABILITY = (
 
 _XDG = {"XDG_CONFIG_HOME": "config", "XDG_DATA_HOME": "data", "XDG_STATE_HOME": "state", "XDG_CACHE_HOME": "cache"}
 _REWRITES = ("edit", "undo", "fork")
-#: issue 28 item 6: ours, plus the rewrite gptme is asked for
+#: ours, plus the rewrite gptme is asked for
 GPTME_TRANSCRIPT = {**TRANSCRIPT, "rewrite": Param(str, "edit", "how the rewrite is made with gptme",
                                                     choices=_REWRITES)}
 

@@ -58,7 +58,7 @@ _ASYNC = frozenset({"async-engine", "async-sqlite"})
 #: where the thread's history comes from
 HISTORIES = ("seeded", "root")
 
-#: what an invoke mode accepts (issue 28 item 6): every key is read by the operation
+#: what an invoke mode accepts: every key is read by the operation
 GRAPH = {**LABELS,
          "saver": Param(str, None, "the checkpointer: " + ", ".join(SAVERS), choices=tuple(SAVERS)),
          "history": Param(str, "seeded", "the thread's history: seeded (``messages`` generated turns) or root "

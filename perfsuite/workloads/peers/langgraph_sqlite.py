@@ -64,7 +64,7 @@ ROOT_TRANSCRIPT_BYTES = 1_069_346
 THREAD_ID = "root"
 
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
-#: issue 28 item 6: what a LangGraph checkpoint mode accepts
+#: what a LangGraph checkpoint mode accepts
 SQLITE = {**LABELS,
           "saver": Param(str, "async", "sync: SqliteSaver.put; async: AsyncSqliteSaver.aput",
                          choices=("sync", "async")),
