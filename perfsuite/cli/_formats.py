@@ -131,10 +131,11 @@ def report_json(results: Sequence[Result], floors: Sequence[Floor | None]) -> di
 
     for result, floor in zip(results, floors):
         doc = result.data
-        ratio = any(row.ack_floor for row in summary_rows(result, floor))  # the table shows ack/floor
+        rows = summary_rows(result, floor)
+        ratio = any(row.ack_floor for row in rows)  # the table shows ack/floor
         modes = []
         entries = [(m, b, False) for m, b in doc["modes"].items()] + [("idle control", doc["control"], True)]
-        for mode, body, control in entries:
+        for (mode, body, control), row in zip(entries, rows):
             summary = body.get("summary") or {}
             ack = (summary.get("ack_ms") or {}).get("median")
             verdict = None if control else body.get("verdict")
@@ -147,6 +148,9 @@ def report_json(results: Sequence[Result], floors: Sequence[Floor | None]) -> di
                 "ack_ms": None if control else _stat(summary.get("ack_ms")),
                 "ack_over_floor": (ack / floor.ack_ms.median if ratio and floor is not None and not control
                                    and ack is not None and floor.ack_ms.median > 0 else None),
+                "ack_over_publication_floor": row.ack_over_publication_floor,  # the table's ack/pub floor
+                "ack_over_sqlite": row.ack_over_sqlite,  # ack/sqlite, against the mode sqlite_reference names
+                "sqlite_reference": row.sqlite_reference,
                 "gc_samples": sum(1 for s in body.get("samples") or [] if (s.get("gc") or {}).get("collections")),
                 "verdict": None if verdict is None else {k: verdict.get(k) for k in
                                                          ("met", "target_ms", "samples", "missed", "missed_with_gc",

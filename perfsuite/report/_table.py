@@ -73,6 +73,10 @@ class SummaryRow:
     instructions: str = ""
     loop_instructions: str = ""
     ack_sqlite: str = ""
+    #: the two ratio cells unrounded, and the SQLite reference mode read against (``report --format json``)
+    ack_over_publication_floor: float | None = None
+    ack_over_sqlite: float | None = None
+    sqlite_reference: str | None = None
 
 
 def _stat(summary: Mapping[str, Any], key: str, part: str = "median") -> str:
@@ -94,11 +98,16 @@ def _verdict(v: Mapping[str, Any], reference: str | None = None) -> str:
     return f"missed {v['missed']}/{v['samples']}, {v['missed_with_gc']} GC"
 
 
-def _ratio(summary: Mapping[str, Any], floor: Floor | None) -> str:
+def _ratio_value(summary: Mapping[str, Any], floor: Floor | None) -> float | None:
     stat = summary.get("ack_ms")
     if floor is None or not stat or floor.ack_ms.median <= 0:
-        return ""
-    return f"{stat['median'] / floor.ack_ms.median:.1f}x"
+        return None
+    return float(stat["median"]) / floor.ack_ms.median
+
+
+def _ratio(summary: Mapping[str, Any], floor: Floor | None) -> str:
+    value = _ratio_value(summary, floor)
+    return "" if value is None else f"{value:.1f}x"
 
 
 def _doc(document: Mapping[str, Any] | Result) -> Mapping[str, Any]:
@@ -211,6 +220,8 @@ def summary_rows(document: Mapping[str, Any] | Result, floor: Floor | None = Non
         reference = None if control else mode_reference(doc, mode)
         own_floor = publication is not None and publication.mode == mode
         instr, loop = ("", "") if control else instruction_cells(doc["modes"][mode].get("instructions"))
+        sqlite = None if control else sqlite_reference_for(doc, mode)
+        pub_floor = None if control or own_floor else publication
         rows.append(
             SummaryRow(
                 mode=mode,
@@ -226,8 +237,11 @@ def summary_rows(document: Mapping[str, Any] | Result, floor: Floor | None = Non
                 met=None if control or reference else verdict.get("met"),
                 control=control,
                 stall=_stall(samples, summary),
-                ack_publication_floor="" if control or own_floor else _ratio(summary, publication),
-                ack_sqlite="" if control else _ratio(summary, sqlite_reference_for(doc, mode)),
+                ack_publication_floor=_ratio(summary, pub_floor),
+                ack_sqlite=_ratio(summary, sqlite),
+                ack_over_publication_floor=_ratio_value(summary, pub_floor),
+                ack_over_sqlite=_ratio_value(summary, sqlite),
+                sqlite_reference=None if sqlite is None else sqlite.mode,
                 reference=reference,
                 instructions=instr,
                 loop_instructions=loop,

@@ -60,7 +60,8 @@ def test_json_keys_are_the_documented_ones() -> None:
     assert result["load"]["loaded"] is json.loads(MAILBOX.read_text())["load"]["loaded"] is False
     sync = result["modes"][0]
     assert list(sync) == ["mode", "control", "n", "max_gap_ms", "submission_ms", "ack_ms", "ack_over_floor",
-                          "gc_samples", "verdict"]
+                          "ack_over_publication_floor", "ack_over_sqlite", "sqlite_reference", "gc_samples",
+                          "verdict"]
     doc = json.loads(MAILBOX.read_text())
     assert sync["max_gap_ms"]["median"] == doc["modes"]["sync"]["summary"]["max_gap_ms"]["median"]  # unrounded
     assert sync["verdict"]["met"] is doc["modes"]["sync"]["verdict"]["met"]
