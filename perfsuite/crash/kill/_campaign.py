@@ -42,8 +42,8 @@ from typing import Any
 from perfsuite.cluster import ATTEMPTS, Runner, Task, WorkerLost
 from perfsuite.crash._execution import Execution, runner_for
 from perfsuite.crash.bugs._seeded import langgraph_missing
-from perfsuite.crash.kill._layer import layer
 from perfsuite.crash.kill._config import PROFILES, KillConfig, KillReport, KillViolation
+from perfsuite.crash.kill._layer import layer
 from perfsuite.crash.kill._ledger import (
     checked_kinds,
     is_record,
