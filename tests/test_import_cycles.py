@@ -10,105 +10,31 @@ removed.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import pathlib
-from collections.abc import Iterator
+import sys
+import types
 
-PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "perfsuite"
-
-
-def _modules() -> dict[str, pathlib.Path]:
-    found: dict[str, pathlib.Path] = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        found[".".join(parts)] = path
-    return found
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def _top_level(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Import statements that run when the module is imported: not those inside functions or classes."""
-    for node in body:
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            yield node
-        elif isinstance(node, ast.If):
-            yield from _top_level(node.body)
-            yield from _top_level(node.orelse)
-        elif isinstance(node, ast.Try):
-            for block in (node.body, node.orelse, node.finalbody, *(h.body for h in node.handlers)):
-                yield from _top_level(block)
+def _tool() -> types.ModuleType:
+    """The project's import-graph tool (scripts/dev/import_graph.py): the test checks what it prints."""
+    spec = importlib.util.spec_from_file_location("import_graph", ROOT / "scripts" / "dev" / "import_graph.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("import_graph", module)
+    spec.loader.exec_module(module)
+    return module
 
 
-def _targets(module: str, path: pathlib.Path, node: ast.Import | ast.ImportFrom, known: set[str]) -> set[str]:
-    """The perfsuite modules one import statement names (``from pkg import sub`` names ``pkg.sub``)."""
-    if isinstance(node, ast.Import):
-        return {alias.name for alias in node.names if alias.name in known}
-    base = node.module or ""
-    if node.level:
-        package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
-        base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
-    found = set()
-    for alias in node.names:
-        if f"{base}.{alias.name}" in known:
-            found.add(f"{base}.{alias.name}")
-        elif base in known:
-            found.add(base)
-    return found
+TOOL = _tool()
+cycles = TOOL.cycles
+top_level = TOOL.top_level
 
 
 def import_graph(*, deferred: bool) -> dict[str, set[str]]:
-    """Module -> the perfsuite modules it imports (``deferred``: imports inside functions count too)."""
-    modules = _modules()
-    known = set(modules)
-    graph: dict[str, set[str]] = {}
-    for module, path in modules.items():
-        tree = ast.parse(path.read_text())
-        nodes = ([n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)] if deferred
-                 else list(_top_level(tree.body)))
-        graph[module] = set().union(*(_targets(module, path, n, known) for n in nodes)) - {module}
-    return graph
-
-
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components with more than one module (Tarjan, iterative)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-    for start in sorted(graph):
-        if start in index:
-            continue
-        work = [(start, iter(sorted(graph[start])))]
-        index[start] = low[start] = len(index)
-        stack.append(start)
-        on_stack.add(start)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(graph.get(child, ())))))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                if len(component) > 1:
-                    found.append(sorted(component))
-    return found
+    return TOOL.module_graph(deferred=deferred)  # type: ignore[no-any-return]
 
 
 def test_the_detector_finds_a_circle():
@@ -122,7 +48,7 @@ def test_typing_only_imports_count_and_deferred_ones_only_when_asked():
     """``if TYPE_CHECKING:`` and ``try`` imports are module-level arrows; a function's import is deferred."""
     source = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import a\ntry:\n    import b\n"
               "except ImportError:\n    import c\ndef f():\n    import d\n")
-    names = {alias.name for node in _top_level(ast.parse(source).body) for alias in node.names}
+    names = {alias.name for node in top_level(ast.parse(source).body) for alias in node.names}
     assert names == {"TYPE_CHECKING", "a", "b", "c"}
     graph = import_graph(deferred=False)
     assert "perfsuite.engine._session" in graph["perfsuite.engine._filesession"]  # the reader is not blind
@@ -139,19 +65,34 @@ def test_no_import_circle_inside_the_engine_even_deferred():
     assert cycles(engine) == []
 
 
-def _room(module: str) -> str:
-    """``perfsuite.report._compare`` -> ``perfsuite.report``; ``perfsuite.crash.kill._child`` -> ``perfsuite.crash``."""
-    return ".".join(module.split(".")[:2])
-
-
 def test_no_import_circle_inside_a_room_even_deferred():
     """The machine-load probe runs a recipe, so it sits above the runner, not inside the load rule the runner
     reads; a comparison's value and verdict line sit below the gate that builds it and the renderers that
     print it; a kill child's I/O layer sits below both children. None may close a circle again, not even
     through a function's deferred import."""
-    graph = import_graph(deferred=True)
-    found = []
-    for room in sorted({_room(m) for m in graph}):
-        inside = {m: {t for t in targets if _room(t) == room} for m, targets in graph.items() if _room(m) == room}
-        found += cycles(inside)
-    assert sorted(found) == []
+    assert TOOL.circles()["rooms"] == []
+
+
+def test_the_tool_reports_no_circle_of_any_kind(capsys):
+    """What ``python scripts/dev/import_graph.py`` prints is what is checked: no circle between modules,
+    inside a room (deferred imports counted) or between rooms (every import counted)."""
+    assert TOOL.circles() == {"modules": [], "rooms": [], "packages": []}
+    assert TOOL.main([]) == 0
+    assert "import circles: none" in capsys.readouterr().out
+
+
+def test_the_tool_finds_a_deferred_circle_inside_a_room(tmp_path):
+    """The check can fail: two modules of one room importing each other inside functions are a circle, and
+    a package importing back the package that imports it is one between rooms."""
+    package = tmp_path / "perfsuite"
+    for room in ("a", "b"):
+        (package / room).mkdir(parents=True)
+        (package / room / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "a" / "_x.py").write_text("def f():\n    from perfsuite.a import _y\n")
+    (package / "a" / "_y.py").write_text("def g():\n    from perfsuite.a import _x\n")
+    (package / "b" / "_z.py").write_text("import perfsuite.a._x\n")
+    (package / "a" / "_w.py").write_text("def h():\n    import perfsuite.b._z\n")
+    found = TOOL.circles(package)
+    assert found["modules"] == [] and found["rooms"] == [["perfsuite.a._x", "perfsuite.a._y"]]
+    assert found["packages"] == [["a", "b"]]

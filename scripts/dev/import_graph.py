@@ -1,9 +1,10 @@
-"""The package import graph of perfsuite, read from the source (issue 19, SPEC section 1: arrows point one way).
+"""The package import graph of perfsuite, read from the source (SPEC section 1: arrows point one way).
 
 Every import counts: module level, ``if TYPE_CHECKING:``, ``try`` blocks and imports deferred into functions.
 ``python scripts/dev/import_graph.py`` prints package -> packages (with how many imports carry each edge), the
-imports of another package's private modules, and the modules with their line counts (``--layout``).
-``tests/test_arrows.py`` uses the same reader, so what this prints is what the test checks.
+imports of another package's private modules, every import circle (module-level anywhere, deferred ones inside
+a room, and between rooms), and the modules with their line counts (``--layout``). ``tests/test_arrows.py``
+and ``tests/test_import_cycles.py`` use the same reader, so what this prints is what the tests check.
 """
 
 from __future__ import annotations
@@ -98,8 +99,115 @@ def package_edges(imports: list[Import]) -> dict[tuple[str, str], int]:
     return edges
 
 
+def top_level(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Import statements that run when the module is imported: not those inside functions or classes."""
+    for node in body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        elif isinstance(node, ast.If):
+            yield from top_level(node.body)
+            yield from top_level(node.orelse)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, node.orelse, node.finalbody, *(h.body for h in node.handlers)):
+                yield from top_level(block)
+
+
+def _targets(module: str, path: pathlib.Path, node: ast.Import | ast.ImportFrom, known: set[str]) -> set[str]:
+    """The perfsuite modules one import statement names (``from pkg import sub`` names ``pkg.sub``)."""
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names if alias.name in known}
+    base = node.module or ""
+    if node.level:
+        package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+        base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+    found = set()
+    for alias in node.names:
+        if f"{base}.{alias.name}" in known:
+            found.add(f"{base}.{alias.name}")
+        elif base in known:
+            found.add(base)
+    return found
+
+
+def module_graph(*, deferred: bool, package: pathlib.Path = PACKAGE) -> dict[str, set[str]]:
+    """Module -> the perfsuite modules it imports (``deferred``: imports inside functions count too)."""
+    found = modules(package)
+    known = set(found)
+    graph: dict[str, set[str]] = {}
+    for module, path in found.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        nodes = ([n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)] if deferred
+                 else list(top_level(tree.body)))
+        graph[module] = set().union(*(_targets(module, path, n, known) for n in nodes)) - {module}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def room_of(module: str) -> str:
+    """``perfsuite.report._compare`` -> ``perfsuite.report``; ``perfsuite.crash.kill._child`` -> ``perfsuite.crash``."""
+    return ".".join(module.split(".")[:2])
+
+
+def circles(package: pathlib.Path = PACKAGE) -> dict[str, list[list[str]]]:
+    """Every import circle, by kind: ``modules`` (module-level imports, anywhere in the package), ``rooms``
+    (inside one room, imports deferred into functions included: a deferred import hides a circle from the
+    interpreter, it does not remove it) and ``packages`` (between rooms, every import counted)."""
+    deferred = module_graph(deferred=True, package=package)
+    inside: list[list[str]] = []
+    for room in sorted({room_of(m) for m in deferred}):
+        graph = {m: {t for t in targets if room_of(t) == room} for m, targets in deferred.items() if room_of(m) == room}
+        inside += cycles(graph)
+    rooms: dict[str, set[str]] = {}
+    for (source, target) in package_edges(all_imports(package)):
+        rooms.setdefault(source, set()).add(target)
+        rooms.setdefault(target, set())
+    return {"modules": cycles(module_graph(deferred=False, package=package)), "rooms": sorted(inside),
+            "packages": cycles(rooms)}
+
+
 def layout(package: pathlib.Path = PACKAGE) -> dict[str, list[tuple[str, int]]]:
-    """Package -> its modules with line counts, for the closing note of issue 19."""
+    """Package -> its modules with line counts (the 500-line rule)."""
     found: dict[str, list[tuple[str, int]]] = {}
     for module, path in modules(package).items():
         lines = len(path.read_text(encoding="utf-8").splitlines())
@@ -129,6 +237,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name} ({total} lines)")
             for path, lines in entries:
                 print(f"    {path:45} {lines:5}")
+    found = circles()
+    print(f"import circles: {sum(len(v) for v in found.values()) or 'none'}")
+    for kind, label in (("modules", "module-level"), ("rooms", "inside a room, deferred imports counted"),
+                        ("packages", "between rooms")):
+        for circle in found[kind]:
+            print(f"  {label}: {' <-> '.join(circle)}")
     long = [(path, n) for entries in layout().values() for path, n in entries if n > args.max_lines]
     print(f"modules over {args.max_lines} lines: {', '.join(f'{p} ({n})' for p, n in long) or 'none'}")
     return 0

@@ -1,4 +1,4 @@
-"""``--format text|json|markdown`` (issue 18 item 3): JSON documents valid against the packaged schema, with
+"""``--format text|json|markdown`` (SPEC section 5): JSON documents valid against the packaged schema, with
 stable keys; Markdown tables; ``--markdown`` an alias; stdout holds nothing but the chosen format."""
 
 from __future__ import annotations
@@ -11,8 +11,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from perfsuite import cli
 from perfsuite.cli._formats import output_schema
 from perfsuite.report import History, LevelStep, Series
+from tests.report.conftest import NEW_MODES, make_doc, write_doc
+from tests.report.test_sqlite_column import _doc
 
 ROOT = Path(__file__).resolve().parents[2]
 BASELINE = ROOT / "results" / "baseline"
@@ -72,7 +75,7 @@ def test_json_keys_are_the_documented_ones() -> None:
     assert list(compare["changes"][0]) == ["recipe", "mode", "metric", "base", "new", "ratio", "p_value", "status",
                                            "gating", "headline", "underpowered", "kind", "detectable", "tolerance",
                                            "reference", "test", "p_adjusted", "reason"]
-    # issue 15: the verdict line, "cannot tell" counted, what was not compared and why
+    # the CI gate: the verdict line, "cannot tell" counted, what was not compared and why
     assert compare["verdict"].startswith("no regression [separate runs: timings are information")
     assert compare["inconclusive"] == 0
     assert compare["only_base"] == compare["only_new"] == compare["cross_machine"] == compare["incomplete"] == []
@@ -80,8 +83,8 @@ def test_json_keys_are_the_documented_ones() -> None:
     assert costs and all(c["p_value"] is None and c["tolerance"] >= 1 and (c["gating"] or c["reference"])
                          for c in costs)
     ack = next(c for c in compare["changes"] if (c["mode"], c["metric"]) == ("async", "ack_ms"))
-    assert ack["kind"] == "timing" and not ack["gating"]  # issue 28: separate runs' timings are information
-    # issue 28: why timings did not gate, and which runs were measured on a loaded machine (none: the committed
+    assert ack["kind"] == "timing" and not ack["gating"]  # U: separate runs' timings are information
+    # U: why timings did not gate, and which runs were measured on a loaded machine (none: the committed
     # baseline was re-measured quietly; tests/report/test_separate_runs.py lists planted loaded runs)
     assert compare["timing_note"].startswith("separate runs: timings are information")
     assert compare["loaded"] == []
@@ -118,3 +121,30 @@ def test_markdown_is_tables(command: str) -> None:
 def test_unknown_format_is_bad_input() -> None:
     proc = _cli("bars", str(BASELINE), "--format", "yaml")
     assert proc.returncode == 2 and "invalid choice" in proc.stderr
+
+
+class _Docs:  # the report tests' document generators (their ``docs`` fixture)
+    make = staticmethod(make_doc)
+    write = staticmethod(write_doc)
+    new_modes = NEW_MODES
+
+
+def test_report_json_carries_both_ratios_unrounded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``report --format json`` gives the table's ``ack/pub floor`` and ``ack/sqlite`` as numbers (a dashboard
+    or a gate reads them without parsing "2.0x"), each naming the reference mode it was read against."""
+    docs = _Docs
+    docs.write(tmp_path / "mailbox-delivery-1.json", _doc(docs, sync_ack=2.4, async_ack=13.5))
+    assert cli.main(["report", str(tmp_path / "mailbox-delivery-1.json"), "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    jsonschema.Draft202012Validator(output_schema()).validate(document)
+    modes = {m["mode"]: m for m in document["results"][0]["modes"]}
+    assert modes["sync"]["ack_over_sqlite"] == pytest.approx(0.8)  # 2.4 / 3.0, unrounded
+    assert modes["sync"]["sqlite_reference"] == "sqlite"
+    assert modes["async"]["ack_over_sqlite"] == pytest.approx(3.0)  # 13.5 / 4.5
+    assert modes["async"]["sqlite_reference"] == "sqlite-threaded"
+    floor_ack = modes["publication-floor"]["ack_ms"]["median"]
+    assert modes["sync"]["ack_over_publication_floor"] == pytest.approx(2.4 / floor_ack)
+    assert modes["sqlite"]["ack_over_publication_floor"] == pytest.approx(3.0 / floor_ack)
+    assert modes["publication-floor"]["ack_over_publication_floor"] is None  # the floor itself
+    for anchor in ("sqlite", "sqlite-threaded", "idle control"):  # anchors and the control get none
+        assert modes[anchor]["ack_over_sqlite"] is None and modes[anchor]["sqlite_reference"] is None

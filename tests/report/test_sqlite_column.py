@@ -122,30 +122,3 @@ def test_bars_read_the_same_pairing(docs: Any) -> None:
                   b.recipe == "root-checkpoint")
     assert absent.met is None and "recipe absent" in absent.measured
 
-
-def test_report_json_carries_both_ratios_unrounded_and_valid(
-    tmp_path: Path, docs: Any, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """``report --format json`` gives the table's ``ack/pub floor`` and ``ack/sqlite`` as numbers (a dashboard
-    or a gate reads them without parsing "2.0x"), each naming the reference mode it was read against."""
-    import json
-
-    import jsonschema
-
-    from perfsuite.cli._formats import output_schema
-
-    docs.write(tmp_path / "mailbox-delivery-1.json", _doc(docs, sync_ack=2.4, async_ack=13.5))
-    assert cli.main(["report", str(tmp_path / "mailbox-delivery-1.json"), "--format", "json"]) == 0
-    document = json.loads(capsys.readouterr().out)
-    jsonschema.Draft202012Validator(output_schema()).validate(document)
-    modes = {m["mode"]: m for m in document["results"][0]["modes"]}
-    assert modes["sync"]["ack_over_sqlite"] == pytest.approx(0.8)  # 2.4 / 3.0, unrounded
-    assert modes["sync"]["sqlite_reference"] == "sqlite"
-    assert modes["async"]["ack_over_sqlite"] == pytest.approx(3.0)  # 13.5 / 4.5
-    assert modes["async"]["sqlite_reference"] == "sqlite-threaded"
-    floor_ack = modes["publication-floor"]["ack_ms"]["median"]
-    assert modes["sync"]["ack_over_publication_floor"] == pytest.approx(2.4 / floor_ack)
-    assert modes["sqlite"]["ack_over_publication_floor"] == pytest.approx(3.0 / floor_ack)
-    assert modes["publication-floor"]["ack_over_publication_floor"] is None  # the floor itself
-    for anchor in ("sqlite", "sqlite-threaded", "idle control"):  # anchors and the control get none
-        assert modes[anchor]["ack_over_sqlite"] is None and modes[anchor]["sqlite_reference"] is None
