@@ -1,4 +1,4 @@
-"""Proving adoption without HEAD (E3, issue 14 case 2): what open recovers when HEAD is lost.
+"""Proving adoption without HEAD (E3: never less than was adopted): what open recovers when HEAD is lost.
 
 HEAD is the only commit point, so when it is missing, unreadable, or names a generation that does not
 verify, the adoption of a generation must be proven from what the session already records. No new
@@ -19,7 +19,7 @@ field is needed; two facts on disk prove it:
 A staging directory still there is weaker evidence than its absence: the cleanup after an adoption is
 not synced, so a crash can bring an adopted publication's staging back. So when HEAD is lost and an
 intact manifest newer than the newest proven one still has its staging, open refuses (it may have been
-adopted) instead of loading the older generation (issue 27 class 5); and a staging directory whose batch
+adopted) instead of loading the older generation; and a staging directory whose batch
 record is gone (unsynced recovery metadata) proves nothing against adoption.
 
 Epochs and the lease add nothing a parent link does not say (and the lease is released at close).
@@ -187,7 +187,7 @@ def recover_lost_head(store: GenerationStore, hint: HeadRef | None, problems: li
     newer = _newer_unproven(store, choice.head)
     if newer is not None:
         # Its staging directory is still there, but the cleanup after an adoption is not synced, so a crash
-        # can bring it back: with HEAD lost, nothing says it was not adopted (issue 27 class 5).
+        # can bring it back: with HEAD lost, nothing says it was not adopted.
         raise SessionError(f"{what}; {newer} is intact and newer than {target}, the newest proven adopted, and may "
                            f"have been adopted too; {repair} --generation NAME adopts the one you choose")
     problems = [*problems, f"{head_path}: {'lost' if problems else 'missing'}; recovered {target}, proven adopted: "

@@ -45,7 +45,7 @@ class FrozenText:
 
 class OffsetsView(Sequence[int]):
     """The first ``count`` entries of an append-only list (the prompt index as a freeze saw it): O(1) to
-    take, never a copy (issue 29: copying a 100 MB session's index at every checkpoint cost O(session));
+    take, never a copy (copying a 100 MB session's index at every checkpoint cost O(session));
     a rewrite replaces the buffer's list instead of changing it, so a view never changes."""
 
     __slots__ = ("_count", "_items")

@@ -1,4 +1,4 @@
-"""Injectable clocks (issue 4 item 7): every engine scheduler asks a ``Clock`` for time and timers, so
+"""Injectable clocks: every engine scheduler asks a ``Clock`` for time and timers, so
 tests and the what-if simulator run the real schedulers in virtual time."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What damaged bytes or a damaged tree can raise, and how it becomes one line (issue 14 case 5).
+"""What damaged bytes or a damaged tree can raise, and how it becomes one line.
 
 Reading a corrupted session can raise almost anything: a JSON record of the wrong shape (``KeyError``,
 ``TypeError``, ``AttributeError``), bytes that are not UTF-8 (``ValueError``), a directory where a file
@@ -27,8 +27,8 @@ def describe(exc: BaseException) -> str:
     return one_line(f"{type(exc).__name__}: {exc}")
 
 
-# Errors of the storage's state, not of the session's bytes (issue 27 defect 4): `session repair` is the
-# wrong advice for them; the session opens as it is once the condition is gone.
+# Errors of the storage's state, not of the session's bytes (a full disk, a read-only file system):
+# `session repair` is the wrong advice for them; the session opens as it is once the condition is gone.
 _ENVIRONMENT = {
     errno.ENOSPC: "free space on its device, then open it again (nothing is damaged)",
     errno.EDQUOT: "the disk quota is exhausted: free some, then open it again (nothing is damaged)",

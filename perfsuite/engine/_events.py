@@ -1,4 +1,4 @@
-"""Engine events (issue 19): a small observer API, so the suite watches the engine without patching it.
+"""Engine events: a small observer API, so the suite watches the engine without patching it.
 
 A session reports what it does as frozen events to its listeners (``session.observers.subscribe``) and
 to the process-wide ones (:func:`listen`): a publication submitted, each phase started and finished,

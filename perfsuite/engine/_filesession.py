@@ -10,14 +10,14 @@ Layout::
     attachments/<name>            file snapshots, atomically written
     logs/                         diagnostic logs (E8)
 
-Ownership (issue 14 case 3): the owner holds an advisory ``flock`` on the session directory itself for as
+Ownership (E3 fencing): the owner holds an advisory ``flock`` on the session directory itself for as
 long as it is open, so deleting ``session.pid`` lets no second writer in; and before every sidecar
 replace (the commit point) it checks that ``session.pid`` still names its token, so a writer that ignored
 the lock (or a platform without ``flock``: Windows, where only this check fences, with a window between
 the check and the replace) is fenced before it can acknowledge anything. A missing ``session.pid`` under a
 held lock is simply written again.
 
-Damage (issue 14 cases 4 and 5): the sidecar's checkpoint marker records how many bytes of each
+Damage (E2, E3): the sidecar's checkpoint marker records how many bytes of each
 conversation are committed, so a transcript that lost committed bytes (deleted, truncated, cut by a torn
 region) refuses open instead of loading less; a damaged middle line is quarantined by the E2 log.
 """
@@ -63,8 +63,8 @@ class FilePublication:
     error: BaseException | None = None
     failed_phase: str | None = None
     adopted: bool = False
-    on_phase: Any = None  # the session's phase observer while someone listens (issue 19)
-    early_ack: Any = None  # fault hooks (issue 19, ``FaultHooks``)
+    on_phase: Any = None  # the session's phase observer while someone listens (engine events)
+    early_ack: Any = None  # documented fault hooks (``FaultHooks``): seeded bugs only
     reorder: Any = None
     main_ms: dict[str, float] | None = None  # as Publication's: the job's loop-thread times, else None
 
@@ -84,7 +84,7 @@ class FilePublication:
         """Write the frozen transcripts through to their logs (page cache) and encode the sidecar. An
         append-only change appends only the new lines; anything else is an atomic rewrite (E2). The owner
         is checked first: transcripts are written in place, so a fenced writer must not write a byte into
-        the files its successor now owns (issue 27 class 1), let alone reach the commit point."""
+        the files its successor now owns (E3 fencing of a second writer), let alone reach the commit point."""
         if self.batch.texts:
             self.session.check_owner()
         for conversation, frozen in self.batch.texts.items():
@@ -117,7 +117,7 @@ class FilePublication:
             self.session.log_for(conversation).write(sync=True)
 
     def _adopt(self) -> None:
-        self.session.check_owner()  # fenced before it can acknowledge (issue 14 case 3)
+        self.session.check_owner()  # fenced before it can acknowledge (E3: the PID lock's fence)
         self.session.fs.atomic_replace(self.session.path(SIDECAR_ARTIFACT), self.sidecar_bytes, follow=False)
         self.session.sidecar_digest = self.digest
         self.adopted = True
@@ -219,7 +219,7 @@ class FileSession(Session):
     @classmethod
     def repair(cls, path: str | os.PathLike[str], *, generation: str | int | None = None,
                fs: FileSystem | None = None, owner_alive: Any = None) -> RepairReport:
-        """Repair what open refuses (issue 14; see :mod:`perfsuite.engine._repair`): a directory where the
+        """Repair what open refuses (see :mod:`perfsuite.engine._repair`): a directory where the
         PID lock belongs is moved aside, then the tree is repaired while holding the PID lock."""
         if generation is not None:
             raise SessionError(f"{path}: a file-backed session has no generations to choose from")
@@ -302,7 +302,7 @@ class FileSession(Session):
             return
         fields = (data or b"").decode(errors="replace").split()
         if fields[1:2] != [self._pid_token] and self.faults is not None and self.faults.steal_pid_lock:
-            # A seeded bug (FaultHooks, issue 27): the lock another writer took is taken back, unfenced.
+            # A seeded bug (FaultHooks ``steal_pid_lock``): the lock another writer took is taken back, unfenced.
             self.fs.atomic_replace(lock, f"{os.getpid()} {self._pid_token}\n".encode())
             return
         if fields[1:2] != [self._pid_token]:
@@ -338,7 +338,7 @@ class FileSession(Session):
         super().attach(name, data)
 
     def _roll_back(self, pending: Any) -> None:
-        """Abandon's rollback (issue 27 defect 3): transcripts are written in place, so the abandoned
+        """Abandon's rollback (E4): transcripts are written in place, so the abandoned
         publication's lines may be in the logs (synced or not). Each log is rewritten into a new file
         holding only its committed messages (never truncated in place: a failed fsync leaves its contents
         unknown, fsyncgate). When adoption was reached, the sidecar replace may have landed, so the

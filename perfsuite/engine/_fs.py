@@ -54,7 +54,7 @@ class FsyncFailed(OSError):
 class FileSystem(ABC):
     """Primitives (abstract) and durability policy (concrete, built from the primitives)."""
 
-    #: documented fault hooks (``FaultHooks``, issue 19) a checker attaches with ``with_fault_hooks``: the
+    #: documented fault hooks (``FaultHooks``) a checker attaches with ``with_fault_hooks``: the
     #: open path of every session and log on this layer (lease, HEAD recovery, transcript load, retirement)
     #: consults them. ``None`` in production.
     fault_hooks: Any = None
@@ -92,7 +92,7 @@ class FileSystem(ABC):
     def pwrite(self, fd: int, data: bytes, offset: int) -> int:
         """One ``pwrite`` call at ``offset`` (the descriptor's position is unchanged); may be short. Use
         :meth:`pwrite_all` to write everything. An overwrite inside a file's durable size needs no
-        metadata change, so one :meth:`fdatasync` makes it durable (format 2's session log, issue 29)."""
+        metadata change, so one :meth:`fdatasync` makes it durable (format 2's session log)."""
 
     @abstractmethod
     def fsync(self, fd: int) -> None:
@@ -356,7 +356,7 @@ class OsFileSystem(FileSystem):
 
     def read(self, path: str) -> bytes:
         # raw descriptor reads: a control file (LEASE) is read before every log write and every acknowledgement
-        # (E3 fencing); a buffered file object costs more system calls and allocations (issue 29)
+        # (E3 fencing); a buffered file object costs more system calls and allocations
         fd = os.open(path, os.O_RDONLY | _O_BINARY | _O_CLOEXEC | O_NONBLOCK)  # a FIFO never blocks the open
         try:
             check_readable(facts_of(os.fstat(fd)), path)  # followed (E1 transcripts) but regular and bounded
@@ -413,7 +413,7 @@ class DelegatingFileSystem(FileSystem):
 
     @property
     def fault_hooks(self) -> Any:
-        """A wrapper carries the hooks of the layer it wraps (issue 19)."""
+        """A wrapper carries the hooks of the layer it wraps."""
         return self.inner.fault_hooks
 
     def path_of(self, fd: int) -> tuple[str, bool]:

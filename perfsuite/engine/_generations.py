@@ -57,7 +57,7 @@ from perfsuite.engine._objects import ArtifactEntry, ChunkRef, digest_bytes
 def pid_alive(pid: int) -> bool:
     """Whether process ``pid`` exists on this host. ``pid <= 0`` names no process: ``os.kill(0, 0)``
     probes our own process group and always succeeds, so a torn LEASE read as pid 0 used to block every
-    later open for good (issue 14 case 1)."""
+    later open for good."""
     if pid <= 0:
         return False
     try:
@@ -102,7 +102,7 @@ class GenerationStore:
         is dead on this host is broken (renamed aside, then re-created exclusively); a live owner is
         refused. A torn lease (empty, garbage, pid 0: a crash between the exclusive create and its write)
         names no owner and is broken the same way: its would-be owner, if it is somehow still running,
-        is fenced at adoption, which checks the lease's token and epoch (issue 14 case 1). Returns the
+        is fenced at adoption, which checks the lease's token and epoch (E3 fencing). Returns the
         lease and, when one was broken, a line saying so."""
         broke: str | None = None
         torn_owned = self.fs.fault_hooks is not None and self.fs.fault_hooks.torn_lease_owned  # a seeded bug
@@ -195,7 +195,7 @@ class GenerationStore:
 
     def check_format(self) -> int:
         """The format version HEAD names (this engine's when there is no readable HEAD): refuses a newer
-        format with one line before open or repair writes anything (issue 21)."""
+        format with one line before open or repair writes anything."""
         try:
             data = read_control(self.fs, self.path(HEAD))
             record = json.loads(data) if data is not None else None
@@ -212,7 +212,7 @@ class GenerationStore:
     def read_head(self) -> HeadRef | None:
         """The current HEAD, or None when there is none. Raises ValueError when its bytes are not a head
         record (any shape: ``[1, 2]`` included) and :class:`NotAFile` when it is not a regular file."""
-        path = self.path(HEAD)  # built once: HEAD is read twice per publication (allocation, issue 19)
+        path = self.path(HEAD)  # built once: HEAD is read twice per publication (M3 allocation)
         data = read_control(self.fs, path)
         if data is None:
             return None
@@ -246,7 +246,7 @@ class GenerationStore:
 
     def rewrite_head(self, head: HeadRef | None) -> None:
         """Make HEAD name ``head`` again, durably (an abandon's rollback of an adoption whose directory
-        fsync failed, issue 27): a new file renamed over HEAD and its directory fsynced, or, for a session
+        fsync failed): a new file renamed over HEAD and its directory fsynced, or, for a session
         that never adopted anything, HEAD removed and its directory fsynced."""
         if head is None:
             self.fs.remove(self.path(HEAD))
@@ -325,7 +325,7 @@ class GenerationStore:
         copy). When HEAD is missing, unreadable or names something that does not verify, the newest
         generation that can be *proven* adopted is recovered, unless a newer adopted generation exists
         but is damaged: then open refuses with one line naming it and the repair command, because
-        falling back would silently drop acknowledged state (issue 14 case 2; proofs in ``_adoption``).
+        falling back would silently drop acknowledged state (proofs in ``_adoption``).
         Problems are one-line messages; a non-empty list means HEAD must be rewritten."""
         problems: list[str] = []
         try:
@@ -354,7 +354,7 @@ class GenerationStore:
     def _recover_head(self, hint: HeadRef | None, problems: list[str]
                       ) -> tuple[HeadRef | None, Manifest | None, dict[str, bytes], list[str]]:
         hooks = self.fs.fault_hooks
-        if hooks is not None and hooks.recover_head is not None:  # a seeded bug (FaultHooks, issue 19)
+        if hooks is not None and hooks.recover_head is not None:  # a seeded bug (FaultHooks)
             return hooks.recover_head(self, hint, problems)
         return recover_lost_head(self, hint, problems)
 
@@ -362,8 +362,8 @@ class GenerationStore:
         """Publication ids with a staging directory holding a readable batch record (a publication that was
         never adopted keeps one). A staging directory without one is a cleanup after adoption that a crash
         interrupted (the record is unsynced recovery metadata: power loss can empty it, and the removal of
-        an adopted batch's staging is not synced either), so it proves nothing against adoption (issue 27
-        class 5: with HEAD also lost, such a generation was dropped and an older one loaded)."""
+        an adopted batch's staging is not synced either), so it proves nothing against adoption (with HEAD
+        also lost, such a generation was dropped and an older one loaded)."""
         staging = self.path(STAGING)
         if not self.fs.isdir(staging):
             return set()
@@ -400,7 +400,7 @@ class GenerationStore:
                problems: list[str] | None = None) -> tuple[int, bool]:
         """Keep HEAD's generation and its ``keep - 1`` adopted ancestors plus pinned ones, and every
         generation *newer* than HEAD's (never adopted by this session, but possibly by another: a lost or
-        rolled-back HEAD must not cost it; issue 14 case 2); delete every other manifest (older ones and
+        rolled-back HEAD must not cost it); delete every other manifest (older ones and
         orphans of failed commits), then chunks no retained manifest references. At most
         ``max_deletions`` removals per call (an idle slice); returns (removed, more_work_left). Manifests
         go first so a crash never leaves a retained manifest without chunks. An entry that cannot be
@@ -408,7 +408,7 @@ class GenerationStore:
         floor = head.seq if head is not None else 0
         manifests = self.list_manifests()
         retained = set(pinned) | set(self.adopted_chain(head, keep))
-        if self.fs.fault_hooks is not None and self.fs.fault_hooks.retire_newer:  # a seeded bug (issue 19)
+        if self.fs.fault_hooks is not None and self.fs.fault_hooks.retire_newer:  # a seeded bug (FaultHooks)
             retained |= set(manifests[:keep]) if head is None else set()
         else:
             retained |= {m for m in manifests if manifest_seq(m) > floor}

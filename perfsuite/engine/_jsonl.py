@@ -1,5 +1,5 @@
 """E2: the records of a transcript log as JSON lines: a message, what load found damaged, and the scan
-that tells a torn tail from a damaged line in the middle (issue 14 case 4). No I/O."""
+that tells a torn tail from a damaged line in the middle. No I/O."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ class TornTail:
 class Quarantined:
     """A complete line in the middle of a file that did not decode, and where its bytes were kept. A crash
     only loses or zeroes the unsynced tail, so this is damage: the line is moved under ``recovery/`` and
-    every intact line after it stays in the log (issue 14 case 4)."""
+    every intact line after it stays in the log."""
 
     path: str
     offset: int

@@ -25,9 +25,9 @@ MANIFEST_PREFIX = "manifest-"
 STAGING = "staging"
 LOGS = "logs"
 FORMAT_NAME = "perfsuite-session"
-#: The persisted format this engine writes (issue 21). It is named in HEAD (and in every log header, and in
+#: The persisted format this engine writes. It is named in HEAD (and in every log header, and in
 #: format 1's manifests); open reads every version in READABLE_VERSIONS and refuses a newer one with one line,
-#: before it writes anything. Format 2 (issue 29) is the session log; format 1 (HEAD naming a manifest of
+#: before it writes anything. Format 2 is the session log; format 1 (HEAD naming a manifest of
 #: content-addressed chunks) is read, and migrated on open.
 FORMAT_VERSION = 2
 READABLE_VERSIONS = range(1, FORMAT_VERSION + 1)
@@ -54,7 +54,7 @@ class NotAFile(SessionError):
 
 
 class FormatTooNew(SessionError):
-    """The session was written in a format newer than this engine reads: refused untouched (issue 21)."""
+    """The session was written in a format newer than this engine reads: refused untouched."""
 
 
 _CURRENT_FORMAT = f"{FORMAT_NAME}/{FORMAT_VERSION}"

@@ -1,4 +1,4 @@
-"""Proving a log adopted without HEAD (format 2, issue 29; format 1's proofs are ``_adoption``).
+"""Proving a log adopted without HEAD (format 2; format 1's proofs are ``_adoption``).
 
 HEAD moves only at roll-over, after the new log's BASE (and the records it carries) are durable, so when
 HEAD is missing or does not verify, which log it named must be proven from the logs themselves:

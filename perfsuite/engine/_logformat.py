@@ -1,4 +1,4 @@
-"""Format 2 (issue 29): the framing of a session log and its records, and what open makes of the first
+"""Format 2: the framing of a session log and its records, and what open makes of the first
 bytes that are not a valid record (torn tail or damage). Pure functions over bytes; no I/O.
 
 A log (``log/<n>.log``) is preallocated to its capacity and zero-filled before any record goes in (its

@@ -1,4 +1,4 @@
-"""Explicit repair of a format-2 session that open refuses (issue 29; ``perfsuite session repair PATH``).
+"""Explicit repair of a format-2 session that open refuses (``perfsuite session repair PATH``).
 
 Open never guesses past damage that may cost acknowledged state; repair does what a person asked for and
 says what it found and what is lost. It adopts:
@@ -83,7 +83,7 @@ def repair_log_session(root: str, *, generation: str | int | None, fs: FileSyste
     if not fs.isdir(store.path(LOG_DIR)):
         raise SessionError(f"{store.path(LOG_DIR)}: missing or not a directory: every generation is gone, nothing to "
                            "repair from (restore the session from a backup)")
-    if generation is not None:  # checked before anything is moved or written (issue 27)
+    if generation is not None:  # checked before anything is moved or written: an unknown one is refused
         generation = _resolve(store, generation)
     for name in (LEASE, HEAD):
         aside.not_regular(store.path(name))  # a link, a FIFO, a directory: moved aside, never followed

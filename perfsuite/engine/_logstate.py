@@ -1,4 +1,4 @@
-"""Format 2 (issue 29): the committed state a session log describes, and how its records change it.
+"""Format 2: the committed state a session log describes, and how its records change it.
 
 A state is what a generation holds: every artifact (a transcript, an attachment) as chunks whose bytes
 lie in *extents* of the session's logs, and the sidecar document. A BASE record carries a whole state
@@ -76,7 +76,7 @@ class ArtifactState:
 def extents_between(artifact: ArtifactState, start: int, end: int) -> list[Extent]:
     """The extents holding bytes ``[start, end)`` of ``artifact``. An extent wholly inside is reused, not
     rebuilt: a tail chunk fed by many small checkpoints holds one extent per record, and every checkpoint
-    walks them (twice: select, then install), so this loop is the checkpoint's CPU (issue 29, O(change))."""
+    walks them (twice: select, then install), so this loop is the checkpoint's CPU (O(change))."""
     out: list[Extent] = []
     if start < 0:  # no byte lies before 0: without this clamp a range ending at 0 kept a zero-length extent
         start = 0
@@ -201,7 +201,7 @@ def doc_value(doc: Mapping[str, Any], section: str, name: str | None) -> Any:
 
 def json_copy(value: Any) -> Any:
     """A deep copy of a JSON value (dicts, lists, tuples of strings, numbers, booleans, None): what
-    ``copy.deepcopy`` gives for these, without its memo, at every publication's sidecar operations (issue 29)."""
+    ``copy.deepcopy`` gives for these, without its memo, at every publication's sidecar operations."""
     if isinstance(value, dict):
         return {k: json_copy(v) for k, v in value.items()}
     if isinstance(value, list):

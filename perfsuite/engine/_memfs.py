@@ -1,4 +1,4 @@
-"""An in-memory file system (issue 19): the engine's real publication pipeline without a disk, for the
+"""An in-memory file system: the engine's real publication pipeline without a disk, for the
 what-if simulator (the real session in virtual time) and tests. Nothing here is durable; fsync is a
 no-op. Paths are absolute; files are inodes, so a descriptor follows its file through a replace."""
 

@@ -1,4 +1,4 @@
-"""Format 1 -> format 2 (issue 29): a format-1 session (HEAD naming a manifest of content-addressed chunks)
+"""Format 1 -> format 2 (the session log): a format-1 session (HEAD naming a manifest of content-addressed chunks)
 opens and migrates.
 
 The verified format-1 generation is loaded with format 1's own code (``GenerationStore``: digests checked,

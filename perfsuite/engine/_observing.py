@@ -1,4 +1,4 @@
-"""Engine events from a session (issue 19): the emission points' helpers. A part of
+"""Engine events from a session: the emission points' helpers. A part of
 :class:`~perfsuite.engine._session.Session`; every helper returns at once when nobody listens
 (``if self.observers``, two empty tuples), so an unobserved session builds no event."""
 

@@ -36,7 +36,7 @@ class Offload(ABC):
 
     def chains(self, step: Any, following: Any) -> bool:
         """Whether ``following``, the blocking step after ``step``, may run on the same worker right after
-        it, in one hand-off (issue 29: a hand-off to the worker and back costs more than a small step's
+        it, in one hand-off (a hand-off to the worker and back costs more than a small step's
         work). Only where both run in this process: never across a process boundary."""
         return False
 

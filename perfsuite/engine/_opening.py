@@ -1,4 +1,4 @@
-"""E3: opening a portable session (format 2, issue 29): the layout told apart (a format-1 session is migrated,
+"""E3: opening a portable session (format 2): the layout told apart (a format-1 session is migrated,
 ``_migrate``), HEAD read (or, when it is lost, the adopted log proven, ``_logadoption``), the log flock-ed,
 scanned and verified, the lease taken, a torn unacknowledged tail dropped. A part of
 :class:`~perfsuite.engine._session.Session`, whose ``__init__`` holds the state it uses."""
@@ -25,7 +25,7 @@ class Opening(SessionState):
 
     def _layout(self, create: bool) -> str:
         """``format1`` (migrate), ``format2`` (open), or ``new`` (create). The session's directories are
-        directories (issue 14 case 5): anything else is a one-line refusal naming the repair command."""
+        directories: anything else is a one-line refusal naming the repair command."""
         fs, store = self.fs, self.store
         repair = f"run `perfsuite session repair {self.root}`"
         if fs.exists(self.root) and not fs.isdir(self.root):
@@ -63,7 +63,7 @@ class Opening(SessionState):
 
     def _open(self, create: bool) -> None:
         store = self.store
-        store.check_format()  # a newer format is refused before anything is written (issue 21)
+        store.check_format()  # a newer format is refused before anything is written
         layout = self._layout(create)
         if layout == "format1":
             migrate_format1(self)

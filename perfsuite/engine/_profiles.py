@@ -1,4 +1,4 @@
-"""The two profiles side by side (E3): tell which one a directory holds, and repair it (issue 14).
+"""The two profiles side by side (E3): tell which one a directory holds, and repair it.
 
 Above both sessions (it imports the portable and the file-backed one), so neither imports the other's
 repair back.

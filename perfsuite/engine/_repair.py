@@ -1,4 +1,4 @@
-"""Explicit repair of what open refuses (issue 14): ``Session.repair`` / ``FileSession.repair`` and the
+"""Explicit repair of what open refuses: ``Session.repair`` / ``FileSession.repair`` and the
 ``perfsuite session repair PATH`` command (``_profiles.repair_session`` tells the profiles apart). Open
 never guesses past damage that may cost acknowledged state; repair does what a person asked for, says
 what it found and what is lost, and keeps every damaged file it moves under ``recovery/`` (nothing is
@@ -125,7 +125,7 @@ def repair_portable(root: str, *, generation: str | int | None, fs: FileSystem,
     aside = Aside(fs, root, lines)
     if not fs.isdir(root):
         raise SessionError(f"{root}: no portable session here")
-    store.check_format()  # never "repair" a session written by a newer perfsuite (issue 21)
+    store.check_format()  # never "repair" a session written by a newer perfsuite
     if _format2(store, fs):
         adopted2 = repair_log_session(root, generation=generation, fs=fs, owner_alive=owner_alive, aside=aside,
                                       lines=lines)
@@ -137,8 +137,8 @@ def repair_portable(root: str, *, generation: str | int | None, fs: FileSystem,
     if not fs.isdir(store.path(OBJECTS)):
         raise SessionError(f"{store.path(OBJECTS)}: missing or not a directory: every generation is gone, nothing "
                            "to repair from (restore the session from a backup)")
-    store.check_format()  # never "repair" a session written by a newer perfsuite (issue 21)
-    # the generation asked for is checked before anything is moved or written (issue 27: "-1" on an intact
+    store.check_format()  # never "repair" a session written by a newer perfsuite
+    # the generation asked for is checked before anything is moved or written ("-1" on an intact
     # session used to be answered "left as it was", exit 0)
     only = _resolve(store, generation) if generation is not None else None
     for name in (LEASE, HEAD):

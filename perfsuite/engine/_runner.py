@@ -1,4 +1,4 @@
-"""Where an accepted publication job runs and where deferred work is scheduled (issue 19, one scheduling
+"""Where an accepted publication job runs and where deferred work is scheduled (one scheduling
 core): the session's own scheduling code (gate, job acceptance, finish order, pump) is the same for
 both runners; only the passage of time differs.
 

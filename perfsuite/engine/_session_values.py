@@ -38,17 +38,17 @@ class SessionSettings:
     # gc.freeze() once the session is open: the loaded state (and everything the application holds by
     # then) leaves the cyclic collector, so later full collections do not traverse it (M10 mitigation)
     freeze_loaded: bool = False
-    # format 2 (issue 29): each session log is preallocated to this many bytes (real zeros); a record larger
+    # format 2: each session log is preallocated to this many bytes (real zeros); a record larger
     # than what is left rolls over into a log of max(capacity, 2 x needed). Tests and campaigns use small ones.
     log_capacity: int = 16 * 1024 * 1024
-    # group commit (issue 29): publications that become pending while the job's sync is in flight are
+    # group commit: publications that become pending while the job's sync is in flight are
     # written together when it returns and share the next fdatasync (each its own generation)
     group_commit: bool = True
 
 
 @dataclass(frozen=True, slots=True)
 class Activity:
-    """What a session has in hand right now (issue 19: read this, not the gate or the schedulers):
+    """What a session has in hand right now (read this, not the gate or the schedulers):
     an accepted job, a running or queued preparation, a publication in a driver, queued notifications,
     an observational change waiting for its debounced registry save (E5-E7)."""
 
@@ -69,7 +69,7 @@ class Activity:
 
 @dataclass(frozen=True, slots=True)
 class SchedulerStats:
-    """What a session's schedulers have done so far (issue 19: a read-only view, so a simulation counts
+    """What a session's schedulers have done so far (a read-only view, so a simulation counts
     debounced saves, checkpoint ticks and notification waits without reaching into the schedulers; E6/E7)."""
 
     debounce_fired: int  # debounced registry saves that ran
@@ -81,7 +81,7 @@ class SchedulerStats:
 
 @dataclass(frozen=True, slots=True)
 class FaultHooks:
-    """Documented fault hooks (issue 19): how a checker builds a deliberately broken engine without
+    """Documented fault hooks: how a checker builds a deliberately broken engine without
     patching its classes. Never set in production; ``Session.open(..., faults=...)``.
 
     ``acknowledge_after``: run a publication's acknowledgements right after this phase (e.g. "commit":
@@ -89,7 +89,7 @@ class FaultHooks:
     ``reorder_steps``: rewrite the order of a publication's steps (e.g. a file-backed sidecar replaced
     before its transcripts' barrier, E3/E7).
 
-    Open-path hooks (issue 14's seeded bugs) ride on the I/O layer, ``with_fault_hooks(fs, hooks)``, so
+    Open-path hooks (the corruption probes' seeded bugs) ride on the I/O layer, ``with_fault_hooks(fs, hooks)``, so
     recovery and every reopen on that layer consult them too:
     ``torn_lease_owned``: a torn LEASE (read as pid 0) counts as a live owner, so open refuses for good.
     ``recover_head``: replaces the proof of adoption when HEAD is lost or does not verify; called as
@@ -100,7 +100,7 @@ class FaultHooks:
     ``cut_at_first_bad_line``: a transcript's first undecodable line ends it, wherever it is (the rest is
     set aside as a torn tail) and no committed size is checked (E2).
 
-    Format 2's commit path (issue 29), consulted by the log store on the I/O layer they ride on:
+    Format 2's commit path, consulted by the log store on the I/O layer they ride on:
     ``head_before_base_sync``: a roll-over replaces HEAD before the new log's BASE is fdatasynced.
     ``fsyncgate_ignored``: a failed write or fdatasync does not poison the log: the retry appends to it
     and syncs it again (E1 forbids it).
@@ -110,7 +110,7 @@ class FaultHooks:
     ``skip_log_identity``: a log is accepted whatever session, number or salt its header names.
     ``readopt_as_new``: a roll-over whose HEAD replace landed but failed (its directory fsync) is taken as
     not landed, and the session goes on appending to the log it left, which HEAD may no longer name
-    (issue 27 defect 2's shape, planted back: format 1 retried a failed adoption as a new generation and
+    (the wedged-adoption defect's shape, planted back: format 1 retried a failed adoption as a new generation and
     could delete the manifest HEAD named on disk).
     ``forget_unreplayed_refs``: retirement knows only the BASE references of the logs the store replayed
     (after a reopen: HEAD's log's) and takes every other retained log to reference none, so it deletes a log
@@ -136,16 +136,16 @@ class FaultHooks:
     and epoch (format 2: before a record is written and after its fdatasync), so a writer whose lease
     another owner broke can still write and acknowledge (E3 fencing).
 
-    Session hooks (issue 27's seeded bugs; ``Session.open(..., faults=...)``):
+    Session hooks (the crash campaigns' seeded bugs; ``Session.open(..., faults=...)``):
     ``steal_pid_lock``: before the file-backed commit point, a ``session.pid`` that no longer names this
     owner is written again with its own token instead of fencing it (E3 file-backed fencing).
     ``drop_consumed``: delivered (consumed) mail is left out of every later sidecar at once instead of
     staying in the ledger until the receiving transcript commits its receipt (E7 at-least-once).
     ``ack_blocked_checkpoint``: ``request_checkpoint(ack=...)`` while a pending publication holds automatic
-    checkpoints back acknowledges ``None`` at once (issue 27 defect 1, planted back).
+    checkpoints back acknowledges ``None`` at once (the early-acknowledgement defect, planted back).
     ``abandon_in_memory``: abandon rolls back in memory only: the session log (format 2: no roll-over past
     the abandoned record) or the file-backed sidecar and transcripts keep what the abandoned publication
-    wrote (issue 27 defect 3, planted back).
+    wrote (the abandon-kept-its-writes defect, planted back).
     ``ack_coalesced_running``: ``request_checkpoint(ack=...)`` while a checkpoint of that conversation is
     accepted and running coalesces into it: the request is acknowledged with the running checkpoint's
     result, although that checkpoint froze before the request's edit (E7: a request with an ``ack``
@@ -203,7 +203,7 @@ class _HookedFileSystem(DelegatingFileSystem):
 
 def with_fault_hooks(fs: FileSystem, hooks: FaultHooks) -> FileSystem:
     """``fs`` carrying ``hooks`` for the open path of every session and log opened on it (a checker's
-    broken engine, issue 19; never production)."""
+    broken engine; never production)."""
     return _HookedFileSystem(fs, hooks)
 
 
@@ -222,7 +222,7 @@ class PendingPublication:
     acks: list[Ack]
     recovered: bool = False  # found on disk after a crash rather than failed in this process (format 1)
     # Its record reached the log without being installed (the log is poisoned): an abandon rolls over so the
-    # abandoned generation is never adopted by a reopen (issue 27 defect 3).
+    # abandoned generation is never adopted by a reopen.
     written: bool = False
 
 

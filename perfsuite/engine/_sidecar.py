@@ -6,7 +6,7 @@ every other publication's sidecar, so a rollback can never be resurrected by a s
 elsewhere (E4, E5). Consumed mail stays in a per-conversation ledger and is merged back into every
 sidecar until the receiving transcript commits with its receipt (E7 at-least-once).
 
-Format 2 (issue 29) publishes the sidecar as a delta, O(change) in bytes and CPU: every mutator marks the
+Format 2 publishes the sidecar as a delta, O(change) in bytes and CPU: every mutator marks the
 keys it touches in a dirty journal (an agent, a conversation's mailbox, a control key, the mail counter);
 a publication captures the detached values of exactly those keys (plus the keys holding its own
 tentative records, and the mailboxes whose ledger it commits), never the whole document. A key is clean
@@ -93,7 +93,7 @@ class Sidecar:
         """The detached values (as :meth:`detach` computes them, for this owner) of the dirty keys, the keys
         holding the owner's tentative records, and the mailboxes whose ledger this publication commits:
         O(what changed), never the whole document. ``before``: owners of the publications committed ahead
-        of this one in the same group (issue 29): their tentative records are in its base, so visible."""
+        of this one in the same group (group commit): their tentative records are in its base, so visible."""
         owners = {owner, *before}
         keys = set(self.dirty)
         for key, holder in self.tentative.items():

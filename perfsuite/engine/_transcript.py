@@ -4,7 +4,7 @@ A conversation directory holds the main transcript, branch transcripts, view tra
 model-selection trace and a recovery event log, as JSON lines. ``append`` writes through to the page
 cache in O(size of message); ``write(sync=True)`` is the barrier; rewrites go through atomic replace;
 a torn trailing line is recovered on load without losing anything complete, and a damaged line in the
-middle is quarantined without losing anything after it (issue 14 case 4, :func:`scan_lines`). The
+middle is quarantined without losing anything after it (:func:`scan_lines`). The
 records themselves (messages, damage found, the line scan) are in ``_jsonl``.
 """
 
@@ -122,7 +122,7 @@ class TranscriptLog:
 
     def _load_file(self, entry: _JsonlFile, decode: Any, committed: int = 0) -> None:
         hooks = self.fs.fault_hooks
-        if hooks is not None and hooks.cut_at_first_bad_line:  # a seeded bug checks no committed size (issue 19)
+        if hooks is not None and hooks.cut_at_first_bad_line:  # a seeded bug checks no committed size
             committed = 0
         if not self.fs.exists(entry.path):
             if committed:
@@ -138,7 +138,7 @@ class TranscriptLog:
         if hooks is not None and hooks.cut_at_first_bad_line and bad:  # the first bad line ends the log
             records, _, _ = scan_lines(data[: bad[0][0]], decode)
             bad, tail = [], bad[0][0]
-        if hooks is not None and hooks.accept_partial_line and tail < len(data):  # a seeded bug (issue 27)
+        if hooks is not None and hooks.accept_partial_line and tail < len(data):  # a seeded bug (FaultHooks)
             records, bad, tail = _accept_partial_line(data, decode, records, bad, tail)
         if committed and tail + self._quarantined_bytes(entry.path) < committed:
             raise TranscriptError(f"{entry.path}: {tail}B of complete lines, but {committed}B were committed: "

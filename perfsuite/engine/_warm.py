@@ -61,7 +61,7 @@ class WarmLocal(SessionState):
                    admission: Admission | None = None) -> PublicationJob:
         """Accept a publication job from inside a preparation (its token proves it holds the gate).
         The gate stays held until the job's finish; without a running loop the job is drained inline.
-        While the running job absorbs the preparations queued behind it (group commit, issue 29), the
+        While the running job absorbs the preparations queued behind it (group commit), the
         publication joins its next round instead: its own generation, sharing the round's fdatasync."""
         if not self.gate.holds(token):
             raise DrainRefused("a job can only be accepted by the preparation that holds the gate")
@@ -106,7 +106,7 @@ class WarmLocal(SessionState):
             self._schedule_pump()  # the gate is free: queued preparations go next, from the loop
 
     def _absorb(self, job: PublicationJob) -> list[tuple[Any, list[Ack], Admission | None]]:
-        """Group commit (issue 29): run the preparations queued behind the job while it still holds the gate
+        """Group commit: run the preparations queued behind the job while it still holds the gate
         (each with its own token, as the pump would); those that accept a job join its next round. Stops at
         one whose admission is not released (the round waits for it). Nothing while a publication is
         pending (its retry or abandon comes first) or the session is closing."""
@@ -177,7 +177,7 @@ class WarmLocal(SessionState):
         batches under the gate, then freezes. One accepted checkpoint per conversation (E7): a request
         that coalesces into an accepted one returns False.
 
-        ``ack`` runs exactly once and means what a synchronous save means (issue 27 defect 1): ``None``
+        ``ack`` runs exactly once and means what a synchronous save means (E4: never acknowledged early): ``None``
         once the conversation as it stood at the request is durable (after this checkpoint's adoption, or
         at once when an earlier save already committed it); :class:`SaveFailed` when it was not published
         because a pending publication (an earlier failure) holds automatic checkpoints back, since they
@@ -211,7 +211,7 @@ class WarmLocal(SessionState):
                 return
             if (self.pending is not None or self.save_failed) and self.faults is not None \
                     and self.faults.ack_blocked_checkpoint:
-                AckSet(acks).resolve(None)  # a seeded bug (FaultHooks, issue 27): defect 1 planted back
+                AckSet(acks).resolve(None)  # a seeded bug (FaultHooks): the early acknowledgement planted back
                 return
             if self.pending is not None or self.save_failed:
                 blocked = self.pending.batch.id if self.pending is not None else "an earlier publication"

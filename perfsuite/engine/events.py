@@ -1,4 +1,4 @@
-"""The engine's events (issue 19, issue 30): what a session reports to its listeners, and how to listen.
+"""The engine's events: what a session reports to its listeners, and how to listen.
 
 A session emits frozen events to ``session.observers`` (an :class:`Observers`: ``subscribe`` returns the
 unsubscribe) and to the process-wide listeners (:func:`listen`): a publication submitted, each phase

@@ -1,4 +1,4 @@
-"""Stand-ins and injectors for tests, checkers and simulations (issue 30): production needs none of them.
+"""Stand-ins and injectors for tests, checkers and simulations: production needs none of them.
 
 - virtual time: :class:`VirtualClock` (timers fire on ``advance``) and :class:`VirtualRunner` (a job holds
   the gate for a modelled duration), how tests and the what-if simulator run the real schedulers;

@@ -1,4 +1,4 @@
-"""Issue 27: an acknowledgement means durable on every path (E4, E1 fsyncgate).
+"""An acknowledgement means durable on every path (E4, E1 fsyncgate).
 
 Each test reproduces one defect found by an independent pass and fails on the engine before the fix:
 1. ``request_checkpoint(ack=...)`` while a publication is pending acknowledged success at once;
@@ -7,7 +7,7 @@ Each test reproduces one defect found by an independent pass and fails on the en
 3. a file-backed abandon left the abandoned turn on disk;
 4. a full disk while a file-backed session recovers a torn tail advised ``session repair``.
 
-Format 2 (issue 29) moved the portable commit point from HEAD's replace to the log's fdatasync; HEAD is
+Format 2 (the session log) moved the portable commit point from HEAD's replace to the log's fdatasync; HEAD is
 replaced only at roll-over. The portable cases inject their faults there (the log's fdatasync on the
 steady path, HEAD's directory fsync during a roll-over); the behaviour asserted is the same.
 """

@@ -1,4 +1,4 @@
-"""Engine defects the issue 27 crash workloads found (each test fails on the engine before its fix):
+"""Engine defects the crash campaigns' blind-class workloads found (each test fails on the engine before its fix):
 
 1. A fenced file-backed writer (another opener took ``session.pid`` over, on a layer without ``flock``)
    wrote its turn into the transcripts in place before its commit-point check fenced it, so its
@@ -14,7 +14,7 @@
 5. Abandon removed a failed attempt's manifest and then its staging without a directory sync between.
 6. HEAD lost while a newer intact manifest still has its staging: open loaded the older generation.
 
-Format 2 (issue 29) has no staging directories or manifests: 1 and 4 (file-backed) stand as they were;
+Format 2 (the session log) has no staging directories or manifests: 1 and 4 (file-backed) stand as they were;
 2, 3, 5 and 6 are their format-2 analogues (the same hazard on the session log), each stated in its test.
 """
 

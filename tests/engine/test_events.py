@@ -1,4 +1,4 @@
-"""Engine events (issue 19): what a session reports to its listeners, and nothing built without one."""
+"""Engine events: what a session reports to its listeners, and nothing built without one."""
 
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def test_process_listeners_see_every_session_and_nothing_is_built_without_one(tm
 
 
 def test_reports_say_the_driver_and_the_loop_thread_time_without_a_listener(tmp_path: Path) -> None:
-    """What the suite reads instead of listening (issue 19: a listener makes every phase build events in
+    """What the suite reads instead of listening (a listener makes every phase build events in
     the measured window)."""
     clock = VirtualClock()
     session = Session.open(tmp_path / "s", create=True, clock=clock, settings=SessionSettings(offload="inline"),
@@ -122,7 +122,7 @@ class _Body(str):
 
 def test_an_unobserved_input_never_encodes_its_body(tmp_path: Path) -> None:
     """The input event's size is computed only for a listener: an unobserved mailbox append of a 4000-
-    character result allocated its encoding inside the acknowledgement (issue 19)."""
+    character result allocated its encoding inside the acknowledgement (M3)."""
     session = Session.open(tmp_path / "s", create=True, clock=VirtualClock())
     _Body.encoded = 0
     session.append_mail("root", _Body("x" * 4000))

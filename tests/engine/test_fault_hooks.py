@@ -1,5 +1,5 @@
-"""Open-path fault hooks on the I/O layer (issue 19): how the crash checker's open-path seeded bugs (issue
-14) build a broken engine without patching a class. Production layers carry none."""
+"""Open-path fault hooks on the I/O layer: how the crash checker's open-path seeded bugs (those of the
+corruption probes) build a broken engine without patching a class. Production layers carry none."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def test_cut_at_first_bad_line_loses_what_the_engine_keeps(tmp_path) -> None:
 
 
 def test_torn_lease_owned_makes_a_torn_lease_unopenable(tmp_path) -> None:
-    """Issue 14 case 1: a torn LEASE names no owner and is broken; with the hook it is "owned by pid 0"."""
+    """A torn LEASE names no owner and is broken; with the hook it is "owned by pid 0"."""
     Session.open(tmp_path / "s", create=True).close()
     (tmp_path / "s" / "LEASE").write_bytes(b"")
     with pytest.raises(OwnerConflict, match="pid 0"):

@@ -1,4 +1,4 @@
-"""Issue 21: the persisted format carries a version; an old format is read (and migrated by the next
+"""The persisted format carries a version; an old format is read (and migrated by the next
 commit), a newer one is refused with one line before anything is written (E3, SPEC section 7)."""
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def test_a_format1_session_written_by_the_old_engine_opens_with_everything(tmp_p
         assert session.sidecar.control["goal"] == expected["control_goal"]
 
 
-# -- issue 29: format 2, migration from format 1 ------------------------------------------------------------
+# -- format 2, migration from format 1 ---------------------------------------------------------------------
 def test_a_format1_session_migrates_to_format2_on_open(tmp_path):
     """The verified format-1 generation becomes log 1's BASE, HEAD v2 names it, the format-1 manifests are
     moved aside (a format-1 engine facing a lost HEAD finds none to "recover"), and the chunks and staging
@@ -174,7 +174,7 @@ def _format1_engine(tmp_path) -> str | None:
 
 
 def test_a_format1_engine_refuses_a_format2_session_with_format_too_new(tmp_path):
-    """The committed format-1 code path reads HEAD["format"] and refuses, writing nothing (issue 21)."""
+    """The committed format-1 code path reads HEAD["format"] and refuses, writing nothing."""
     engine = _format1_engine(tmp_path)
     if engine is None:
         pytest.skip("needs the repository's git history (main's last format-1 commit)")

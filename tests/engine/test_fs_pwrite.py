@@ -1,4 +1,4 @@
-"""E1 (issue 29): the in-place write and data-sync primitives every layer implements: ``pwrite`` at an
+"""E1 (format 2's primitives): the in-place write and data-sync primitives every layer implements: ``pwrite`` at an
 offset and ``fdatasync``, a durability point like fsync. Observed through the recording, fault-injecting,
 in-memory and latency layers; no timing."""
 

@@ -1,4 +1,4 @@
-"""Issue 29 item 2: group commit in the asynchronous job. Publications that become pending while the job's
+"""Group commit in the asynchronous job. Publications that become pending while the job's
 fdatasync is in flight are written together when it returns, in one pwrite, and share the next
 fdatasync; each is its own generation, acknowledged once, in order. Counted by the recording layer; a
 blocking I/O layer (not a timer) holds the first sync until the others are queued, so nothing here

@@ -26,7 +26,7 @@ def make(tmp_path, fs=None, **settings) -> Session:
 
 
 def committed_mail(session: Session) -> list[str]:
-    sidecar = session.committed_sidecar()  # format 2: the committed document (issue 29)
+    sidecar = session.committed_sidecar()  # format 2: the committed document
     return [r["body"] for r in sidecar["mailboxes"].get("root", [])]
 
 
@@ -155,7 +155,7 @@ def test_async_failure_before_adoption_is_pending_and_never_acknowledged_twice(t
     session = make(tmp_path, fs=faulty)
 
     async def scenario() -> None:
-        faulty.add(Fault("fdatasync", path="*.log", error=errno.EIO))  # format 2's commit point (issue 29)
+        faulty.add(Fault("fdatasync", path="*.log", error=errno.EIO))  # format 2's commit point
         acks: list[BaseException | None] = []
         session.deliver_background("root", "doomed", sender="bg", ack=acks.append)
         await until(lambda: session.gate.job is None)
@@ -201,7 +201,7 @@ def test_checkpoint_after_save_failure_is_not_blindly_retried(tmp_path):
     faulty = FaultyFileSystem(OsFileSystem())
     session = make(tmp_path, fs=faulty)
     session.add_message("root", Message("user", "x", 1.0))
-    faulty.add(Fault("fdatasync", path="*.log", error=errno.EIO))  # format 2's commit point (issue 29)
+    faulty.add(Fault("fdatasync", path="*.log", error=errno.EIO))  # format 2's commit point
     with pytest.raises(SaveFailed):
         session.checkpoint()
     reports = len(session.reports)
@@ -261,7 +261,7 @@ def test_shutdown_order_agents_then_registry_then_root_then_lease(tmp_path, agen
 
 @pytest.mark.parametrize("observed", [False, True])
 def test_a_thread_offloaded_job_hands_its_blocking_steps_to_the_worker_at_once(tmp_path, observed):
-    """Issue 29: a hand-off to the worker and back costs more than a small publication's stage, hash,
+    """A hand-off to the worker and back costs more than a small publication's stage, hash,
     select, commit and adopt, so the thread offload runs them in one hand-off, each accepted on the worker;
     while someone observes the phases (events on the loop thread, in order), each step is its own. The
     same publication either way: its phases, its one pwrite and fdatasync, its acknowledgement."""

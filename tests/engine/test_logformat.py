@@ -1,4 +1,4 @@
-"""Issue 29, format 2: the session log's framing and the torn-tail-versus-damage table (design 6.4), row by
+"""Format 2: the session log's framing and the torn-tail-versus-damage table (design 6.4), row by
 row on hand-made logs, then as properties (hypothesis): a crash's tear of the last write is always a
 clean or torn tail and never loses a complete record; a single flipped byte anywhere is always damage."""
 

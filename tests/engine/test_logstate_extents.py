@@ -1,4 +1,4 @@
-"""The extent walk of format 2's state (issue 29, O(change) CPU): ``extents_between`` and ``cut`` reuse whole
+"""The extent walk of format 2's state (O(change) CPU): ``extents_between`` and ``cut`` reuse whole
 extents instead of rebuilding them, and must say exactly what the straightforward walk says, for any
 artifact (zero-length extents, pieces of many extents), any range and any chunking; and a checkpoint of a
 tail chunk fed by many small records builds no new extent objects for the extents it keeps."""

@@ -88,7 +88,7 @@ def test_consumed_mail_is_merged_back_until_the_receiving_transcript_commits(tmp
 
 
 def _committed_mail(session: Session) -> dict[str, list[str]]:
-    sidecar = session.committed_sidecar()  # format 2: the committed document (issue 29)
+    sidecar = session.committed_sidecar()  # format 2: the committed document
     return {conv: [r["id"] for r in box] for conv, box in sidecar["mailboxes"].items()}
 
 
@@ -134,7 +134,7 @@ def test_committed_removal_never_outruns_its_transcript_text(tmp_path):
     assert checked > 50
 
 
-# -- issue 27: delivered mail is never dropped from a later sidecar -------------------------------------------
+# -- E7 at-least-once: delivered mail is never dropped from a later sidecar ----------------------------------
 def _between(session: Session, kind: str) -> None:
     """One publication of ``kind`` that does not commit the receiving (root) transcript."""
     if kind == "mail":

@@ -1,4 +1,4 @@
-"""Issue 14, engine half: durability holes found by corruption probes, kept as regression tests (E2, E3).
+"""The engine's durability holes the corruption probes found, kept as regression tests (E2, E3).
 
 1. A torn LEASE (a crash inside lease acquisition) never blocks open: no live owner, a new epoch above
    every epoch HEAD and the manifests record.
@@ -153,7 +153,7 @@ def _rolled_over(tmp_path) -> tuple[str, list[Message]]:
 
 
 def test_a_head_naming_an_older_log_never_costs_a_newer_adopted_one(tmp_path):
-    """Issue 14 case 2 in format 2: HEAD rolled back to an older log while a newer log holds appended (so
+    """Hole 2 (above) in format 2: HEAD rolled back to an older log while a newer log holds appended (so
     adopted) generations: open refuses in one line, and nothing deletes the newer log."""
     from perfsuite.engine._logadoption import survey
     from perfsuite.engine._logstore import LogStore
@@ -434,7 +434,7 @@ def test_pid_zero_and_negative_pids_name_no_process():
 
 
 def test_a_lease_rewritten_in_place_by_another_owner_fences_the_next_publication(tmp_path):
-    """Issue 29: the lease is read before every write and acknowledgement, and the reader remembers the last
+    """E3 fencing: the lease is read before every write and acknowledgement, and the reader remembers the last
     bytes it parsed. A successor that rewrites LEASE in place with a same-sized record (another host, no
     flock between them) must still fence this owner: nothing more acknowledged, nothing written."""
     path, _ = portable(tmp_path)

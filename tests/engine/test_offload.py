@@ -1,7 +1,7 @@
-"""E4 process offload (issue 17 item 2): the worker is warmed with the real stage/hash path before any
+"""E4 process offload: the worker is warmed with the real stage/hash path before any
 measured publication, and the publication's durable operations reach the caller's recording layer (E1), so
-bytes written per publication are measured with a worker process exactly as with a thread. Format 2 (issue
-29): the worker stages and hashes (pure work on materialised bytes); the pwrite and fdatasync of the open,
+bytes written per publication are measured with a worker process exactly as with a thread. Format 2:
+the worker stages and hashes (pure work on materialised bytes); the pwrite and fdatasync of the open,
 flock-ed log run on this process's publishing thread. Behaviour only, no timing."""
 
 from __future__ import annotations

@@ -187,7 +187,7 @@ def test_in_flight_requests_drive_checkpoints_in_virtual_time(tmp_path):
 
 
 def test_scheduler_stats_is_a_read_only_view_of_the_schedulers(tmp_path):
-    """Issue 19 item 3: what a simulation reads (debounced saves, checkpoint ticks) without reaching into the
+    """What a simulation reads (debounced saves, checkpoint ticks) without reaching into the
     schedulers; a copy, so later activity does not change a view already taken. ``stop_checkpoints`` ends the
     periodic ticks (E7)."""
     clock = VirtualClock()

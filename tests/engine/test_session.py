@@ -46,7 +46,7 @@ def log_of(tmp_path) -> str:
 
 
 def test_a_checkpoint_is_one_pwrite_and_one_fdatasync_of_the_log(tmp_path):
-    """Issue 29 (format 2): the steady path of a publication is one pwrite of its record at the log's tail
+    """Format 2: the steady path of a publication is one pwrite of its record at the log's tail
     and ONE fdatasync (the commit point): no rename, no directory fsync, no new name."""
     fs = RecordingFileSystem(OsFileSystem())
     session = new_session(tmp_path, fs)
@@ -108,7 +108,7 @@ def _stage_boom(*args, **kwargs):
     raise MemoryError("injected stage failure")
 
 
-FAILURES = {  # format 2 (issue 29): stage and hash are in memory, commit is a pwrite, adopt an fdatasync
+FAILURES = {  # format 2: stage and hash are in memory, commit is a pwrite, adopt an fdatasync
     "stage": lambda mp: mp.setattr(pipeline, "stage_batch", _stage_boom) or [],
     "hash": lambda mp: mp.setattr(pipeline, "hash_staged", _hash_boom) or [],
     "commit": lambda mp: [Fault("pwrite", path="*.log", error=errno.ENOSPC, partial=10)],
@@ -247,7 +247,7 @@ def _corrupt_latest(tmp_path, what: str) -> str:
 def test_corruption_recovers_a_lost_head_and_refuses_a_damaged_generation_until_repaired(tmp_path, what):
     """A corrupt HEAD is recovered to the log proven adopted (nothing lost). A flipped byte in the last
     record is refused in one line naming the log and the repair command (falling back would silently drop
-    an acknowledged turn, issue 14); ``Session.repair`` then adopts the valid prefix, explicitly."""
+    an acknowledged turn, E3); ``Session.repair`` then adopts the valid prefix, explicitly."""
     session = new_session(tmp_path, turns=10)
     good_messages = session.buffers["root"].messages()
     session.add_message("root", turn(500))
@@ -351,7 +351,7 @@ def test_a_process_killed_before_the_commit_point_leaves_a_session_that_opens(tm
     """Format 2 stages nothing on disk (a failed publication stays pending in memory): a process killed
     between the pwrite and the fdatasync leaves the complete record in the page cache, which a reopen
     adopts (an unacknowledged generation may survive; an acknowledged one always does). Format 1 recovered
-    the staged bytes as a pending publication instead (issue 29 changes that, by design)."""
+    the staged bytes as a pending publication instead (format 2 changes that, by design)."""
     import signal
     import subprocess
     import sys

@@ -1,4 +1,4 @@
-"""Issue 29 item 3: the sidecar's changes are deltas, O(what changed). A mailbox's: a delivery appends its
+"""Format 2: the sidecar's changes are deltas, O(what changed). A mailbox's: a delivery appends its
 record (``madd``), a committed receipt or a discard removes ids (``mdel``); the whole mailbox is never
 rewritten per delivery, however many records are pending (found by scripts/acceptance/durability_points.py's stream:
 60 pending completions made each delivery write all of them, 130 KB a publication). The prompt index's:

@@ -247,7 +247,7 @@ def test_event_log_compacts_itself(tmp_path):
 
 @pytest.mark.parametrize("cut", ["newline", "half"])
 def test_a_partial_last_line_is_never_accepted_as_a_message(tmp_path, cut):
-    """Issue 27: a crash (or ENOSPC, then a crash) can leave the last line of a transcript without its
+    """E2: a crash (or ENOSPC, then a crash) can leave the last line of a transcript without its
     newline, and such a line may still decode. It is a torn tail all the same: loaded as a message, the
     file would keep no newline after it and the next append would merge into it, so the next turn
     (acknowledged by its barrier) would be lost to the line that swallowed it."""
