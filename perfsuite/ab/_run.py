@@ -428,8 +428,8 @@ def run_ab(
             document["looks"] = taken
             write_json_atomic(pairing, document)
     comparison = compare(output_dir)  # exactly what `perfsuite compare DIR` says later
-    _write_text(output_dir / "compare.md", compare_markdown(comparison))
-    _write_text(output_dir / "summary.md", compare_markdown(comparison, details=False))
+    _write_text(output_dir / "compare.md", compare_markdown(comparison, command="ab"))
+    _write_text(output_dir / "summary.md", compare_markdown(comparison, details=False, command="ab"))
     return AbResult(output_dir, pairing, base_rev, head_rev, comparison, time.monotonic() - started, seed,
                     tuple(r.name for r in recipes), recipes[0].samples,
                     tuple((e["recipe"], e["rounds"]) for e in entries), taken, code, envs or None)

@@ -128,11 +128,12 @@ def _md_table(changes: Sequence[MetricChange]) -> list[str]:
 
 
 def compare_markdown(comparison: Comparison, everything: bool = False, *, details: bool = True,
-                     explain: bool = False) -> str:
+                     explain: bool = False, command: str = "compare") -> str:
     """Markdown for a job summary (``details``: every metric in a collapsed table) or a PR comment (without);
-    ``explain`` adds each reason (:meth:`Comparison.explain`) under the table."""
+    ``explain`` adds each reason (:meth:`Comparison.explain`) under the table; ``command`` is the one the
+    heading names (``ab`` for its pairing: the comment says which command gated)."""
     c = comparison
-    lines = [f"### perfsuite compare: {md_text(compare_headline(c))}", ""]  # plain text holding names
+    lines = [f"### perfsuite {command}: {md_text(compare_headline(c))}", ""]  # plain text holding names
     for word, group in (("**regressed**", c.regressions), ("**inconclusive**", c.inconclusive),
                         ("improved", c.improvements)):
         for change in group:

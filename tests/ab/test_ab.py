@@ -1,4 +1,4 @@
-"""`perfsuite ab BASE [HEAD]` on a scratch copy of the project (issue 15 item 1): a planted deterministic cost
+"""`perfsuite ab BASE [HEAD]` on a scratch copy of the project (the CI gate, SPEC 8): a planted deterministic cost
 (an extra fsync per barrier) committed on top of the base fails the gate; each side imported its own engine;
 the output is a pair of documents plus a pairing that compare, report, evidence and the dashboard read."""
 
@@ -39,6 +39,10 @@ def test_a_planted_fsync_fails_the_gate_and_every_reader_reads_the_pair(scratch_
     assert ("  ci-tiny/barrier metrics.fsyncs: median 5 -> 10 per operation (+5, steady samples gate exactly on "
             "their median, tolerance 1): regressed") in proc.stdout.splitlines(), proc.stdout
     assert "costs-only gate" in first and "Traceback" not in proc.stderr
+    # the pull request's comment and the job summary name the command that gated, with the same verdict
+    for name in ("summary.md", "compare.md"):
+        head = (out / name).read_text().splitlines()[0]
+        assert head.startswith("### perfsuite ab: ") and "metrics.fsyncs +5" in head, head
     docs = _docs(out)
     assert docs["base"]["environment"]["git"] == {"commit": base_commit, "dirty": False}
     assert docs["head"]["environment"]["git"] == {"commit": planted, "dirty": False}
