@@ -34,10 +34,12 @@ test: $(VENV)/.test-installed
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/pylint --rcfile pyproject.toml perfsuite
-	@# every core (pytest-xdist), one test file per worker at a time: a file's module fixtures are built once
+	@# every core (pytest-xdist), tests split evenly and stolen by an idle worker (worksteal): a file is not one
+	@# worker's whole share (loadfile sent files by test count, so the few-test slow ones, tests/ab, came last
+	@# and ran alone); a module fixture is built again only on a worker that stole some of its file's tests
 	@# every extra is installed here, so a recipe that cannot run (tests/workloads/test_every_mode.py) fails
 	@# --durations: where the suite's time goes, printed by every run (the 8-minute budget on 2 quiet cores)
-	PERFSUITE_REQUIRE_EXTRAS=1 $(BIN)/python -m pytest -q -n auto --dist loadfile --durations=25
+	PERFSUITE_REQUIRE_EXTRAS=1 $(BIN)/python -m pytest -q -n auto --dist worksteal --durations=25
 	@# the reference site (docs/, mkdocs.yml): a broken link or anchor fails the build
 	$(BIN)/python -m mkdocs build --strict --quiet --site-dir $(VENV)/site
 	PERFSUITE_CACHE=$(VENV)/cache $(BIN)/perfsuite run idle-control --samples 2 --output-dir $(VENV)/smoke

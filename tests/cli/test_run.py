@@ -18,7 +18,7 @@ from perfsuite.harness import validate_results
 IDLE = 'operation = "perfsuite.workloads.basic:idle"'
 
 
-def _perfsuite(cwd: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def _perfsuite(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "perfsuite", *args],
         cwd=cwd,
@@ -189,7 +189,7 @@ def test_sigint_keeps_samples_and_resume_completes(tmp_path: Path) -> None:
         text=True,
     )
     path: Path | None = None
-    deadline = time.monotonic() + 120  # a bound on a hang, not a timing assertion
+    deadline = time.monotonic() + 300  # a bound on a hang, not a timing assertion
     try:
         while time.monotonic() < deadline:
             found = sorted(out.glob("slow-*[0-9].json")) if out.exists() else []
@@ -209,7 +209,7 @@ def test_sigint_keeps_samples_and_resume_completes(tmp_path: Path) -> None:
                 pytest.fail(f"no sample was held (exit {proc.poll()})")
             time.sleep(0.02)
         proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=60)
+        _, stderr = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -1,4 +1,4 @@
-"""Issue 14, the command line: nothing measured is lost, and every failure of `run` is one line.
+"""Nothing lost, the command line: nothing measured is lost, and every failure of `run` is one line.
 
 Case 6: ENOSPC while writing results keeps the samples and prints the ``--resume`` hint (exit 1); the
 disk is filled through the injected results writer (``main(argv, services=CliServices(writer=...))``), never
@@ -30,7 +30,7 @@ TINY = (f'samples = 3\nwarmup = 0\nisolation = "inline"\ncontrol_windows = 1\nse
         f'[modes.a]\n{IDLE}\nwindow_ms = 1\n')
 
 
-def _perfsuite(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def _perfsuite(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "perfsuite", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout, check=False)
 
@@ -46,7 +46,7 @@ def _in_process(monkeypatch: pytest.MonkeyPatch, cwd: Path, *args: str,
     return cli.main(list(args), services=services)
 
 
-def _wait_for(predicate: Callable[[], Any], what: str, deadline_s: float = 60.0) -> Any:
+def _wait_for(predicate: Callable[[], Any], what: str, deadline_s: float = 300.0) -> Any:
     """Poll until ``predicate()`` is truthy (a deadline against hangs, never a timing assertion)."""
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
@@ -149,7 +149,7 @@ def test_sigterm_keeps_samples_and_a_second_resume_is_refused_while_the_run_live
         assert second.returncode == 2 and len(_lines(second.stderr)) == 1, second.stderr
         assert f"being written by pid {proc.pid}" in second.stderr and "Traceback" not in second.stderr
         proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=60)
+        _, stderr = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -170,7 +170,7 @@ def test_two_concurrent_runs_of_one_recipe_keep_two_documents_each_with_its_own_
     procs = [subprocess.Popen([sys.executable, "-m", "perfsuite", "run", "tiny.toml", "--output-dir", "out"],
                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(2)]
-    outputs = [p.communicate(timeout=120) for p in procs]
+    outputs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs
     documents = sorted((tmp_path / "out").glob("tiny-*[0-9].json"))
     assert len(documents) == 2

@@ -50,17 +50,28 @@ def test_the_correct_engine_has_no_violation(pool, model, tmp_path):
     assert report.keep_dir == str(tmp_path) and os.listdir(tmp_path) == []
 
 
+#: the seeded bugs that only a crash of recovery itself exposes (the files recovery writes, unsynced): their hunt
+#: crashes each recovery (the campaign's default nested budget); every other bug breaks an invariant in a plain
+#: recovery of a crash state, so its hunt leaves recovery uncrashed (the nested states are most of a state's cost;
+#: a plain recovery's outcome is the same with or without them, so a bug caught without them is caught with them)
+CAUGHT_IN_RECOVERY_CRASHES = {"recovery-file-unsynced"}
+
+
 @pytest.mark.parametrize("bug", sorted(name for name, bug in SEEDED_BUGS.items() if bug.shows_in))
 @pytest.mark.parametrize("model", MODELS)
 def test_every_seeded_bug_is_caught(pool, bug, model, tmp_path):
     """In every workload it is expected to show in, under both models (each run stops at its first
     violating state: that is what "caught" needs)."""
     workloads = SEEDED_BUGS[bug].shows_in
+    nested = {} if bug in CAUGHT_IN_RECOVERY_CRASHES else {"recovery_states": 0}
     report = run_campaign(CrashConfig(workloads=workloads, models=(model,), max_states=400, seeded_bug=bug,
-                                      keep_dir=str(tmp_path), stop_after=1), executor=pool)
-    assert report.caught, f"{bug} not caught under {model}"
+                                      keep_dir=str(tmp_path), stop_after=1, **nested), executor=pool)
+    hint = "" if nested == {} else " (if only a crashed recovery shows it, name it in CAUGHT_IN_RECOVERY_CRASHES)"
+    assert report.caught, f"{bug} not caught under {model}{hint}"
     missed = [r.workload for r in report.results if not r.violations]
-    assert missed == [], f"{bug} not caught in {missed} under {model}"
+    assert missed == [], f"{bug} not caught in {missed} under {model}{hint}"
+    if bug in CAUGHT_IN_RECOVERY_CRASHES:
+        assert any(v.recovery.startswith("recovery crash") for v in report.violations)
     violation = report.violations[0]
     assert violation.kept and os.path.isfile(os.path.join(violation.kept, "violation.txt"))
 

@@ -1,4 +1,4 @@
-"""Issue 32 acceptance on a LocalCluster of 2 workers: a budgeted crash, corruption and kill campaign give
+"""Campaigns on a cluster, accepted on a LocalCluster of 2 workers: a budgeted crash, corruption and kill campaign give
 the same answer (byte for byte) as on ``--jobs 2``; a worker killed mid-campaign loses and double-counts
 nothing; a campaign whose client was killed resumes from its checkpoint to the same answer."""
 
@@ -123,7 +123,7 @@ def test_a_worker_killed_mid_campaign_loses_and_double_counts_nothing(dask, cras
     report = run_campaign(CRASH, runner=dask, on_progress=kill_once)
     assert killed
     assert answer("crash", report, CRASH) == crash_on_pool
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 300
     while dask.client.nthreads().__len__() < 2 and time.monotonic() < deadline:
         time.sleep(0.2)  # (the nanny brings the worker back for the next tests)
     assert killed[0] not in dask.worker_pids().values()
@@ -136,9 +136,17 @@ def test_a_pool_worker_killed_mid_campaign_loses_nothing(crash_on_pool) -> None:
 
     def kill_once(event: Progress) -> None:
         if not killed:
-            pid = sorted(runner._pool._processes)[0]  # type: ignore[attr-defined]
+            pool = runner._pool
+            pid = sorted(pool._processes)[0]  # type: ignore[attr-defined]
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
+            # the hand-over: go on once the executor has marked itself broken. Python 3.11's executor marks it
+            # without its submit lock, so a batch submitted while it does can land in a pending table already
+            # failed and cleared: a future nobody completes, and the campaign waited on it forever
+            deadline = time.monotonic() + 300
+            while not pool._broken and time.monotonic() < deadline:  # type: ignore[attr-defined]
+                time.sleep(0.01)
+            assert pool._broken, "the pool never noticed its killed worker"  # type: ignore[attr-defined]
 
     with runner:
         report = run_campaign(CRASH, runner=runner, on_progress=kill_once)
@@ -204,7 +212,7 @@ def remote_scheduler(tmp_path: Path) -> Iterator[str]:
                                 "--nworkers", "2", "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"],
                                cwd=tmp_path, **common)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 300  # bounds a failure only (a loaded machine starts Python slowly)
         address = None
         while address is None and time.monotonic() < deadline:
             try:

@@ -33,7 +33,7 @@ def make_spec(
         "fixture": str(fixture) if fixture else None,
         "work_root": str(work_root),
         "settle_ms": 20.0,
-        "ack_timeout_s": 5.0,
+        "ack_timeout_s": 120.0,  # bounds a failure only: a loaded machine may take seconds to acknowledge
         "sync_after_copy": False,
     }
     values.update(overrides)

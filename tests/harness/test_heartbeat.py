@@ -12,7 +12,8 @@ import pytest
 from hdrh.histogram import HdrHistogram
 
 import perfsuite.harness as harness
-from perfsuite.harness import GcRecorder, Heartbeat, SampleRecord, measure_sample, run_instrumented
+from perfsuite.harness import GcRecorder, Heartbeat, SampleRecord, measure_sample
+from perfsuite.harness._stalls import run_instrumented
 from tests.harness.conftest import make_spec
 
 MS = 1_000_000
@@ -90,8 +91,11 @@ def test_yielding_every_millisecond_gives_the_loop_back(tmp_path: Path) -> None:
     assert rec.ack_ms >= 60.0  # 60 busy-waits of at least 1 ms each
     assert rec.stalls is not None and rec.stalls.callbacks >= 61  # 61 task steps: the loop ran between slices
     busy = sample_busy(tmp_path)
-    assert busy.stalls is not None and busy.stalls.top[0].name.endswith("_Busy.submit")
-    assert busy.stalls.top[0].duration_ns >= 60 * MS  # the same work without yielding: one callback holds it
+    assert busy.stalls is not None
+    # the same work without yielding: one callback holds it (looked up by name: on a loaded machine a preempted
+    # callback of the harness may read longer still)
+    held = [entry for entry in busy.stalls.top if entry.name.endswith("_Busy.submit")]
+    assert held and held[0].duration_ns >= 60 * MS, busy.stalls.top
     assert rec.submission_ms < rec.ack_ms and busy.submission_ms >= 60.0
 
 

@@ -19,12 +19,12 @@ from perfsuite.harness import (
     Heartbeat,
     InstrumentedLoop,
     SampleRecord,
+    StallEntry,
     StallMonitor,
     measure_sample,
-    run_instrumented,
     sample_metrics,
 )
-from perfsuite.harness._stalls import callback_name, stall_monitor_of
+from perfsuite.harness._stalls import callback_name, run_instrumented, stall_monitor_of
 from tests.harness.conftest import make_spec
 
 BASIC = "perfsuite.workloads.basic"
@@ -44,8 +44,18 @@ def _measure(spec: Any, factory: Callable[..., Any] | None = None, monitor: Stal
     return run_instrumented(main(), monitor)
 
 
+def _named(rec: SampleRecord, name: str) -> StallEntry:
+    """The longest timed callback called ``name`` among the sample's top ones. Not necessarily the first: on a
+    loaded machine any callback the scheduler preempts (the heartbeat's tick, the harness's) can read longer
+    than a planted millisecond hold, so only the planted callback's name and lower bound are asserted."""
+    assert rec.stalls is not None
+    named = [entry for entry in rec.stalls.top if entry.name == name]
+    assert named, [entry.name for entry in rec.stalls.top]
+    return named[0]
+
+
 def test_a_block_shorter_than_the_period_is_seen_whole(tmp_path: Path) -> None:
-    """Issue 17 item 1: a 3 ms busy-wait on the loop thread reads at least 3 ms as the longest callback,
+    """M9: a 3 ms busy-wait on the loop thread reads at least 3 ms as the longest callback,
     named after the operation's own callback. The lower bound cannot flake: the busy-wait spins on
     ``time.perf_counter_ns`` until 3 ms have passed, and the monitor reads the same clock before and
     after the callback, so its reading contains the whole spin however the machine schedules us."""
@@ -54,11 +64,11 @@ def test_a_block_shorter_than_the_period_is_seen_whole(tmp_path: Path) -> None:
     assert rec.stalls is not None
     assert rec.stalls.longest_ms >= 3.0
     assert rec.stalls.busy_ms >= rec.stalls.longest_ms
-    assert rec.stalls.top[0].name == "perfsuite.workloads.basic._Busy._run"
+    assert _named(rec, "perfsuite.workloads.basic._Busy._run").duration_ns >= 3 * MS
     assert rec.stalls.top[0].duration_ns == rec.stalls.longest_ns
     doc = rec.to_dict()
     assert doc["stalls"]["longest_ms"] == rec.stalls.longest_ms
-    assert doc["stalls"]["top"][0]["name"] == "perfsuite.workloads.basic._Busy._run"
+    assert [entry["name"] for entry in doc["stalls"]["top"]] == [entry.name for entry in rec.stalls.top]
     flat = sample_metrics(doc)
     assert flat["stalls.longest_ms"] == rec.stalls.longest_ms and flat["stalls.callbacks"] >= 2
 
@@ -68,7 +78,7 @@ def test_a_synchronous_submit_is_named_after_the_operation(tmp_path: Path) -> No
     operation's ``submit``, not to the harness's sample coroutine."""
     rec = _measure(make_spec(f"{BASIC}:busy", {"ms": 2}, work_root=tmp_path))
     assert rec.stalls is not None and rec.stalls.longest_ms >= 2.0
-    assert rec.stalls.top[0].name == "perfsuite.workloads.basic._Busy.submit"
+    assert _named(rec, "perfsuite.workloads.basic._Busy.submit").duration_ns >= 2 * MS
     assert rec.submission_ms >= 2.0 and rec.ack_ms >= 2.0
 
 
@@ -87,7 +97,7 @@ class _FakeClock:
 @pytest.mark.parametrize("phase_ms", [0.0, 1.0, 2.5, 4.0, 4.9])
 @pytest.mark.parametrize("offset_ms", [0.0, 2.0, 4.5])
 def test_calibration_a_3_ms_block_reads_3_0_to_3_3_ms_at_any_phase(phase_ms: float, offset_ms: float) -> None:
-    """Calibration (issue 17 item 1): a 3 ms block reads 3.0-3.3 ms whatever its phase against the heartbeat.
+    """Calibration (M9): a 3 ms block reads 3.0-3.3 ms whatever its phase against the heartbeat.
 
     It cannot flake: the harness's loop times the callback through its clock seam, and here that clock is
     injected and advances 1 us per read; the block busy-waits 3 ms on the same clock. So the reading is the

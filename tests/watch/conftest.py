@@ -28,7 +28,7 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def perfsuite(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def perfsuite(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "perfsuite", *args], capture_output=True, text=True,
                           timeout=timeout, env=child_env(), cwd=cwd)
 

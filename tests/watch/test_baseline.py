@@ -1,4 +1,4 @@
-"""Issue 31 item 3: a watch run and a typing run go in the committed baseline. Every command that reads the
+"""M11/M12: a watch run and a typing run go in the committed baseline. Every command that reads the
 baseline directory must keep working with them there: report, bars, compare, history, the dashboard, and the
 results README's list of reference modes (the typing recipes' idle editor and planted step are references)."""
 
@@ -16,8 +16,9 @@ from tests.watch.conftest import PROGRAMS, ROOT, perfsuite
 def test_the_baseline_reads_with_a_watch_and_a_typing_result_in_it(tmp_path: Path) -> None:
     baseline = tmp_path / "baseline"
     shutil.copytree(ROOT / "results" / "baseline", baseline)
-    proc = perfsuite("watch", "--duration", "1.5", "--window", "0.3", "--output-dir", str(baseline), "--",
-                     sys.executable, str(PROGRAMS / "plant.py"), "--block-ms", "2")
+    # the program stops itself after 1.5 s of loop time: a watch --duration, from launch, could stop it still importing
+    proc = perfsuite("watch", "--window", "0.3", "--output-dir", str(baseline), "--",
+                     sys.executable, str(PROGRAMS / "plant.py"), "--block-ms", "2", "--duration", "1.5")
     assert proc.returncode == 0, proc.stderr
     typing = Recipe(name="typing-floor", modes=(
         ModeSpec("idle", "perfsuite.workloads.typing:typing", {"publish": "none", "keys": 3, "key_interval_ms": 30},

@@ -28,6 +28,12 @@ def _windows(doc: dict[str, Any], mode: str = "live") -> list[dict[str, Any]]:
     return doc["modes"][mode]["samples"]
 
 
+def _planted_ms(window: dict[str, Any], name: str) -> float:
+    """The longest of the window's top callbacks called ``name`` (0 when none is): looked up by name, not taken
+    first, since on a loaded machine a preempted callback of the agent's can read longer than the planted block."""
+    return max((entry["ms"] for entry in window["stalls"]["top"] if entry["name"] == name), default=0.0)
+
+
 def test_a_planted_block_reads_at_least_its_length_in_every_window_named(tmp_path: Path) -> None:
     # the program stops itself after 2 s of loop time: as many windows however long a loaded machine takes to start
     proc, doc = watch(tmp_path, [PLANT, "--block-ms", "20", "--every-ms", "100", "--duration", "2"], *FAST)
@@ -41,7 +47,7 @@ def test_a_planted_block_reads_at_least_its_length_in_every_window_named(tmp_pat
     for w in windows:  # 0.3 s windows, a block every 100 ms: each whole window holds one whole
         assert w["submission_ms"] is None and w["ack_ms"] is None  # nothing submitted: not measured, never 0
         assert w["stalls"]["longest_ms"] >= 20.0
-        assert w["stalls"]["top"][0]["name"] == "Task.__wakeup of __main__.main"
+        assert _planted_ms(w, "Task.__wakeup of __main__.main") >= 20.0
         assert w["max_gap_ms"] >= 20.0
         assert w["lag_us"]["max"] >= 15_000  # gap minus the 5 ms period, CO-corrected histogram
     assert doc["modes"]["live"]["operation"] == LIVE_OPERATION
@@ -79,12 +85,16 @@ def test_each_loop_is_reported_by_its_thread(tmp_path: Path) -> None:
                                                                                ("live@worker", "worker")}
     worker = [w for w in _windows(doc, "live@worker") if w["labels"]["window"] == "whole"]
     assert worker and all(w["stalls"]["longest_ms"] >= 20.0 for w in worker)
-    assert all(w["stalls"]["top"][0]["name"] == "Task.__wakeup of __main__.worker_main" for w in worker)
+    assert all(_planted_ms(w, "Task.__wakeup of __main__.worker_main") >= 20.0 for w in worker)
     assert all(w["labels"]["thread"] == "worker" for w in worker)
     assert doc["control"]["samples"] == [] and doc["live"]["idle_control"] is None
 
 
-def _wait_for_windows(path: Path, count: int, proc: subprocess.Popen[str], timeout: float = 60) -> int:
+def _wait_for_windows(path: Path, count: int, proc: subprocess.Popen[str], *, control: bool = False,
+                      timeout: float = 300) -> int:
+    """The hand-over: ``count`` program windows on disk (and, with ``control``, one of the idle control's: both
+    children are past their start-up, where a SIGINT of the whole group would land in their imports). The
+    deadline only bounds a failure; a loaded machine takes as long as it takes."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
@@ -92,7 +102,7 @@ def _wait_for_windows(path: Path, count: int, proc: subprocess.Popen[str], timeo
             doc = json.loads(path.read_text())
         except (OSError, ValueError):
             doc = None
-        if doc and len(doc["modes"]["live"]["samples"]) >= count:
+        if doc and len(doc["modes"]["live"]["samples"]) >= count and (not control or doc["control"]["samples"]):
             return len(doc["modes"]["live"]["samples"])
         time.sleep(0.05)
     raise AssertionError("no windows written in time")
@@ -107,7 +117,7 @@ def test_sigint_mid_run_keeps_every_window_measured(tmp_path: Path) -> None:
                             stderr=subprocess.PIPE, text=True)
     seen = _wait_for_windows(out, 3, proc)
     proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=60)
+    stdout, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
     doc = json.loads(out.read_text())
@@ -124,9 +134,9 @@ def test_ctrl_c_in_a_terminal_reaches_both_and_keeps_every_window(tmp_path: Path
     proc = subprocess.Popen([sys.executable, "-m", "perfsuite", "watch", "--output", str(out), *FAST, "--",
                              sys.executable, PLANT, "--block-ms", "2"], env=child_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
-    seen = _wait_for_windows(out, 2, proc)
+    seen = _wait_for_windows(out, 2, proc, control=True)  # the group's SIGINT reaches the control too
     os.killpg(proc.pid, signal.SIGINT)
-    _stdout, stderr = proc.communicate(timeout=60)
+    _stdout, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
     doc = json.loads(out.read_text())
@@ -135,7 +145,7 @@ def test_ctrl_c_in_a_terminal_reaches_both_and_keeps_every_window(tmp_path: Path
 
 def test_a_program_without_an_event_loop_is_refused_in_one_line(tmp_path: Path, write_program: Any) -> None:
     program = write_program("sync.py", "print('no loop here')\n")
-    proc, doc = watch(tmp_path, [program], "--duration", "5")
+    proc, doc = watch(tmp_path, [program], "--duration", "300")  # it exits by itself; a bound on a hang only
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert "ran no asyncio event loop perfsuite could instrument" in lines[-1] and "Traceback" not in proc.stderr
@@ -177,9 +187,11 @@ def test_a_failing_program_keeps_its_windows_and_its_status(tmp_path: Path, writ
 
 def test_python_m_perfsuite_watch_is_the_same_command(tmp_path: Path) -> None:
     out = tmp_path / "m.json"
-    proc = subprocess.run([sys.executable, "-m", "perfsuite.watch", "--duration", "1.5", "--window", "0.3",
-                           "--output", str(out), PLANT, "--block-ms", "1"], capture_output=True, text=True,
-                          timeout=120, env=child_env())
+    # the program stops itself after 1.5 s of its loop's time (a watch --duration counts from launch: on a loaded
+    # machine it could stop the program while it still imports); that --duration, after the program, is its own
+    proc = subprocess.run([sys.executable, "-m", "perfsuite.watch", "--window", "0.3", "--output", str(out),
+                           PLANT, "--block-ms", "1", "--duration", "1.5"], capture_output=True, text=True,
+                          timeout=300, env=child_env())
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(out.read_text())
     assert doc["live"]["program"] == portable_path(PLANT) and _windows(doc)  # no machine's absolute path
