@@ -1,4 +1,4 @@
-"""The arrows of SPEC section 1 for every pair of packages (issue 19 item 3).
+"""The arrows of SPEC section 1 for every pair of packages.
 
 Every import in ``perfsuite/`` counts (module level, ``if TYPE_CHECKING:``, ``try``, and imports deferred
 into functions): a package may import a package below it (the transitive closure of :data:`ARROWS`) and
@@ -144,7 +144,7 @@ def test_scripts_use_public_names_only() -> None:
     """``scripts/`` sits outside every package: it imports no package's private module (the ``base`` helpers,
     ``perfsuite._paths``, are the project's own)."""
     found = []
-    for path in sorted((ROOT / "scripts").rglob("*.py")):  # scripts/dev/ and scripts/acceptance/ (issue 30)
+    for path in sorted((ROOT / "scripts").rglob("*.py")):  # scripts/dev/ and scripts/acceptance/
         known = set(graph.modules())
         for imp in graph.imports_of(".".join(path.relative_to(ROOT).with_suffix("").parts), path, known):
             if any(part.startswith("_") for part in imp.target.split(".")[2:]):
@@ -152,16 +152,13 @@ def test_scripts_use_public_names_only() -> None:
     assert found == []
 
 
-#: tests that still reach into another package's private module, each with why (issue 19: named so the list
+#: tests that still reach into another package's private module, each with why (named so the list
 #: cannot grow unseen). A test under tests/<package>/ may use its own package's privates.
 TESTS_KNOWN = {
     "tests/ab/test_ab.py": "validates `perfsuite ab --format json` against the CLI's output schema (cli._formats)",
     "tests/crash/test_audit.py": "audits the engine's own I/O module file (perfsuite.engine._fs.__file__)",
     "tests/whatif/test_simulate.py": "checks the simulator runs the engine's own scheduler classes",
     "tests/profile/test_phases.py": "the phase breakdown's source labels (report._phases.SOURCE_*)",
-    "tests/report/conftest.py": "builds documents with the harness's summarize/verdict (ci-gate edits it)",
-    "tests/report/test_sweep_report.py": "the harness's verdict on hand-made samples",
-    "tests/report/test_store.py": "the harness's collect_environment (ci-gate edits it)",
     "tests/test_extras.py": "the harness's bootstrap constants, checked against scipy",
 }
 

@@ -1,6 +1,6 @@
-"""The engine installs on its own (issue 30 item 7): ``packaging/engine`` builds the wheel ``perfsuite-engine``
-from this checkout's ``perfsuite/engine/``, offline; installed without its index into a fresh venv that holds
-no third-party package, it opens a session, adds a message, checkpoints, closes, reopens and reads it back,
+"""The engine installs on its own (the engine imports nothing from the suite): ``packaging/engine`` builds the wheel
+``perfsuite-engine`` from this checkout's ``perfsuite/engine/``, offline; installed without its index into a fresh venv
+that holds no third-party package, it opens a session, adds a message, checkpoints, closes, reopens and reads it back,
 and that venv still lists nothing but pip and setuptools beside it (no numpy, rich, memray: SPEC section 1,
 the engine imports only the standard library)."""
 
@@ -66,7 +66,7 @@ def test_the_engine_wheel_installs_alone_and_keeps_a_session(tmp_path: Path) -> 
     assert "['hello from a bare venv']" in out
     assert f"engine: {env_dir}" in out  # the installed copy, not this checkout's
     assert "third-party modules: []" in out
-    assert "public modules: listen VirtualClock" in out  # events and testing ship in the wheel (issue 30)
+    assert "public modules: listen VirtualClock" in out  # events and testing ship in the wheel (public modules)
 
     listed = _run([python, "-m", "pip", "list", "--format=freeze"], cwd=run_dir, env=env).stdout.split()
     names = {line.split("==")[0].lower() for line in listed}

@@ -1,4 +1,4 @@
-"""Dependencies by need (issue 18 item 1): the core runs `perfsuite run` and its table; every command that
+"""Dependencies by need (a lean core install): the core runs `perfsuite run` and its table; every command that
 needs an extra says which one in one line (exit 2), never a traceback.
 
 A missing extra is simulated in a subprocess by a meta-path finder that refuses the extra's modules (a
@@ -184,7 +184,7 @@ except PerfsuiteError as exc:
 
 
 def test_the_core_allocation_pass_is_tracemalloc_and_results_are_checked_without_jsonschema(without_extras) -> None:
-    """issue 30: memray and jsonschema are extras; without them the M3 pass runs on tracemalloc (in a worker
+    """The core install: memray and jsonschema are extras; without them the M3 pass runs on tracemalloc (in a worker
     process), results are still validated, and asking for memray names the ``alloc`` extra."""
     proc = without_extras(code=_CORE_ALLOCATION)
     assert proc.returncode == 0, proc.stderr

@@ -1,4 +1,4 @@
-"""Issue 27: every count, size and duration perfsuite takes is bounded by one table (perfsuite/_limits.py),
+"""Bad input is one line: every count, size and duration perfsuite takes is bounded by one table (perfsuite/_limits.py),
 and the "Bad input and limits" table of docs/conventions.md says exactly what that table holds."""
 
 from __future__ import annotations

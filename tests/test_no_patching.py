@@ -1,4 +1,4 @@
-"""Issue 19: observation goes through published seams (engine events, the I/O layer, fault hooks),
+"""Observation goes through published seams (engine events, the I/O layer, fault hooks),
 never by patching a class. An AST scan of perfsuite outside the engine: nothing assigns attributes on
 an engine name (``Session.publish = ...``, ``setattr(Session, ...)``, ``_pipeline.x = ...``), no generic
 ``setattr`` helper patches arbitrary targets, and nothing writes a ``sitecustomize``."""
@@ -11,7 +11,7 @@ from pathlib import Path
 import perfsuite
 
 ROOT = Path(perfsuite.__file__).parent
-#: remaining patching, named so it cannot grow unseen: none (the open-path seeded bugs of issue 14 are
+#: remaining patching, named so it cannot grow unseen: none (the open-path seeded bugs are
 #: fault hooks on the I/O layer now, ``with_fault_hooks``)
 KNOWN: set[str] = set()
 #: not patching: binding a freshly imported submodule to its parent package is what the import system

@@ -1,6 +1,6 @@
-"""Issue 28 item 6, as a user outside this repository meets it (house rule 8): a scratch git repository of
-their own holds ``benchops.py`` (docs/own-code.md's "Declaring parameters" example, as written) at its root and a
-recipe in ``recipes/``; the real ``python -m perfsuite run`` finds the operation from the repository's
+"""U, operation modules found beside the recipe, as a user outside this repository meets it (house rule 8): a scratch
+git repository of their own holds ``benchops.py`` (docs/own-code.md's "Declaring parameters" example, as written) at its
+root and a recipe in ``recipes/``; the real ``python -m perfsuite run`` finds the operation from the repository's
 root, from a subdirectory and from a directory outside it (it used to work from the root only), in worker
 processes too; a misspelled parameter is one line with "did you mean", exit 2, nothing measured; a module
 found nowhere says where it was looked for."""

@@ -30,8 +30,8 @@ def test_engine_all_is_exactly_its_public_names(module: types.ModuleType) -> Non
 
 
 def test_the_engine_facade_is_the_session_api_alone() -> None:
-    """Issue 30: the events and the test doubles live in their own public modules, each name in one place;
-    the facade does not re-export them (that would not narrow it)."""
+    """SPEC section 1, public names: the events and the test doubles live in their own public modules, each name in one
+    place; the facade does not re-export them (that would not narrow it)."""
     facade = set(perfsuite.engine.__all__)
     assert facade.isdisjoint(perfsuite.engine.events.__all__)
     assert facade.isdisjoint(perfsuite.engine.testing.__all__)
@@ -61,7 +61,7 @@ def test_harness_knows_nothing_about_the_engine():
 
 
 def test_phases_are_declared_once_by_the_engine_and_the_report_stays_off_its_import() -> None:
-    """``PHASES`` has one home (issue 30): the report orders its breakdown by the engine's name, and imports it
+    """``PHASES`` has one home (E4's phases): the report orders its breakdown by the engine's name, and imports it
     only when it orders one, so ``import perfsuite.report`` (the CI gate, the pytest plugin) loads no engine."""
     declared = sorted(path.relative_to(ROOT).as_posix() for path in ROOT.rglob("*.py")
                       for node in ast.parse(path.read_text()).body
@@ -82,7 +82,7 @@ def _defined_here(module: types.ModuleType) -> set[str]:
 
 def test_the_run_modules_of_workloads_export_what_they_define():
     """``perfsuite.workloads.plan`` and ``.runs`` are public modules (the workloads facade is its modules): their
-    ``__all__`` names exist, and every class and function they define is in it (issue 30 item 5)."""
+    ``__all__`` names exist, and every class and function they define is in it (public names only)."""
     import perfsuite.workloads.plan
     import perfsuite.workloads.runs
 
@@ -96,7 +96,7 @@ def test_the_run_modules_of_workloads_export_what_they_define():
 
 def test_the_cli_exports_its_entry_points_and_no_mutable_hooks():
     """``perfsuite.cli`` exports the command line's entry points; what tests replace is injected through
-    ``main(argv, services=CliServices(...))``, a frozen value, never a module global (issue 30 item 5)."""
+    ``main(argv, services=CliServices(...))``, a frozen value, never a module global (tests inject, never patch)."""
     import dataclasses
     import inspect
 

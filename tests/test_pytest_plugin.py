@@ -1,4 +1,4 @@
-"""The pytest plugin (issue 18 item 4), run with pytester: behaviour only, never timing.
+"""The pytest plugin (SPEC section 5), run with pytester: behaviour only, never timing.
 
 The regression is planted in a cost (a metric the measured coroutine returns), which is deterministic;
 the session outcome for each gate status is checked with a stubbed comparison.
@@ -70,7 +70,7 @@ def test_the_readme_example_runs_and_writes_results(pytester: pytest.Pytester) -
         assert all("gc" in s and "max_gap_ms" in s for s in mode["samples"])  # M1, M2 per sample
     flush = next(d for d in docs if d["recipe"]["name"] == "test_flush")
     assert flush["modes"]["call"]["summary"]["metrics.bytes_written"]["median"] == 4096
-    # issue 28: a line ends [LOADED machine: ...] when the machine was loaded
+    # a loaded machine is said: a line ends [LOADED machine: ...] when the machine was loaded
     result.stdout.fnmatch_lines(["*perfsuite*", "test_checksum: median max gap *; *; out/test_checksum-*.json*"])
 
 
@@ -173,7 +173,8 @@ def test_bad_calls_are_errors(pytester: pytest.Pytester) -> None:
 @pytest.mark.parametrize("option", ["--perfsuite-samples=1000000000000", "--perfsuite-warmup=-1",
                                     "--perfsuite-samples=six"])
 def test_an_unbounded_or_bad_count_is_a_usage_error(pytester: pytest.Pytester, option: str) -> None:
-    """Issue 27: the counts are bounded by perfsuite._limits when pytest parses them, not when a test runs."""
+    """Bad input is one line: the counts are bounded by perfsuite._limits when pytest parses them, not when a test
+    runs."""
     pytester.makepyfile(test_perf="def test_nothing():\n    pass\n")
     result = pytester.runpytest(*PLUGIN, option)
     assert result.ret == pytest.ExitCode.USAGE_ERROR

@@ -1,4 +1,4 @@
-"""A wheel works on its own (issue 18 item 5): built from a copy of the sources, installed into a fresh
+"""A wheel works on its own (a lean install): built from a copy of the sources, installed into a fresh
 venv with its core dependencies only, it finds its built-in recipes and fixture specs, a user's own
 ``./recipes``, and runs the main job in a reduced form, from a directory that is not a checkout."""
 

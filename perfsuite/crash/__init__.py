@@ -4,7 +4,8 @@
 page-cache model (``atomic-rename`` or ``split-rename``), enumerates crash states, recovers each in worker
 processes with the engine's real open path (crashing recovery too), and checks the invariants.
 ``run_corrupt_campaign(CorruptConfig(...))`` damages every file and directory of each finished session
-workload instead, and checks that open, recovery and retirement lose nothing silently (issue 14).
+workload instead, and checks that open, recovery and retirement lose nothing silently (a damaged tree
+opens whole or is refused in one line).
 """
 
 from perfsuite.crash._document import campaign_document
@@ -44,7 +45,7 @@ from perfsuite.crash.workloads import (
     _takeover,  # noqa: F401  (importing it registers session-lease-fence, session-noflock-takeover)
     _torn_tail,  # noqa: F401  (importing it registers session-torn-tail)
 )
-from perfsuite.crash.workloads._bug_classes import NoFlock  # (importing it registers the issue 27 workloads)
+from perfsuite.crash.workloads._bug_classes import NoFlock  # (importing it registers the blind classes' workloads)
 from perfsuite.crash.workloads._driver import SessionDriver
 from perfsuite.crash.workloads._registry import WORKLOADS, Workload, record_workload, register_workload
 

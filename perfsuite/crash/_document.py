@@ -1,4 +1,4 @@
-"""A campaign's result document (``crashcheck --json OUT``, issue 32 item 2).
+"""A campaign's result document (``crashcheck --json OUT``: the same answer wherever it ran).
 
 Two parts: ``answer`` is what the campaign found, identical byte for byte wherever it ran (``--jobs 2``,
 a LocalCluster, a remote scheduler): states, cases and kills counted, every violation in batch order, kept

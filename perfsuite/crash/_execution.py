@@ -1,5 +1,5 @@
-"""How the campaigns' work reaches workers (issue 32): the runner a campaign uses, its progress events and
-the checkpoint of what it finished. The workloads, invariants and checks know nothing of this.
+"""How the campaigns' work reaches workers (a local pool or a Dask cluster): the runner a campaign uses,
+its progress events and the checkpoint of what it finished. The workloads, invariants and checks know nothing of this.
 
 Every campaign cuts its work into batches keyed 0, 1, 2... per unit (a workload under a model, a
 workload's damage cases, a profile's chain of kills), streams them with :func:`perfsuite.cluster.stream`

@@ -12,67 +12,66 @@ Several versions of the code under test, interleaved in one run (what ``perfsuit
 
     variants = [CodeVariant("base", Path("/tmp/wt-base"), ("mypkg",)), CodeVariant("head", Path("."), ("mypkg",))]
     pair = run_variants(recipe, variants, outputs={"base": Path("b.json"), "head": Path("h.json")}, seed=7)
+
+The facade keeps what a user's code (docs/own-code.md, docs/run.md) or another package calls, and the values
+those calls return or raise, so a caller can name what it holds; what only the harness uses stays in its
+private modules. Its names by concern (``__all__`` below is sorted; ``tests/harness/test_facade.py`` checks
+that the two agree):
+
+- the operation protocol: ``OperationContext``, ``Operation``, ``AckCallback``, ``Param``, ``accepts``,
+  ``param_value``, ``check_params``, ``declared_parameters``, ``did_you_mean``, ``resolve_operation``,
+  ``create_operation``, ``call_optional``;
+- recipes and their plan: ``Recipe``, ``ModeSpec``, ``load_recipe``, ``list_recipes``, ``recipe_dirs``,
+  ``check_parameters``, ``resolve_factories``, ``check_conditions``, ``plan_order``, ``PlanEntry``;
+- a run: ``run_recipe``, ``RunResult``, ``SampleEvent``, ``resume_run``, ``check_resumable``,
+  ``new_results_path``;
+- one sample on the instruments (M1, M2, M9): ``SampleSpec``, ``SampleRecord``, ``SampleFailed``,
+  ``measure_sample``, ``prepare_workdir``, ``Heartbeat``, ``GapWindow``, ``GcRecorder``, ``GcEvent``,
+  ``GcWindow``, ``apply_gc_policy``, ``InstrumentedLoop``, ``StallMonitor``, ``StallEntry``, ``StallWindow``,
+  ``stall_monitor_of``;
+- allocation (M3): ``allocation_tracker``, ``measure_allocation``, ``AllocationRecord``, ``memray_totals``;
+- instructions under Valgrind: ``find_valgrind``, ``Valgrind``, ``ValgrindUnavailable``, ``build_library``,
+  ``BuildFailed``, ``measure_instructions``, ``InstructionRecord``, ``instructions_section``,
+  ``instructions_unavailable``;
+- code variants measured interleaved (``perfsuite ab``): ``CodeVariant``, ``run_variants``, ``extend_variants``,
+  ``VariantsResult``, ``probe_variant``, ``imported_modules``, ``imports_packages``;
+- results documents (M8): ``ResultsWriter``, ``ResultsLock``, ``ResultsBusy``, ``SCHEMA_VERSION``,
+  ``SUMMARY_METHOD``, ``HOST_LABEL_ENV``, ``load_results``, ``validate_results``, ``summarize``,
+  ``summarize_samples``, ``sample_metrics``, ``verdict``, ``collect_environment``, ``describe_fixture``,
+  ``now_iso``, ``write_json_atomic``, ``write_exports``;
+- the machine and the code measured: ``probe_load``, ``machine_load``, ``MachineLoad``, ``LOAD_RULE``,
+  ``LOADED_EXCESS_MS``, ``BASELINE_DIR_NAME``, ``measured_repository``, ``check_commit``, ``CI_VARIABLES``;
+- untrusted files, read strictly: ``read_json``, ``read_text``, ``parse_json``, ``parse_toml``,
+  ``bounded_lines``.
 """
 
-from perfsuite.harness._alloc import (
-    ALLOCATION_TRACKERS,
-    AllocationRecord,
-    allocation_tracker,
-    measure_allocation,
-    memray_totals,
-)
+from perfsuite.harness._alloc import AllocationRecord, allocation_tracker, measure_allocation, memray_totals
 from perfsuite.harness._callgrind import (
     BuildFailed,
     Valgrind,
     ValgrindUnavailable,
     build_library,
-    callgrind_totals,
     find_valgrind,
     instructions_unavailable,
 )
-from perfsuite.harness._documents import (
-    bounded_lines,
-    open_regular,
-    parse_json,
-    parse_toml,
-    read_json,
-    read_text,
-    read_toml,
-)
+from perfsuite.harness._documents import bounded_lines, parse_json, parse_toml, read_json, read_text
 from perfsuite.harness._exports import write_exports
 from perfsuite.harness._gc import GcEvent, GcRecorder, GcWindow, apply_gc_policy
-from perfsuite.harness._heap import LiveHeap, build_heap, probe_full_collection
-from perfsuite.harness._heartbeat import GapWindow, Heartbeat, LagPercentiles
+from perfsuite.harness._heartbeat import GapWindow, Heartbeat
 from perfsuite.harness._instructions import InstructionRecord, instructions_section, measure_instructions
 from perfsuite.harness._load_probe import probe_load
 from perfsuite.harness._lock import ResultsBusy, ResultsLock
-from perfsuite.harness._machine_load import (
-    BASELINE_DIR_NAME,
-    LOAD_RULE,
-    LOADED_EXCESS_MS,
-    MachineLoad,
-    machine_load,
-)
+from perfsuite.harness._machine_load import BASELINE_DIR_NAME, LOAD_RULE, LOADED_EXCESS_MS, MachineLoad, machine_load
 from perfsuite.harness._operation import (
     AckCallback,
     Operation,
     OperationContext,
     call_optional,
     create_operation,
-    import_roots,
     resolve_operation,
 )
-from perfsuite.harness._params import (
-    Param,
-    ReadRecorder,
-    accepts,
-    check_params,
-    declared_parameters,
-    did_you_mean,
-    param_value,
-    unread_keys,
-)
-from perfsuite.harness._plan import PlanEntry, SampleKind, check_parameters, resolve_factories
+from perfsuite.harness._params import Param, accepts, check_params, declared_parameters, did_you_mean, param_value
+from perfsuite.harness._plan import PlanEntry, check_parameters, resolve_factories
 from perfsuite.harness._provenance import CI_VARIABLES, check_commit, measured_repository
 from perfsuite.harness._recipe import ModeSpec, Recipe, list_recipes, load_recipe, recipe_dirs
 from perfsuite.harness._results import (
@@ -92,53 +91,27 @@ from perfsuite.harness._results import (
     write_json_atomic,
 )
 from perfsuite.harness._resume import check_resumable, resume_run
-from perfsuite.harness._runner import (
-    RunResult,
-    SampleEvent,
-    check_conditions,
-    new_results_path,
-    plan_order,
-    run_recipe,
-)
-from perfsuite.harness._sample import (
-    HEAP_SEED,
-    SampleFailed,
-    SampleRecord,
-    SampleSpec,
-    measure_sample,
-    prepare_workdir,
-)
-from perfsuite.harness._stalls import (
-    TOP_CALLBACKS,
-    InstrumentedLoop,
-    StallEntry,
-    StallMonitor,
-    StallWindow,
-    run_instrumented,
-    stall_monitor_of,
-)
+from perfsuite.harness._runner import RunResult, SampleEvent, check_conditions, new_results_path, plan_order, run_recipe
+from perfsuite.harness._sample import SampleFailed, SampleRecord, SampleSpec, measure_sample, prepare_workdir
+from perfsuite.harness._stalls import InstrumentedLoop, StallEntry, StallMonitor, StallWindow, stall_monitor_of
 from perfsuite.harness._variants import (
     CodeVariant,
     VariantsResult,
     extend_variants,
     imported_modules,
     imports_packages,
-    plan_variants,
     probe_variant,
     run_variants,
 )
 
 __all__ = [
-    "ALLOCATION_TRACKERS",
     "BASELINE_DIR_NAME",
     "CI_VARIABLES",
-    "HEAP_SEED",
     "HOST_LABEL_ENV",
     "LOADED_EXCESS_MS",
     "LOAD_RULE",
     "SCHEMA_VERSION",
     "SUMMARY_METHOD",
-    "TOP_CALLBACKS",
     "AckCallback",
     "AllocationRecord",
     "BuildFailed",
@@ -150,15 +123,12 @@ __all__ = [
     "Heartbeat",
     "InstructionRecord",
     "InstrumentedLoop",
-    "LagPercentiles",
-    "LiveHeap",
     "MachineLoad",
     "ModeSpec",
     "Operation",
     "OperationContext",
     "Param",
     "PlanEntry",
-    "ReadRecorder",
     "Recipe",
     "ResultsBusy",
     "ResultsLock",
@@ -166,7 +136,6 @@ __all__ = [
     "RunResult",
     "SampleEvent",
     "SampleFailed",
-    "SampleKind",
     "SampleRecord",
     "SampleSpec",
     "StallEntry",
@@ -179,10 +148,8 @@ __all__ = [
     "allocation_tracker",
     "apply_gc_policy",
     "bounded_lines",
-    "build_heap",
     "build_library",
     "call_optional",
-    "callgrind_totals",
     "check_commit",
     "check_conditions",
     "check_parameters",
@@ -195,7 +162,6 @@ __all__ = [
     "did_you_mean",
     "extend_variants",
     "find_valgrind",
-    "import_roots",
     "imported_modules",
     "imports_packages",
     "instructions_section",
@@ -211,31 +177,25 @@ __all__ = [
     "memray_totals",
     "new_results_path",
     "now_iso",
-    "open_regular",
     "param_value",
     "parse_json",
     "parse_toml",
     "plan_order",
-    "plan_variants",
     "prepare_workdir",
-    "probe_full_collection",
     "probe_load",
     "probe_variant",
     "read_json",
     "read_text",
-    "read_toml",
     "recipe_dirs",
     "resolve_factories",
     "resolve_operation",
     "resume_run",
-    "run_instrumented",
     "run_recipe",
     "run_variants",
     "sample_metrics",
     "stall_monitor_of",
     "summarize",
     "summarize_samples",
-    "unread_keys",
     "validate_results",
     "verdict",
     "write_exports",

@@ -365,7 +365,7 @@ def read_siblings(path: Path | str, *, known: Iterable[Result] = (), floors_only
     Used to find the fsync floor of the same run, where a broken neighbour must not block a report. A
     sibling among ``known`` (results the caller has read already) is taken from there, not read again: a
     report of N documents in one directory read the directory N times, O(N^2) schema checks. Siblings are
-    names found by listing, so each is read as :func:`perfsuite.harness.open_regular` allows with
+    names found by listing, so each is read as :func:`perfsuite.harness.read_json` reads it with
     ``follow=False`` (a committed ``x.json -> /dev/zero`` or a FIFO is left out, never read) and within
     ``LIMITS["document_bytes"]``; ``on_skip`` gets one line for each left out that way or for not loading.
     ``floors_only``: only fsync-floor documents are schema-checked and returned (what a report needs of

@@ -1,4 +1,4 @@
-"""Issue 22 through `perfsuite ab --instructions` (issue 15's gate): instructions are a cost with a 1% tolerance.
+"""Instructions through `perfsuite ab --instructions` (the CI gate): instructions are a cost with a 1% tolerance.
 
 A scratch copy of the project (see conftest); a tiny recipe with one instruction pass per mode and revision.
 Nothing here is timed: instruction counts under callgrind, and the gate's verdict on them (``--gate costs``,

@@ -1,4 +1,4 @@
-"""`perfsuite ab`'s sequential looks (issue 15, second pass): while a gating headline is inconclusive, the
+"""`perfsuite ab`'s sequential looks (the CI gate, SPEC 8): while a gating headline is inconclusive, the
 recipes concerned get more interleaved rounds, up to ``--looks``; a regression or a clear verdict stops.
 
 The end-to-end test plants a 100 ms sleep per barrier on HEAD: the acknowledgement is then several times

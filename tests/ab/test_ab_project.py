@@ -1,4 +1,4 @@
-"""The rules behind `perfsuite ab` on any repository (issue 28), without running a worker: the default code
+"""The rules behind `perfsuite ab` on any repository (U), without running a worker: the default code
 under test, the ``[tool.perfsuite]`` table, dependency specifications, installer failures in one line."""
 
 from __future__ import annotations

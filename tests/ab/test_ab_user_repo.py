@@ -1,4 +1,4 @@
-"""`perfsuite ab` on a user's own git repository outside perfsuite (issue 28 items 1 and 2).
+"""`perfsuite ab` on a user's own git repository outside perfsuite (U).
 
 The repository (:mod:`.userrepo`) holds a JSONL transcript store, its own operation and recipe; perfsuite runs
 as an installed tool from that repository. Plants are deterministic costs (an extra fsync, counted by the

@@ -1,4 +1,4 @@
-"""Issue 14 (house rule 4): bad input to EVERY command is one line on stderr and exit 2, never a traceback.
+"""House rule 4: bad input to EVERY command is one line on stderr and exit 2, never a traceback.
 
 The real ``python -m perfsuite`` runs a table of bad inputs across all commands: bad numbers (zero,
 negative, NaN, words), empty strings, missing files, a directory where a file is expected, a regular
@@ -25,7 +25,7 @@ from perfsuite.harness import ModeSpec, Recipe, run_recipe
 
 #: placeholders replaced per test directory
 FILE, DIR, EMPTY, GARBAGE, RESULT, MISSING = "@FILE", "@DIR", "@EMPTY", "@GARBAGE", "@RESULT", "@MISSING"
-#: the workspace root itself (files of the issue 27 cases: recipes, documents, traces, a session)
+#: the workspace root itself (files of the bounded-input cases: recipes, documents, traces, a session)
 WS = "@WS"
 #: a dashboard of the workspace's results
 SITE = ["dashboard", DIR, "-o", "site"]
@@ -81,7 +81,7 @@ CASES: list[tuple[str, list[str]]] = [
     ("crashcheck-corrupt-max-cases-0", ["crashcheck", "--corrupt", "--max-cases", "0"]),
     ("crashcheck-corrupt-and-kill", ["crashcheck", "--corrupt", "--kill", "3"]),
     ("crashcheck-corrupt-not-a-session", ["crashcheck", "--corrupt", "--workload", "transcript"]),
-    # session repair (issue 14)
+    # session repair
     ("session-no-action", ["session"]),
     ("session-repair-missing", ["session", "repair", MISSING]),
     ("session-repair-file", ["session", "repair", FILE]),
@@ -105,9 +105,9 @@ CASES: list[tuple[str, list[str]]] = [
     ("compare-garbage", ["compare", GARBAGE, RESULT]),
     ("compare-factor-nan", ["compare", RESULT, RESULT, "--factor", "nan"]),
     ("compare-alpha-negative", ["compare", RESULT, RESULT, "--alpha", "-1"]),
-    ("compare-pairing-missing", ["compare", DIR]),  # one argument: an A/B output directory (issue 15)
+    ("compare-pairing-missing", ["compare", DIR]),  # one argument: an A/B output directory (the pairing)
     ("compare-gate-bogus", ["compare", RESULT, RESULT, "--gate", "bogus"]),
-    # ab (issue 15): the cwd of these cases is not a git repository
+    # ab: the cwd of these cases is not a git repository
     ("ab-samples-0", ["ab", "HEAD", "--samples", "0"]),
     ("ab-seed-word", ["ab", "HEAD", "--seed", "x"]),
     ("ab-empty-base", ["ab", ""]),
@@ -116,7 +116,7 @@ CASES: list[tuple[str, list[str]]] = [
     ("ab-output-dir-file", ["ab", "HEAD", "--output-dir", FILE]),
     ("ab-not-a-repository", ["ab", "HEAD", "-r", "idle-control"]),
     ("ab-env-bogus", ["ab", "HEAD", "--env", "bogus"]),
-    # bisect and init (issue 28): the same cwd, no repository and no package
+    # bisect and init (U): the same cwd, no repository and no package
     ("bisect-not-a-repository", ["bisect", "HEAD~1", "HEAD", "-r", "idle-control"]),
     ("bisect-empty-good", ["bisect", "", "HEAD"]),
     ("bisect-samples-0", ["bisect", "HEAD~1", "HEAD", "--samples", "0"]),
@@ -144,7 +144,7 @@ CASES: list[tuple[str, list[str]]] = [
     ("history-no-source-no-store", ["history"]),
     ("history-machine-unknown", ["history", DIR, "--machine", "no-such-box"]),
     ("compare-store-missing", ["compare", "previous", "latest", "--store", MISSING]),
-    # store (issue 16): the results store and the results branch
+    # store: the results store and the results branch
     ("store-no-action", ["store"]),
     ("store-ingest-nothing", ["store", "ingest"]),
     ("store-ingest-missing", ["store", "ingest", MISSING, "--store", "s.sqlite3"]),
@@ -192,7 +192,7 @@ CASES: list[tuple[str, list[str]]] = [
     ("profile-output-dir-file", ["profile", "idle-control", "--profiler", "py-spy", "--output-dir", FILE]),
     ("profile-work-dir-file", ["profile", "idle-control", "--profiler", "py-spy", "--work-dir", FILE]),
     ("profile-empty-recipe", ["profile", "", "--profiler", "py-spy"]),
-    # run conditions and sweep (SPEC M10, issue 20)
+    # run conditions and sweep (SPEC M10)
     ("run-storage-unknown", ["run", "idle-control", "--storage", "floppy"]),
     ("run-storage-file-missing", ["run", "idle-control", "--storage-file", MISSING]),
     ("run-storage-file-dir", ["run", "idle-control", "--storage-file", DIR]),
@@ -211,7 +211,8 @@ CASES: list[tuple[str, list[str]]] = [
     ("sweep-report-garbage", ["sweep", "--report", GARBAGE]),
     ("sweep-report-no-sweep", ["sweep", "--report", RESULT]),
     ("evidence-dir-without-sweep", ["evidence", EMPTY]),
-    # issue 27 / issue 28 item 6: nonsense that ran the default, answered "unexpected", or grew without bound
+    # unbounded or unchecked values (and operation parameters, U): nonsense that ran the default, answered "unexpected",
+    # or grew without bound
     ("run-mode-param-typo", ["run", f"{WS}/typo.toml"]),  # windw_ms = 5: ran the default window
     ("run-mode-param-ofload", ["run", f"{WS}/ofload.toml", "--session", f"{WS}/sess"]),  # ofload = "process"
     ("run-mode-param-wrong-type", ["run", f"{WS}/param-type.toml"]),
@@ -319,7 +320,7 @@ CASES: list[tuple[str, list[str]]] = [
 ]
 
 
-#: issue 27: what the one line of these cases names (the value, what is allowed): a validation message, never
+#: what the one line of the bounded-input cases names (the value, what is allowed): a validation message, never
 #: "unexpected ..." (no case of the table may print that: it is the last resort for bugs)
 NAMES: dict[str, tuple[str, ...]] = {
     "run-mode-param-typo": ("windw_ms", "did you mean window_ms?"),
@@ -466,7 +467,7 @@ def _recipe(root: Path, name: str, body: str, mode: str = 'operation = "perfsuit
 
 
 def _issue_27_files(root: Path) -> None:
-    """What the issue 27 cases read: recipes with one bad value each, documents, traces, a session."""
+    """What the bounded-input cases read: recipes with one bad value each, documents, traces, a session."""
     import json
 
     from perfsuite.engine import Message, Session

@@ -1,4 +1,4 @@
-"""One console for every command (issue 18 item 2): width, no wrapped cells, no cut numbers, no trailing
+"""One console for every command: width, no wrapped cells, no cut numbers, no trailing
 padding, NO_COLOR, -q and -v, and `run` printing one line per results document."""
 
 from __future__ import annotations

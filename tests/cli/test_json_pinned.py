@@ -1,5 +1,5 @@
-"""The ``--format json`` documents, byte for byte (issue 30 item 5): what `report`, `compare`, `ab`, `history`
-and `bars` print is pinned against the dicts the CLI used to build by hand beside the dataclasses (the
+"""The ``--format json`` documents, byte for byte (the values give their own JSON): what `report`, `compare`, `ab`,
+`history` and `bars` print is pinned against the dicts the CLI used to build by hand beside the dataclasses (the
 reference below, kept verbatim), on the committed baseline and on a hand-made history step."""
 
 from __future__ import annotations

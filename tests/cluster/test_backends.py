@@ -1,6 +1,6 @@
-"""Issue 32 on a LocalCluster of 2 workers: what-if grids give the same table as in-process; a sweep runs
-each setting whole on one worker, one setting per host at a time, and records where; the crossover script
-runs through the cluster path (a one-setting smoke configuration); a missing extra is one line."""
+"""Where campaigns, sweeps and what-if run, on a LocalCluster of 2 workers: what-if grids give the same table as
+in-process; a sweep runs each setting whole on one worker, one setting per host at a time, and records where; the
+crossover script runs through the cluster path (a one-setting smoke configuration); a missing extra is one line."""
 
 from __future__ import annotations
 

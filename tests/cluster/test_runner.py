@@ -1,5 +1,5 @@
-"""The execution layer (issue 32): the streaming loop delivers in key order whatever order tasks finish
-in, keeps memory bounded, re-runs lost tasks without double counting, stops where the fold says; the
+"""The execution layer (the same answer on every back end): the streaming loop delivers in key order whatever order
+tasks finish in, keeps memory bounded, re-runs lost tasks without double counting, stops where the fold says; the
 checkpoint file refuses what is not its campaign; the back ends give the same results."""
 
 from __future__ import annotations

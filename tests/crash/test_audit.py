@@ -1,5 +1,5 @@
-"""The audit-hook guard (issue 10 item 5): no file operation on a workload's directory bypasses the
-engine's I/O layer (E1).
+"""The audit-hook guard (E1: every durable byte through one interface): no file operation on a workload's directory
+bypasses the engine's I/O layer (E1).
 
 What it checks, exactly. A subprocess (so the hook, which cannot be removed, never leaks into this
 process) installs ``sys.addaudithook`` and runs every registered crash workload three ways: its setup (where
@@ -136,7 +136,7 @@ def test_no_file_operation_on_a_session_bypasses_the_io_layer():
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["self_test"] == 2, "the guard did not catch a deliberate bypass"
     assert {"session", "session-file", "session-async", "transcript"} <= set(result["workloads"])
-    # the hook really saw the workloads' file operations (format 2, issue 29, does far fewer: its steady
+    # the hook really saw the workloads' file operations (format 2, the session log, does far fewer: its steady
     # path is a pwrite and an fdatasync on an open log, which audit hooks do not see)
     assert result["checked"] > 400
     assert result["violations"] == [], "\n".join(f"{v['event']} {v['args']} from {v['caller']}"

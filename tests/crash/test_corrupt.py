@@ -1,4 +1,4 @@
-"""The corruption campaign (issue 14): a budget of it runs clean on the correct engine, each seeded bug of
+"""The corruption campaign (SPEC section 7): a budget of it runs clean on the correct engine, each seeded bug of
 the open path is caught, the damage kinds do what they say, the crash checker judges ownership with the
 engine's real check, and ``perfsuite session repair`` repairs what open refuses."""
 
@@ -53,7 +53,7 @@ CAUGHT_BY = {  # (workload, damaged path, the invariant that catches the old cod
     "lease-pid-zero": ("session", "sess/LEASE", "O"),
     "head-lost-fallback": ("session", "sess/HEAD", "G"),
     "mid-transcript-cut": ("session-file", "sess/conversations/root/conversation.jsonl", "A"),
-    # issue 29, format 2's session log (its damage kinds: a flipped last record, mid-log damage, a foreign log)
+    # format 2's session log (its damage kinds: a flipped last record, mid-log damage, a foreign log)
     "mid-log-damage-as-torn": ("session", "sess/log/*.log", "A"),
     "stale-salt-log-accepted": ("session", "sess/log/*.log", "A"),
 }
@@ -87,8 +87,8 @@ def test_the_session_workloads_are_the_standard_session_ones():
 
 
 def test_damaged_quarantine_files_never_block_open(pool, tmp_path):
-    """Issue 27: a session whose open quarantined a damaged line keeps it under recovery/; damage to that
-    file (a dangling link, say) costs nothing committed and must not make open refuse (invariant O)."""
+    """E2, what recovery sets aside: a session whose open quarantined a damaged line keeps it under recovery/; damage to
+    that file (a dangling link, say) costs nothing committed and must not make open refuse (invariant O)."""
     report = run_corrupt_campaign(CorruptConfig(workloads=("session-file-damaged",),
                                                 targets=("sess/conversations/root/recovery/*",),
                                                 keep_dir=str(tmp_path)), executor=pool)
@@ -127,7 +127,7 @@ def test_each_damage_kind_does_what_it_says(tmp_path, kind):
 
 @pytest.mark.parametrize("kind", LOG_KINDS)
 def test_each_session_log_damage_kind_does_what_it_says(tmp_path, kind):
-    """Issue 29: a flipped byte inside the last record, a flipped byte inside an earlier record (valid
+    """Format 2's session log: a flipped byte inside the last record, a flipped byte inside an earlier record (valid
     records after it), another session's log: each is refused by open (never taken for a torn tail)."""
     from perfsuite.crash.invariants._logcheck import log_header, records
 
@@ -159,7 +159,7 @@ def test_each_session_log_damage_kind_does_what_it_says(tmp_path, kind):
 
 
 def test_the_crash_checker_judges_a_torn_lease_with_the_real_ownership_check(tmp_path):
-    """Issue 14 case 1: the checker used to stub the liveness probe to "dead", which hid a torn LEASE
+    """A torn lock names no owner: the checker used to stub the liveness probe to "dead", which hid a torn LEASE
     read as pid 0 (alive for os.kill). Its recovery now runs the engine's real check."""
     setup_portable(str(tmp_path))
     (tmp_path / "sess" / "LEASE").write_bytes(b"")  # what a crash between create and write leaves

@@ -1,4 +1,4 @@
-"""Engine bugs the crash checker found (issue 10), kept as regression tests now that they are fixed.
+"""Engine bugs the crash checker found (SPEC section 7), kept as regression tests now that they are fixed.
 
 A. A crash after the first publication created its manifest but before HEAD existed (an empty or torn
    manifest, no HEAD) makes the session unopenable: ``GenerationStore.open_newest_intact`` treats the
@@ -19,7 +19,7 @@ E. Stale staging: the engine removes an adopted batch's staging directory withou
    recorded ``base`` against HEAD. Its transcript bytes are *older* than the committed ones, and
    ``retry_pending`` publishes them: acknowledged turns and mail receipts are lost.
 
-Format 2 (issue 29) replaced the manifests, HEAD per publication and staging: the tests below are the
+Format 2 (the session log) replaced the manifests, HEAD per publication and staging: the tests below are the
 same windows in the new layout (the first publication cut before its commit point; a creation cut
 before HEAD; a crash between directory creations; a retired log resurrected by a crash, the analogue of
 E: retirement deletes whole logs without a directory fsync).

@@ -1,4 +1,5 @@
-"""The crash campaigns' execution layer (issue 32) on its own: what a worker does with the client's choices."""
+"""The crash campaigns' execution layer (local pool or cluster) on its own: what a worker does with the client's
+choices."""
 
 from __future__ import annotations
 

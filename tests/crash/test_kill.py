@@ -1,4 +1,4 @@
-"""The kill campaign (issue 10 item 4), CI-sized: 20 SIGKILLs (10 per session profile) of a child running
+"""The kill campaign (SPEC section 7), CI-sized: 20 SIGKILLs (10 per session profile) of a child running
 the mixed session workload on the real file system; recovery after each must keep every acknowledged
 mutation. The acceptance run is ``perfsuite crashcheck --kill 200``."""
 
@@ -46,9 +46,9 @@ def test_cli_kill_campaign(tmp_path, capsys):
 
 @pytest.mark.parametrize("bug", sorted(name for name, bug in SEEDED_BUGS.items() if bug.kill))
 def test_the_kill_campaign_catches_its_seeded_bugs(tmp_path, bug):
-    """Issue 27: delivered mail dropped from later sidecars, and a partial last line accepted as a message,
-    are caught by real SIGKILLs too (the second through a torn kill: the child tears a transcript write,
-    all but its newline, and dies; recovery must set the line aside, not load it)."""
+    """Blind classes the kill campaign catches too: delivered mail dropped from later sidecars, and a partial last line
+    accepted as a message, are caught by real SIGKILLs too (the second through a torn kill: the child tears a transcript
+    write, all but its newline, and dies; recovery must set the line aside, not load it)."""
     report = run_kill_campaign(KillConfig(kills=12, seed=3, directory=str(tmp_path), seeded_bug=bug))
     assert report.caught, f"{bug} not caught by 12 kills"
     assert report.torn >= 1

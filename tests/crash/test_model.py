@@ -142,7 +142,7 @@ def test_paths_outside_the_root_are_refused():
         build_timeline([], ROOT, "no-such-model")
 
 
-# -- pwrite and fdatasync (issue 29: format 2's preallocated session log) -------------------------------------
+# -- pwrite and fdatasync (format 2's preallocated session log) ------------------------------------------------
 def _pwrite(seq: int, path: str, data: bytes, offset: int) -> FsOp:
     return FsOp(seq, "pwrite", f"{ROOT}/{path}", data=data, length=len(data), offset=offset)
 

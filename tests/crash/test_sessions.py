@@ -1,4 +1,4 @@
-"""Session crash workloads (issue 10): the oracle they record, recovery of a pending publication, the
+"""Session crash workloads (SPEC section 7): the oracle they record, recovery of a pending publication, the
 session invariants on hand-made trees and views, and a reduced campaign of every standard session
 workload under both models (the CI-sized version of ``perfsuite crashcheck``)."""
 
@@ -29,7 +29,7 @@ from perfsuite.crash.workloads._registry import standard_workloads
 from perfsuite.crash.workloads._sessions import recover_portable
 from perfsuite.engine import OsFileSystem
 
-# The issue 27 workloads (``workloads._bug_classes``): run in CI with a smaller budget of their own
+# The blind classes' workloads (``workloads._bug_classes``): run in CI with a smaller budget of their own
 ISSUE_27 = ("session-second-owner", "session-file-second-writer", "session-file-lost-lock", "session-einval",
             "session-file-einval", "session-adopt-eio", "session-file-abandon", "session-file-damaged")
 SESSION_WORKLOADS = tuple(w for w in standard_workloads() if w.startswith("session") and w not in ISSUE_27)
@@ -64,7 +64,7 @@ def test_the_session_oracle_records_what_each_acknowledgement_covers(session_tra
     assert {"mail to a1", "background completion 1", "r0 a1 checkpoint (job)", "settle a1", "goal"} <= labels
     for ack in acks:
         assert ack.scope == "sess" and ack.detail["seq"] >= 2  # generation 1 is the setup's
-        # format 2 (issue 29): HEAD and the logs holding the committed state's bytes
+        # format 2 (the session log): HEAD and the logs holding the committed state's bytes
         assert ack.detail["depends"][0] == "sess/HEAD" and ack.detail["depends"][1].startswith("sess/log/")
     # A callback acknowledgement is noted where the callback ran: right after its commit point (the log's
     # fdatasync, or a roll-over's HEAD directory fsync), before the call returned (sync) or the job finished.
@@ -83,7 +83,7 @@ def test_the_session_oracle_records_what_each_acknowledgement_covers(session_tra
 
 
 def test_a_crash_between_a_records_pwrite_and_its_fdatasync_loses_nothing_acknowledged(session_trace, tmp_path):
-    """Format 2 (issue 29): the record of an unacknowledged publication may be on disk whole, absent, or
+    """Format 2 (the session log): the record of an unacknowledged publication may be on disk whole, absent, or
     torn; recovery adopts it, ignores it, or drops the torn tail (re-zeroed, reported), never refusing."""
     tl = build_timeline(session_trace.ops, session_trace.root, "atomic-rename", initial=session_trace.initial)
     ops = session_trace.ops
@@ -197,8 +197,8 @@ def test_a_reduced_session_campaign_has_no_violation(pool, model, tmp_path):
 @pytest.mark.parametrize("model", MODELS)
 def test_the_issue_27_workloads_have_no_violation_on_the_real_engine(pool, model, tmp_path):
     """A second writer, EINVAL on directory fsync, a lost PID lock, HEAD lost on top of a crash, recovery
-    files, and the paths of issue 27's three defects: the real engine passes every invariant (their
-    seeded bugs, tests/crash/test_campaign.py, show that each one can fail)."""
+    files, and the paths of the three engine defects the blind classes found: the real engine passes every invariant
+    (their seeded bugs, tests/crash/test_campaign.py, show that each one can fail)."""
     report = run_campaign(CrashConfig(workloads=ISSUE_27, models=(model,), max_states=REDUCED_27,
                                       keep_dir=str(tmp_path)), executor=pool)
     assert report.violations == (), "\n".join(f"{v.workload}: [{v.invariant}] {v.message} ({v.crash})"

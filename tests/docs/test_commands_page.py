@@ -1,5 +1,5 @@
 """The command reference (docs/commands.md) and the README's command table are what
-scripts/dev/gen_cli_reference.py renders from the argument parsers, so neither can drift from the CLI (issue 30)."""
+scripts/dev/gen_cli_reference.py renders from the argument parsers, so neither can drift from the CLI."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Every ``scripts/...``, ``perfsuite/...`` and ``tests/...`` path the README and docs/ name exists, so a file
-moved or renamed (scripts sorted into folders, a module renamed) breaks this test, not a reader (issue 30)."""
+moved or renamed (scripts sorted into folders, a module renamed) breaks this test, not a reader."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def test_the_scan_finds_paths_in_prose_and_code() -> None:
     assert len(set().union(*(named_paths(t) for t in pages().values()))) > 40
 
 
-#: scripts no page names yet (issue 30 item 6: docs/scripts.md names each one, so none)
+#: scripts no page names yet (docs/scripts.md names each one, so none)
 NOT_YET_NAMED: set[str] = set()
 
 

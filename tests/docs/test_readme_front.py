@@ -1,4 +1,4 @@
-"""The README is a front door (issue 30 item 1): at most 10 KB, it starts with the two commands (`.ci/run`
+"""The README is a front door: at most 10 KB, it starts with the two commands (`.ci/run`
 runs the second), and its ten-line example for a user's own code runs as a user would, in a directory of
 their own with the README's module and recipe."""
 

@@ -1,5 +1,5 @@
 """Every requirement id the repository cites (E1..E8, M1..M12, U, SPEC sections and section 7's invariants)
-has its line on docs/requirements.md, so a citation resolves inside the repository (issue 30 item 1)."""
+has its line on docs/requirements.md, so a citation resolves inside the repository."""
 
 from __future__ import annotations
 

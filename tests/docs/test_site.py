@@ -1,5 +1,5 @@
 """The reference site builds with ``mkdocs build --strict``, which ``make test`` runs, and the strict build
-really fails on a broken link or anchor (issue 30 item 1)."""
+really fails on a broken link or anchor (the docs site builds strict)."""
 
 from __future__ import annotations
 

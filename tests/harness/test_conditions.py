@@ -9,7 +9,9 @@ import textwrap
 import pytest
 
 from perfsuite.errors import PerfsuiteError
-from perfsuite.harness import HEAP_SEED, build_heap, load_recipe, run_recipe, validate_results
+from perfsuite.harness import load_recipe, run_recipe, validate_results
+from perfsuite.harness._heap import build_heap
+from perfsuite.harness._sample import HEAP_SEED
 
 BASIC = "perfsuite.workloads.basic"
 
@@ -146,7 +148,7 @@ class _FreezesWhenIdle:
 
 def test_the_freeze_count_is_read_after_the_idle_wait_and_left_clean(sample):
     # the count is read after wait_idle and before the settle: gc.get_freeze_count() walks every frozen
-    # object, so at the window's edge its stall would be counted in the max gap (found in issue 20's sweep)
+    # object, so at the window's edge its stall would be counted in the max gap (found by M10's sweep)
     assert gc.get_freeze_count() == 0
     rec = sample(f"{BASIC}:idle", factory=_FreezesWhenIdle)
     assert rec.frozen_objects >= 1000

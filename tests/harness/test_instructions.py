@@ -1,4 +1,5 @@
-"""Issue 22: the instruction pass under valgrind (callgrind), and its "not measured" path without valgrind.
+"""Instructions as a cost: the instruction pass under valgrind (callgrind), and its "not measured" path without
+valgrind.
 
 No timing anywhere: instruction counts. The runs under valgrind are few and tiny (``basic:count``) and
 skip when valgrind is absent; the absent path is tested by pointing the valgrind path at a missing file.
@@ -22,13 +23,12 @@ from perfsuite.harness import (
     ModeSpec,
     Recipe,
     ValgrindUnavailable,
-    callgrind_totals,
     find_valgrind,
     instructions_unavailable,
     run_recipe,
     validate_results,
 )
-from perfsuite.harness._callgrind import interpreter
+from perfsuite.harness._callgrind import callgrind_totals, interpreter
 from perfsuite.harness._pinning import (
     code_links,
     code_roots,

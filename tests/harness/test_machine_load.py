@@ -1,4 +1,4 @@
-"""Issue 28 item 4: a run says how loaded its machine was (its idle control against the heartbeat period), and
+"""M1's idle control: a run says how loaded its machine was (its idle control against the heartbeat period), and
 `perfsuite run` refuses to start a baseline on a loaded machine and flags one measured loaded. Behaviour only:
 the idle-control figures are planted through the results writer and the probe hook, never timed here."""
 
@@ -35,8 +35,8 @@ def test_the_rule_is_the_median_window_against_the_period() -> None:
 
 
 def test_the_committed_baseline_was_measured_quietly_by_its_own_idle_control() -> None:
-    """issue 28: the baseline is re-measured on a quiet machine (the old one read loaded in 9 of 12 runs):
-    every recipe run's recorded load agrees with the rule applied to its own idle-control windows, and none
+    """The loaded-machine rule: the baseline is re-measured on a quiet machine (the old one read loaded in 9 of 12
+    runs): every recipe run's recorded load agrees with the rule applied to its own idle-control windows, and none
     is loaded (a baseline directory refuses loaded runs)."""
     verdicts = {}
     for path in sorted(BASELINE.glob("*.json")):
@@ -67,7 +67,7 @@ def _planting(gap_ms: float) -> Any:
 
 def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *extra: str, probe: float, gap: float) -> int:
     services = cli.CliServices(load_probe=lambda: machine_load(_windows(probe, probe, probe), 5.0),
-                               writer=_planting(gap))  # injected, never patched (issue 30 item 5)
+                               writer=_planting(gap))  # injected, never patched (observation through published seams)
     return cli.main(["run", "idle-control", "--samples", "2", "--warmup", "0", "--isolation", "inline",
                      "--output-dir", str(tmp_path / "results" / "baseline"), *extra], services=services)
 

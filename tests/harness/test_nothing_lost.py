@@ -1,4 +1,4 @@
-"""Issue 14 in the harness: reserved names and document locks (case 7), late and doubled acknowledgements,
+"""Nothing lost in the harness: reserved names and document locks, late and doubled acknowledgements,
 a blocking submit, fixture-copy ENOSPC and results-file permissions (case 9).
 
 Faults are injected through seams (``prepare_workdir(copy_function=...)``), never a full disk; the lock
@@ -85,7 +85,7 @@ sys.stdin.read()
 
 
 def test_a_live_writer_refuses_a_second_one_and_a_dead_one_does_not(tmp_path: Path) -> None:
-    from perfsuite.harness import ResultsBusy, ResultsLock  # new in issue 14: imported here, so the other
+    from perfsuite.harness import ResultsBusy, ResultsLock  # new with the locks: imported here, so the other
     # tests of this module still run (and fail) on the code before it
     path = tmp_path / "r.json"
 

@@ -1,4 +1,4 @@
-"""Issue 28 item 6: operation parameters are declared and checked before anything runs.
+"""U, checked operation parameters: operation parameters are declared and checked before anything runs.
 
 Unit level: :class:`Param`, the declaration a factory carries (class attribute, ``@accepts``, bare types,
 the ``storage`` condition), the check and its "did you mean", the backstop in ``create_operation``; every
@@ -182,8 +182,8 @@ def test_the_publication_floor_checks_the_parameters_of_the_publication_it_names
 
 
 def test_an_operations_non_finite_metrics_are_not_measured(tmp_path: Path, monkeypatch) -> None:
-    """Issue 27: a NaN or infinite metric is recorded as null ("not measured"), never written as NaN (the
-    results hold finite numbers only; it used to fail the write with an "unexpected" ValueError)."""
+    """M8, bad values never written: a NaN or infinite metric is recorded as null ("not measured"), never written as NaN
+    (the results hold finite numbers only; it used to fail the write with an "unexpected" ValueError)."""
     (tmp_path / "nanops.py").write_text(
         "class Nan:\n"
         "    def __init__(self, ctx):\n        pass\n"

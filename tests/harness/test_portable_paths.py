@@ -1,4 +1,4 @@
-"""Results record paths relative to the project, never this machine's absolute ones (issue 18 item 6);
+"""Results record paths relative to the project, never this machine's absolute ones (results portable between machines);
 documents written before that (absolute paths) still load everywhere."""
 
 from __future__ import annotations

@@ -95,7 +95,7 @@ def test_overrides_are_validated(tmp_path: Path) -> None:
 
 
 def test_order_seed_and_reference_modes(tmp_path: Path) -> None:
-    """M4 and issue 17 items 4 and 6: the order defaults to random with no seed until a run draws one; a mode
+    """M4 (and reference modes): the order defaults to random with no seed until a run draws one; a mode
     can be a by-design reference, with its reason, and that is not one of the operation's params."""
     r = load_recipe(_write(tmp_path, GOOD + 'reference = "the rejected design"\n'))
     assert r.order == "random" and r.seed is None

@@ -1,4 +1,4 @@
-"""Where recipe names are found (issue 18 item 5): your folder (``--recipes DIR``, ``$PERFSUITE_RECIPES`` or
+"""Where recipe names are found (a user's recipes first): your folder (``--recipes DIR``, ``$PERFSUITE_RECIPES`` or
 ``./recipes``) first, then the built-in recipes, in a checkout as from a wheel."""
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ def test_document_shape_and_schema(runs: tuple[RunResult, RunResult]) -> None:
     assert len(on_disk["control"]["samples"]) == 2
     env = on_disk["environment"]
     # the probe's answer for the run's work directory, which lived on the same filesystem as ``work``
-    recorded = env["work_dir"]["path"].replace("<tmp>", tempfile.gettempdir(), 1)  # portable paths (issue 18)
+    recorded = env["work_dir"]["path"].replace("<tmp>", tempfile.gettempdir(), 1)  # portable paths (not this machine's)
     assert env["work_dir"]["dir_fsync"] == probe_dir_fsync(Path(recorded).parent)
     assert env["cpu"]["cores"] >= 1 and env["python"]["version"]
     assert on_disk["fixture"] == {"name": None, "digest": None, "files": 0, "bytes": 0}
@@ -95,7 +95,7 @@ def _rounds(order: list[dict[str, Any]]) -> list[tuple[str, ...]]:
 
 
 def test_random_order_is_seeded_per_round_and_recorded(runs: tuple[RunResult, RunResult]) -> None:
-    """M4 (issue 17 item 4): every round runs each mode once, in an order drawn from the recorded seed."""
+    """M4: every round runs each mode once, in an order drawn from the recorded seed."""
     modes = tuple(f"m{i}" for i in range(4))
     recipe = _recipe(modes=tuple(ModeSpec(m, f"{BASIC}:idle") for m in modes), samples=40, warmup=0, seed=7)
     order = plan_order(recipe)
@@ -201,7 +201,7 @@ def test_atomic_write_leaves_no_temp_files(tmp_path: Path) -> None:
 
 
 def test_hlog_max_keeps_three_decimals_of_a_millisecond(tmp_path: Path) -> None:
-    """Issue 17 item 8: the interval max column is in ms with microsecond resolution (hdrh's own writer
+    """M8, the HDR export: the interval max column is in ms with microsecond resolution (hdrh's own writer
     floor-divides it to whole milliseconds); the histograms themselves stay in microseconds."""
     from hdrh.histogram import HdrHistogram
 

@@ -49,7 +49,7 @@ def test_worker_errors_come_back_as_one_line(tmp_path: Path) -> None:
         run_recipe(recipe, output_dir=tmp_path, work_root=tmp_path / "work")
     assert "proc: never sample 0: no acknowledgement within 0.2 s" in str(info.value)
     doc = json.loads(next(tmp_path.glob("proc-*.json")).read_text())
-    # a failure is "failed", with its reason, never "interrupted" (issue 14 case 9)
+    # a failure is "failed", with its reason, never "interrupted" (nothing lost: a failed run says why)
     assert doc["status"] == "failed" and doc["progress"]["done"] == 0
     assert "no acknowledgement within 0.2 s" in doc["error"]
 
@@ -135,7 +135,7 @@ def _alloc_recipe(total: int) -> Recipe:
 def test_the_allocation_pass_on_tracemalloc_measures_the_peak_and_says_the_sum_is_not_measured(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """issue 30: the core's tracker (the standard library's; chosen here, since memray is the default wherever
+    """The core install: the core's tracker (the standard library's; chosen here, since memray is the default wherever
     it is installed); what it cannot see is None, never 0."""
     monkeypatch.setenv("PERFSUITE_ALLOCATION_TRACKER", "tracemalloc")
     total = 4 << 20

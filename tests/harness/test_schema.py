@@ -1,4 +1,4 @@
-"""The standard library's results-schema checker (issue 30: jsonschema is the ``validate`` extra) gives
+"""The standard library's results-schema checker (the core install: jsonschema is the ``validate`` extra) gives
 jsonschema's verdict: every committed results document matches under both, and every broken copy fails
 under both, at the same place."""
 
@@ -65,7 +65,7 @@ def test_broken_copies_fail_under_both_checkers_at_the_same_place(path: Path) ->
 
 
 def test_a_tracemalloc_section_records_the_sum_as_not_measured() -> None:
-    """issue 30: the tracemalloc pass writes null for what it cannot measure, and the schema says so."""
+    """The core install: the tracemalloc pass writes null for what it cannot measure, and the schema says so."""
     section = {"tracker": "tracemalloc", "samples": [{"index": 0, "total_bytes": None, "allocations": None,
                                                       "peak_bytes": 10}],
                "total_bytes": None, "allocations": None,

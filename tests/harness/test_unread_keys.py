@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite.harness import ReadRecorder, unread_keys
+from perfsuite.harness._params import ReadRecorder, unread_keys
 
 SAVE = '''
 class Save:

@@ -1,4 +1,4 @@
-"""Issue 15: several versions of the code under test measured in one interleaved run (the harness's API
+"""U, ``perfsuite ab``: several versions of the code under test measured in one interleaved run (the harness's API
 behind ``perfsuite ab``). Behaviour only: which code each sample imported, the plan, the shared control,
 and a deterministic allocation difference between two variants; never a timing."""
 
@@ -17,12 +17,12 @@ from perfsuite.harness import (
     ModeSpec,
     Recipe,
     extend_variants,
-    plan_variants,
     probe_variant,
     resume_run,
     run_variants,
     validate_results,
 )
+from perfsuite.harness._variants import plan_variants
 
 
 def _package(root: Path, value: int, extra: str = "") -> Path:
@@ -174,8 +174,8 @@ def test_imports_packages_tells_machine_only_operations_apart(tmp_path, monkeypa
 def test_extending_a_pair_adds_interleaved_rounds_after_the_last_one(
     tmp_path: Path, variants: tuple[CodeVariant, CodeVariant]
 ) -> None:
-    """A sequential A/B's next look (issue 15): more rounds appended to both finished documents, paired by
-    index with nothing re-measured, and the comparison pairs every round."""
+    """A sequential A/B's next look (the CI gate's sequential test): more rounds appended to both finished documents,
+    paired by index with nothing re-measured, and the comparison pairs every round."""
     from perfsuite.report import compare_results, read_result
 
     outputs = {"base": tmp_path / "base" / "t.json", "head": tmp_path / "head" / "t.json"}

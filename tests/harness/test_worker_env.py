@@ -1,4 +1,4 @@
-"""A code variant with its own environment (issue 28: `perfsuite ab` builds one per revision when their
+"""A code variant with its own environment (U: `perfsuite ab` builds one per revision when their
 dependencies differ): its workers run that interpreter, and the running environment's own directories stay off
 their path (put first, they would shadow what the variant's environment installed)."""
 

@@ -1,4 +1,4 @@
-"""Every notebook in notebooks/ runs clean with nbclient (issue 9), on the committed baseline when there is one,
+"""Every notebook in notebooks/ runs clean with nbclient (SPEC section 5), on the committed baseline when there is one,
 else on a small real run generated here (fixtures built in the sandboxed PERFSUITE_CACHE)."""
 
 from __future__ import annotations

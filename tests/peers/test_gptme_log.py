@@ -1,4 +1,5 @@
-"""The gptme adapter really drives gptme's LogManager (issue 11): the files it leaves reload with
+"""The gptme adapter really drives gptme's LogManager (a peer's own code, measured as is): the files it leaves reload
+with
 ``LogManager.load``, the barrier really fsyncs, and the metrics line up with our transcript operation."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The LangGraph adapter really stores checkpoints through LangGraph's savers (issue 11): the database it
-leaves reloads with ``SqliteSaver.get_tuple``, holding our root transcript after our streamed turn."""
+"""The LangGraph adapter really stores checkpoints through LangGraph's savers (SPEC 8, the peer on the same bytes): the
+database it leaves reloads with ``SqliteSaver.get_tuple``, holding our root transcript after our streamed turn."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Without the peers extra the adapters still import, say which package is missing in one line, and the
-peer recipes resolve (issue 11, item 5). Runs whether or not the peers are installed."""
+peer recipes resolve (bad input one line, never a traceback). Runs whether or not the peers are installed."""
 
 from __future__ import annotations
 

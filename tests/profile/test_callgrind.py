@@ -1,4 +1,5 @@
-"""Issue 22: `perfsuite profile --profiler callgrind` names Python functions, and `--diff` the one that gained.
+"""Instructions under callgrind: `perfsuite profile --profiler callgrind` names Python functions, and `--diff` the one
+that gained.
 
 Reading callgrind output, the function table, folded stacks, flame graphs and the diff are tested on
 small synthetic callgrind files; one end-to-end test (skipped without valgrind or a compiler) profiles a

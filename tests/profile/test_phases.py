@@ -1,4 +1,4 @@
-"""The phase breakdown (issue 9): which numbers stand for main-thread time, the table, the plot, --phase."""
+"""The phase breakdown (E4's phases, M5): which numbers stand for main-thread time, the table, the plot, --phase."""
 
 from __future__ import annotations
 

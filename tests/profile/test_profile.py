@@ -1,4 +1,4 @@
-"""perfsuite profile (issue 9): real py-spy and scalene artifacts for root-checkpoint, too-short scalene runs
+"""perfsuite profile (SPEC section 5): real py-spy and scalene artifacts for root-checkpoint, too-short scalene runs
 repeated then refused, and one-line errors (exit 2) for a missing or failing profiler."""
 
 from __future__ import annotations

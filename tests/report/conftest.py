@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from hdrh.histogram import HdrHistogram
 
-from perfsuite.harness._results import summarize, verdict
+from perfsuite.harness import summarize, verdict
 
 HEARTBEAT_MS = 5.0
 TAIL_MS = 12.0
@@ -43,7 +43,7 @@ def _fast_summary(values: list[float]) -> dict[str, float | int]:
 
 
 def _summaries(samples: list[Mapping[str, Any]], bootstrap: bool) -> dict[str, Any]:
-    from perfsuite.harness._results import sample_metrics
+    from perfsuite.harness import sample_metrics
 
     columns: dict[str, list[float]] = {}
     for s in samples:
@@ -197,7 +197,7 @@ def make_doc(
             alloc_samples = []
             for i in range(3):
                 order.append({"kind": "allocation", "mode": m, "index": i})
-                # memray's totals are deterministic to a few bytes between samples (issue 15), not noisy
+                # memray's totals are deterministic to a few bytes between samples (a cost gated exactly), not noisy
                 total = int(shape.get("alloc_bytes", 4_000_000)) + int(rng.integers(0, 16))
                 alloc_samples.append(
                     {

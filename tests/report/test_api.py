@@ -28,8 +28,8 @@ def test_all_is_exactly_the_public_names() -> None:
 
 
 def test_the_docstring_lists_every_public_name_once_by_concern() -> None:
-    """Issue 30: ``__all__`` stays sorted (ruff RUF022); the facade's docstring groups the same names by concern,
-    and a name added to one and not the other fails here."""
+    """SPEC section 1, public names: ``__all__`` stays sorted (ruff RUF022); the facade's docstring groups the same
+    names by concern, and a name added to one and not the other fails here."""
     doc = perfsuite.report.__doc__ or ""
     section = doc.split("Its names by concern", 1)[1]
     groups = re.findall(r"^- ([^:]+): (.*?)[;.]$", re.sub(r"\n  ", " ", section), flags=re.M)
@@ -40,7 +40,7 @@ def test_the_docstring_lists_every_public_name_once_by_concern() -> None:
 
 def test_report_never_imports_the_engine_and_never_prints() -> None:
     """Of the engine, the report takes one name: its publication phases, ``PHASES`` (E4), declared there once
-    (issue 30); never a session, never a workload."""
+    (declared once); never a session, never a workload."""
     for path in PACKAGE.glob("*.py"):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
@@ -74,9 +74,9 @@ def test_report_prints_the_run_table_with_the_floor_ratio(
 def test_report_names_both_floors_stalls_and_references(
     tmp_path: Path, docs: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 17 items 1, 3 and 6 in the table: the longest loop callback, the acknowledgement against both
+    """M9, the floors and reference modes in the table: the longest loop callback, the acknowledgement against both
     floors by name, and a reference mode shown as "reference: why", never as missed."""
-    monkeypatch.setenv("COLUMNS", "200")  # wide enough that no mode name is shortened (issue 18's console)
+    monkeypatch.setenv("COLUMNS", "200")  # wide enough that no mode name is shortened (one console for every command)
     docs.write(tmp_path / "mailbox-delivery-1.json", docs.make(modes=docs.new_modes, mode_order="random"))
     docs.write(tmp_path / "fsync-floor-1.json", docs.floor(epoch=1_795_000_050.0))
     assert cli.main(["report", str(tmp_path / "mailbox-delivery-1.json")]) == 0
@@ -114,7 +114,7 @@ def test_report_of_a_missing_file_is_one_line(tmp_path: Path, capsys: pytest.Cap
 def test_report_of_a_run_with_both_floors_fits_a_ci_log(
     tmp_path: Path, docs: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 18: piped (100 columns), a table with both floor columns and a reference mode wraps no cell:
+    """One console: piped (100 columns), a table with both floor columns and a reference mode wraps no cell:
     the ratio headers take two lines and a reference's reason is printed under the table."""
     monkeypatch.delenv("COLUMNS", raising=False)
     docs.write(tmp_path / "mailbox-delivery-1.json", docs.make(modes=docs.new_modes, mode_order="random"))

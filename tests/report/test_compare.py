@@ -207,7 +207,7 @@ def _new_modes(docs: Any, **scale: float) -> dict[str, dict[str, Any]]:
 
 
 def test_a_longer_loop_stall_is_a_headline_regression(tmp_path: Path, docs: Any) -> None:
-    """Issue 17 item 1: the longest loop callback is gated like the max gap (the heartbeat's gap unchanged)."""
+    """M9: the longest loop callback is gated like the max gap (the heartbeat's gap unchanged)."""
     base = docs.write(tmp_path / "base.json", docs.make(seed=1, modes=_new_modes(docs)))
     new = docs.write(tmp_path / "new.json", docs.make(seed=2, modes=_new_modes(docs, async__stall_ms=3.0)))
     comparison = compare(base, new, timings="gate")
@@ -217,7 +217,7 @@ def test_a_longer_loop_stall_is_a_headline_regression(tmp_path: Path, docs: Any)
 
 
 def test_a_reference_mode_is_compared_but_never_gates(tmp_path: Path, docs: Any) -> None:
-    """Issue 17 item 6: the rejected design getting slower is not a regression of the product."""
+    """Reference modes: the rejected design getting slower is not a regression of the product."""
     base = docs.write(tmp_path / "base.json", docs.make(seed=1, modes=_new_modes(docs)))
     slower = _new_modes(docs, **{"publication-floor__ack_ms": 1.5, "publication-floor__submission_ms": 1.5})
     new = docs.write(tmp_path / "new.json", docs.make(seed=2, modes=slower))

@@ -121,7 +121,7 @@ def test_index_tells_the_story_per_machine(site: Any) -> None:
     index = site.index.read_text()
     ci = _section(index, "ci-runner")
     story = re.search(r"<p class='story[^']*'>(.*?)</p>", ci, re.S)
-    # the last run's sync submission and ack, x1.6: two separate runs, so information (issue 28), never a
+    # the last run's sync submission and ack, x1.6: two separate runs, so information (U), never a
     # verdict; the async ack step of run 5 is history, not news
     assert story and "0 regressed, 0 improved" in re.sub("<[^>]+>", "", story.group(1))
     assert "the timings of two separate runs are information" in story.group(1)
@@ -243,7 +243,7 @@ def test_what_a_person_sees_in_headless_chromium(site: Any, tmp_path: Path) -> N
         browser.open(site.index)
         story = browser.js("Array.from(document.querySelectorAll('.story')).map(e => e.innerText)")
         assert len(story) == 2 and "0 regressed" in story[0] and "against the previous one" in story[0]
-        assert "the timings of two separate runs are information" in story[0]  # issue 28
+        assert "the timings of two separate runs are information" in story[0]  # two separate runs (U)
         visible = browser.js("Array.from(document.querySelectorAll('.story, table.steps, svg.spark'))"
                              ".filter(e => e.getBoundingClientRect().width > 100 || e.matches('svg.spark')).length")
         assert visible >= 4
@@ -269,7 +269,7 @@ def test_what_a_person_sees_in_headless_chromium(site: Any, tmp_path: Path) -> N
 
 
 def test_a_slower_latest_run_is_information_never_a_pass_or_a_verdict(tmp_path: Path) -> None:
-    """Issue 15 said "cannot tell" is never a pass; issue 28 says two separate runs cannot tell at all: an
+    """The CI gate's "cannot tell" is never a pass; two separate runs (U) cannot tell at all: an
     acknowledgement 1.5x slower than the previous run's is shown as information, not as a verdict either way,
     and only the costs colour the story."""
     from .conftest import SYNC_ASYNC
@@ -291,7 +291,7 @@ def test_a_slower_latest_run_is_information_never_a_pass_or_a_verdict(tmp_path: 
 
 
 def test_a_loaded_run_is_marked_on_the_index_and_its_page(tmp_path: Path) -> None:
-    """Issue 28: a run whose idle control is loaded carries a LOADED mark wherever the dashboard shows it."""
+    """M1's idle control: a run whose idle control is loaded carries a LOADED mark wherever the dashboard shows it."""
     for i, gap in enumerate((5.3, 8.9)):  # quiet, then every idle window at 8.9 ms: 2x oversubscribed
         doc = make_doc(seed=i, commit=_commit(i), control_gap_ms=gap, date=f"2026-09-0{i + 1}T08:00:00+00:00",
                        epoch=1_788_000_000.0 + i * 86_400)

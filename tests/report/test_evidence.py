@@ -1,7 +1,7 @@
 """`perfsuite evidence`: the ADR paragraph reads like the seed's decision history, and every number in it
 comes from the files read (the result, its run's fsync floor, the baseline).
 
-Provenance (issue 17 item 5): the generator records, for every figure it prints, the document, the field,
+Provenance (every figure from a real run): the generator records, for every figure it prints, the document, the field,
 the reduction and the format (:attr:`Evidence.figures`). :func:`check_provenance` re-reads each field with
 its own small resolver (not the library's), reduces and formats it, and requires the printed figures to be
 exactly the recorded ones: a figure read from the wrong field, or a number printed without a record, fails.
@@ -232,7 +232,7 @@ def test_with_a_baseline_every_number_still_comes_from_the_files(tmp_path: Path,
     assert re.search(
         r"`async` maximum heartbeat gap [\d.]+-[\d.]+ ms before and [\d.]+-[\d.]+ ms after \(unchanged\)", text
     )
-    # issue 28: two separate runs: the slower ACK is shown, as information; only costs could gate
+    # U: two separate runs: the slower ACK is shown, as information; only costs could gate
     assert re.search(r"ACK [\d.]+-[\d.]+ ms before and [\d.]+-[\d.]+ ms after \(regressed, information\)", text)
     assert "timings of separate runs are information, not a gate" in text and "No regression." in text
     same = evidence_for(docs.write(tmp_path / "same.json", docs.make(seed=13)), base)
@@ -273,7 +273,7 @@ def test_reads_like_the_decision_history(tmp_path: Path, docs: Any) -> None:
 def test_limitations_are_chosen_from_the_data(tmp_path: Path, docs: Any) -> None:
     noisy = evidence(Result(None, docs.make(**SCENARIOS["natural GC, allocation, inline, noisy"])))
     text = noisy.markdown
-    # every idle window at 14 ms: loaded (issue 28), said with its figures instead of "a noisy machine"
+    # every idle window at 14 ms: loaded (M1's idle control), said with its figures instead of "a noisy machine"
     assert re.search(r"The machine was LOADED: the median idle-control gap of 1[34]\.\d+ ms is more than", text)
     assert "noisy machine" not in text
     assert "samples that saw GC are kept" in text
@@ -287,7 +287,7 @@ def test_limitations_are_chosen_from_the_data(tmp_path: Path, docs: Any) -> None
 
 
 def test_a_tracemalloc_pass_is_told_as_a_peak_with_the_sum_not_measured(docs: Any) -> None:
-    """issue 30: the core's tracemalloc pass records no sum; the evidence says what it did measure."""
+    """The core install: the core's tracemalloc pass records no sum; the evidence says what it did measure."""
     doc = docs.make(**SCENARIOS["natural GC, allocation, inline, noisy"])
     for body in doc["modes"].values():
         alloc = body.get("allocation")
@@ -345,7 +345,7 @@ BASELINE = Path(__file__).resolve().parents[2] / "results" / "baseline"
 @pytest.mark.skipif(not BASELINE.is_dir(), reason="no committed baseline in results/baseline")
 @pytest.mark.parametrize("recipe", ["mailbox-delivery", "root-checkpoint", "agent-checkpoint", "registry-save"])
 def test_evidence_on_the_committed_baseline(recipe: str) -> None:
-    """Issue 7: the paragraph on the committed baseline reads like the decision history and every number in
+    """ADR evidence: the paragraph on the committed baseline reads like the decision history and every number in
     it comes from the baseline's own files (the recipe's document and its run's fsync floor)."""
     [path] = [p for p in BASELINE.glob(f"{recipe}-*.json") if not p.name.endswith(".pyperf.json")]
     result = evidence_for(path)
@@ -357,7 +357,7 @@ def test_evidence_on_the_committed_baseline(recipe: str) -> None:
 
 
 def test_new_documents_name_stalls_floors_references_and_unmeasured(tmp_path: Path, docs: Any) -> None:
-    """Issue 17: the longest loop callback beside the max gap, the publication floor with its operation
+    """M9 and the floors: the longest loop callback beside the max gap, the publication floor with its operation
     counts (wording from the data), a reference mode with no verdict, a null metric as "not measured", the
     recorded order, and allocation "per" what the data say; every figure from its own field."""
     doc = docs.make(modes=docs.new_modes, mode_order="random", allocation=True)

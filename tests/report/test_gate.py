@@ -1,4 +1,5 @@
-"""Issue 15 and issue 14 case 8: a CI gate that works, on generated (seeded) results, never on timing.
+"""The CI gate (SPEC 8), and stale or partial data refused: a gate that works, on generated (seeded) results, never on
+timing.
 
 Each test pins one defect of the gate as it stood:
 
@@ -9,7 +10,7 @@ Each test pins one defect of the gate as it stood:
   costs are now compared against a tolerance, whatever the p-value;
 * "cannot tell" passed: a headline beyond the factor whose test cannot reach significance is exit 3,
   "inconclusive", in the first line; every timing headline states the smallest detectable ratio;
-* (issue 14 case 8) a truncated document in a directory was skipped without a word, and a killed run's
+* (stale or partial data) a truncated document in a directory was skipped without a word, and a killed run's
   "running" document was accepted as NEW: now exit 2 naming it (``--skip-bad`` / ``--allow-incomplete``).
 """
 
@@ -131,7 +132,7 @@ def test_allocation_regression_fails_the_gate_with_three_samples(
 
 
 def test_a_tracemalloc_pass_is_never_compared_with_a_memray_pass(docs: Any) -> None:
-    """issue 30: the same regression, but BASE's allocation pass was tracemalloc's: two methods, no verdict
+    """The core install: the same regression, but BASE's allocation pass was tracemalloc's: two methods, no verdict
     on allocation.*, and a note that says why."""
     base = _set_allocation(docs.make(seed=1, allocation=True), "sync", [1_284_276, 1_284_284, 1_284_284])
     base["modes"]["sync"]["allocation"]["tracker"] = "tracemalloc"
@@ -230,7 +231,7 @@ def test_a_significant_regression_is_still_exit_1(docs: Any) -> None:
     assert comparison.exit_status == 1
 
 
-# -- issue 14 case 8: stale or partial data ---------------------------------------------------------------
+# -- stale or partial data: never a silent pass ---------------------------------------------------------------
 
 
 def test_a_truncated_newer_document_is_exit_2_naming_it_unless_skip_bad(

@@ -101,7 +101,7 @@ def _run(root: Path, docs: Any, i: int, *, ack: float = 1.0, host: str = "ci-run
 
 
 def test_a_3x_jump_in_a_two_run_history_is_a_step(tmp_path: Path, docs: Any) -> None:
-    """Issue 16: "a planted 3x jump in a two-run history showed steps 0" (PELT needs segments of two runs)."""
+    """History's steps: "a planted 3x jump in a two-run history showed steps 0" (PELT needs segments of two runs)."""
     _run(tmp_path, docs, 0)
     commit = _run(tmp_path, docs, 1, ack=3.0)
     hist = history(tmp_path)
@@ -127,7 +127,7 @@ def test_a_short_history_ignores_a_spike_that_does_not_last(tmp_path: Path, docs
 
 
 def test_series_never_mix_machines(tmp_path: Path, docs: Any) -> None:
-    """Issue 16: history ignored the machine. Two machines, one 1.6x slower, runs interleaved: no step."""
+    """History per machine: it once ignored the machine. Two machines, one 1.6x slower, runs interleaved: no step."""
     for i in range(12):
         _run(tmp_path, docs, i, host="fast-box")
         _run(tmp_path, docs, i, ack=1.6, host="slow-box", cpu="Slower CPU")

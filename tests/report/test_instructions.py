@@ -1,4 +1,4 @@
-"""Issue 22 in the reports: instruction counts in `report`, `compare` (a cost with a 1% tolerance, not a
+"""Instructions in the reports: instruction counts in `report`, `compare` (a cost with a 1% tolerance, not a
 p-value), `evidence` (every number from the file) and the dashboard; "not measured" stays null, never 0."""
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def test_not_measured_is_null_never_zero(docs: Any) -> None:
 
 
 def test_instructions_are_registered_gate_costs() -> None:
-    """Issue 22 joins issue 15's cost registry: 1% of the base and at least one instruction, lower is better."""
+    """Instructions join the CI gate's cost registry: 1% of the base and at least one instruction, lower is better."""
     for name in ("instructions.total", "instructions.loop_thread"):
         cost = COST_METRICS[name]
         assert (cost.relative, cost.floor, cost.direction) == (0.01, 1.0, "lower")

@@ -1,6 +1,6 @@
-"""Issue 15, second pass: a revision against itself must pass the gate, and a real change must still fail it.
+"""The CI gate (SPEC 8): a revision against itself must pass the gate, and a real change must still fail it.
 
-Measured on this machine (the closing note of issue 15), the first gate failed an identical revision in
+Measured on this machine, the first gate failed an identical revision in
 about 4 of 10 runs: each of some 8 gating headlines per recipe was tested at p < 0.05 on its own, the two
 revisions' samples were compared as two unrelated sets although each round ran them back to back, and a
 headline beyond the factor but not significant stayed "inconclusive" however little had been measured.

@@ -1,4 +1,4 @@
-"""Reference modes and the sizes results/README.md quotes come from the files (issue 17 items 6 and 8)."""
+"""Reference modes and the sizes results/README.md quotes come from the files (every figure from a real run)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Results that survive CI (issue 16 item 2): the results branch round trip, against a local bare remote,
+"""Results that survive CI (the results store's branch): the results branch round trip, against a local bare remote,
 through the library, the command line, and the workflow's own steps extracted from the YAML."""
 
 from __future__ import annotations

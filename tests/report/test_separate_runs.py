@@ -1,4 +1,4 @@
-"""Issue 28 item 4: what a comparison of two SEPARATE runs may gate, proven on synthetic documents (never on
+"""U: what a comparison of two SEPARATE runs may gate, proven on synthetic documents (never on
 timing): costs gate exactly; timings are information, said in the first line, whatever they show; a paired
 A/B (rounds interleaved in one run) sees a 2 ms block that a slow spell of the machine hides from two runs."""
 
@@ -51,7 +51,7 @@ def test_unchanged_code_under_a_cpu_hog_is_no_regression_said_in_the_first_line(
     assert cli.main(["compare", str(base), str(new)]) == 0
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith("perfsuite compare: no regression [separate runs: timings are information")
-    # the rule before issue 28 (timings gated as if two runs were one) fails it: the false alarm of the issue
+    # the old rule (timings gated as if two runs were one) fails it: the false alarm it raised
     quiet_base, quiet_new = _pair(tmp_path / "q", new_ack=4.25, gap=5.3)
     assert compare(quiet_base, quiet_new, timings="gate").exit_status == 1
     # asked to gate timings, a loaded run still cannot: information again, and why, first

@@ -1,4 +1,4 @@
-"""The results store (issue 16 item 1): SQLite keyed by machine, idempotent ingest, every sample, CLI."""
+"""The results store (SPEC section 5): SQLite keyed by machine, idempotent ingest, every sample, CLI."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import pytest
 
 from perfsuite import cli
 from perfsuite.errors import PerfsuiteError
-from perfsuite.harness import HOST_LABEL_ENV
-from perfsuite.harness._results import collect_environment
+from perfsuite.harness import HOST_LABEL_ENV, collect_environment
 from perfsuite.report import Machine, history, ingest, machine_fingerprint, open_store, read_results, select_runs
 from perfsuite.report._store import is_store
 
@@ -167,7 +166,7 @@ def test_history_and_compare_read_the_store_per_machine(
     assert cli.main(["compare", "previous", "latest", "--store", str(store)]) == 2
     assert "several machines" in capsys.readouterr().err
     argv = ["compare", _commit(4)[:8], _commit(5)[:8], "--store", str(store), "--machine", "box-a", "--markdown"]
-    assert cli.main(argv) == 0  # issue 28: two separate runs' timings are information by default
+    assert cli.main(argv) == 0  # U: two separate runs' timings are information by default
     out = capsys.readouterr().out
     assert out.startswith("### perfsuite compare: no regression [separate runs: timings are information")
     assert cli.main([*argv, "--timings", "gate"]) == 1  # on request, on two quiet runs, they gate
@@ -189,7 +188,7 @@ def test_select_runs(tmp_path: Path, docs: Any) -> None:
         select_runs(results, "abc")  # too short to be a commit
 
 
-# -- issue 28: the measured repository's commit and branch, and the machine's load -------------------------
+# -- U: the measured repository's commit and branch, and the machine's load ----------------------------------
 
 
 _V1_RUNS = """CREATE TABLE runs (id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, digest TEXT NOT NULL,

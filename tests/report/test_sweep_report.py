@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from perfsuite import cli
-from perfsuite.harness._results import verdict
+from perfsuite.harness import verdict
 from perfsuite.report import Result, read_results, read_sweeps, summary_table, sweep_evidence, write_sweep_plot
 from perfsuite.report._conditions import conditions_of, stall_ms
 from perfsuite.report._evidence import evidence
@@ -203,7 +203,7 @@ def test_a_reference_mode_gets_no_verdict_in_the_sweep(tmp_path: Path, docs: Any
 
 
 def test_a_sweep_measured_on_two_machines_says_which_setting_ran_where(tmp_path: Path, docs: Any) -> None:
-    """Issue 32: on a cluster each setting's samples come from one machine; the table names it per row, the
+    """Sweeps on a cluster: each setting's samples come from one machine; the table names it per row, the
     paragraph says so, and a range of heap probes never spans two machines."""
     for i, host in enumerate(("node-a", "node-b", "node-a")):
         doc = sweep_doc(docs, i, "nvme", 100000, i == 2, {"sync": [5.5, 6.5]}, of=3, probe=10.0 * (i + 1))

@@ -1,4 +1,4 @@
-"""A team's own repository outside perfsuite (issue 28): its package, operation, recipe, pytest benchmark and a
+"""A team's own repository outside perfsuite (U): its package, operation, recipe, pytest benchmark and a
 real session directory of its runtime, in a scratch git repository (:func:`build`). Used by the tests of
 tests/team/ and by ``scripts/acceptance/pytest_gate_acceptance.py`` (the measured version, on a quiet machine).
 

@@ -1,5 +1,5 @@
-"""Issue 28 item 3: results record the MEASURED repository (a team's own, outside perfsuite), apart from
-perfsuite's own checkout; evidence, history, the store and the dashboard name its commit."""
+"""U, the measured commit in every result: results record the MEASURED repository (a team's own, outside perfsuite),
+apart from perfsuite's own checkout; evidence, history, the store and the dashboard name its commit."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from perfsuite.errors import PerfsuiteError
 from perfsuite.report import Result
 from tests.team.teamrepo import SOURCE, commit_all, git, perfsuite
 
-try:  # issue 28's names; the end-to-end tests below run (and fail) without them, on the code before it
+try:  # the provenance names; the end-to-end tests below run (and fail) without them, on the code before it
     from perfsuite.harness import CI_VARIABLES, measured_repository
 except ImportError:  # pragma: no cover - the old code
     CI_VARIABLES, measured_repository = (("github", "GITHUB_SHA", ("GITHUB_REF_NAME",)),), None
@@ -83,7 +83,7 @@ def test_run_evidence_history_store_and_dashboard_name_the_teams_commit(team_rep
     (doc_path,) = [p for p in (team_repo / "results" / "local").glob("commit-*.json") if "pyperf" not in p.name]
     evidence = perfsuite(team_repo, "evidence", str(doc_path))
     assert evidence.returncode == 0, evidence.stderr
-    # before issue 28 this named perfsuite's own checkout (or `unknown` from a wheel)
+    # before U's provenance this named perfsuite's own checkout (or `unknown` from a wheel)
     measured = f"Measured at commit `{first[:7]}` of the measured repository on branch `main` with perfsuite `"
     assert measured in evidence.stdout
     (team_repo / "NOTES.md").write_text("a second commit\n")

@@ -1,4 +1,4 @@
-"""Issue 28 item 4, the pytest path, on the team's own repository: what two SEPARATE sessions may gate (costs
+"""U, the pytest path, on the team's own repository: what two SEPARATE sessions may gate (costs
 exactly; timings are information), and the PAIRED path (``--perfsuite-ab``), whose rounds interleave BASE and
 the working tree in fresh sessions. Behaviour only: timing differences and loaded idle controls are planted
 in recorded documents, regressions are deterministic costs (an extra fsync, +1 MB allocated)."""
@@ -52,7 +52,7 @@ def test_unchanged_code_against_a_loaded_base_4x_apart_is_no_regression(team_rep
     _record_a_loaded_faster_base(team_repo / "results" / "base")
     again = _pytest(team_repo, *FAST, "--perfsuite-dir", "results/new", "--perfsuite-compare", "results/base",
                     "--perfsuite-compare-fail")
-    assert again.returncode == 0, again.stdout  # before issue 28 this failed: "sync ack 4.25x"
+    assert again.returncode == 0, again.stdout  # gating separate runs' timings failed this: "sync ack 4.25x"
     lines = again.stdout.splitlines()
     first = lines[lines.index("compared with results/base:") + 1]
     assert first.strip().startswith("separate runs: timings are information, only costs gate")
@@ -69,7 +69,7 @@ def test_unchanged_code_against_a_loaded_base_4x_apart_is_no_regression(team_rep
     ("EXTRA_FSYNCS", "1", None, "metrics.fsyncs 2.00x"),  # the commit fsyncs twice
     # +1 MB allocated per commit: memray sums it (the default where the alloc extra is installed) ...
     ("PADDING", str(1 << 20), "memray", "allocation.total_bytes"),
-    # ... and the core's tracemalloc pass sees it in the peak (issue 30: it cannot sum)
+    # ... and the core's tracemalloc pass sees it in the peak (the core install, without memray: it cannot sum)
     ("PADDING", str(1 << 20), "tracemalloc", "allocation.peak_bytes"),
 ])
 def test_a_planted_2x_cost_fails_the_separate_run_gate(team_repo: Path, knob: str, value: str, tracker: str | None,

@@ -1,4 +1,4 @@
-"""Issue 28 item 9: a fixture from the team's own data. A recipe names a real session directory of theirs
+"""U and M6: a fixture from the team's own data. A recipe names a real session directory of theirs
 (``session = "PATH"``, relative to the recipe file), or ``--session PATH`` gives one; every sample works on a
 private ``cp -a``-style copy (metadata and symlinks kept); its size, file count and digest are recorded; a
 directory that changes between samples is refused in one line."""
@@ -41,7 +41,7 @@ def test_a_recipe_names_the_teams_session_relative_to_its_file(team_repo: Path, 
 
 
 def test_session_on_the_command_line_gives_a_recipe_without_fixture_its_fixture(team_repo: Path) -> None:
-    """Before issue 28, ``--session`` was silently ignored for a recipe without a ``fixture`` key."""
+    """A bad input once passed silently: ``--session`` was ignored for a recipe without a ``fixture`` key."""
     ran = perfsuite(team_repo, "run", "commit", "--session", "data/session", "--output-dir", "results/o")
     assert ran.returncode == 0, ran.stderr
     doc = _document(team_repo / "results" / "o")

@@ -63,7 +63,7 @@ def test_evidence_says_what_was_watched_and_every_figure_comes_from_its_field(wa
 
 def test_compare_shows_the_planted_block_as_information_between_two_watches(watched: tuple[Path, Path]) -> None:
     """Two watches are separate runs: their timings cannot tell the machine's load from a regression, so
-    `compare` shows the planted block's regression as information and gates costs only (issue 28 item 4)."""
+    `compare` shows the planted block's regression as information and gates costs only (two separate runs, U)."""
     base, planted = watched
     proc = perfsuite("compare", str(base), str(planted))
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -85,7 +85,8 @@ def test_exactly_one_trace_source(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def _observed(publications: int, loss_s: float) -> Any:
-    """A real run's reduction, fixed: the comparison is then exercised without real time (issue 17 item 7)."""
+    """A real run's reduction, fixed: the comparison is then exercised without real time (tests assert behaviour, never
+    timing)."""
     from perfsuite.whatif._validate import Observed
 
     async def real_run(trace: Any, setting: Any, directory: Path) -> Observed:

@@ -39,7 +39,7 @@ def test_costs_are_measured_once_and_cached_by_version_and_machine(tmp_path: Pat
 def test_costs_on_tracemalloc_say_bytes_allocated_are_not_measured_and_are_never_reused_for_memray(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """issue 30: the core's tracemalloc pass cannot sum allocations (None, not 0), and a cached file of one
+    """The core install: the core's tracemalloc pass cannot sum allocations (None, not 0), and a cached file of one
     method is measured again for the other, so what-if never mixes them."""
     monkeypatch.setenv("PERFSUITE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("PERFSUITE_ALLOCATION_TRACKER", "tracemalloc")  # the core's (memray's is the default here)
@@ -82,7 +82,7 @@ def test_recording_a_session_gives_a_replayable_trace(tmp_path: Path) -> None:
 
 
 def test_recording_reaches_processes_that_ask_the_environment(tmp_path: Path) -> None:
-    """A process of the user's own opts in with ``record_from_environment`` (issue 19: no sitecustomize)."""
+    """A process of the user's own opts in with ``record_from_environment`` (a published seam: no sitecustomize)."""
     child = textwrap.dedent(f"""
         from perfsuite.engine import Session
         from perfsuite.workloads.tracing import record_from_environment
@@ -104,8 +104,8 @@ def test_recording_reaches_processes_that_ask_the_environment(tmp_path: Path) ->
 
 def test_record_trace_in_process_isolation_keeps_the_users_sitecustomize(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 19: a process-isolated sample's session is recorded (the workload reads the environment),
-    and a sitecustomize of the user's on PYTHONPATH still runs in the worker (nothing shadows it)."""
+    """Observed through a published seam: a process-isolated sample's session is recorded (the workload reads the
+    environment), and a sitecustomize of the user's on PYTHONPATH still runs in the worker (nothing shadows it)."""
     small_session = tmp_path / "fixture"
     session = Session.open(small_session, create=True)
     session.add_message("root", Message("user", "hello", 0.0))

@@ -1,4 +1,4 @@
-"""Issue 28 problem 4: a user's own operation says its trace events (``perfsuite.whatif.emit``), so
+"""U: a user's own operation says its trace events (``perfsuite.whatif.emit``), so
 ``perfsuite run RECIPE --record-trace FILE`` records them and ``whatif`` accepts the file; a recording
 with no events is said in one line and leaves no unusable file."""
 

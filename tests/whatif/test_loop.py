@@ -1,4 +1,4 @@
-"""The virtual-clock event loop (issue 28 item 5): plain asyncio timer code runs unchanged in virtual time."""
+"""The virtual-clock event loop (U, SPEC section 6): plain asyncio timer code runs unchanged in virtual time."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 19 item 2: the simulator drives the engine's own scheduling code, so it cannot drift from it.
+"""SPEC section 6: the simulator drives the engine's own scheduling code, so it cannot drift from it.
 
 The reference run drives a real portable session on disk by hand (public API, a ``VirtualClock`` and the
 engine's ``VirtualRunner`` for the modelled job durations) and reads its publications from the engine's

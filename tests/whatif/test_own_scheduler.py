@@ -1,5 +1,5 @@
-"""Issue 28 acceptance: a team's own debouncer (not the engine's), in its own package in a scratch directory
-outside perfsuite, tuned by `perfsuite whatif --target` over a debounce grid from a trace, and `--validate`
+"""U, what-if through the team's scheduler: a team's own debouncer (not the engine's), in its own package in a scratch
+directory outside perfsuite, tuned by `perfsuite whatif --target` over a debounce grid from a trace, and `--validate`
 agreeing with a real-time replay of the same code (a few hundred milliseconds of real time)."""
 
 from __future__ import annotations

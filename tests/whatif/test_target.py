@@ -1,4 +1,4 @@
-"""Replay targets (issue 28 item 5): a team's own scheduler replayed in virtual time, counted by perfsuite."""
+"""Replay targets (U, SPEC section 6): a team's own scheduler replayed in virtual time, counted by perfsuite."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""scripts/acceptance/ack_overhead.py (issue 29: where an acknowledgement's time goes beyond the floor) runs
+"""scripts/acceptance/ack_overhead.py (format 2: where an acknowledgement's time goes beyond the floor) runs
 its four kinds of child process on copies of synthetic-6000 and prints one row per kind (the engine's with
 its own fdatasync and the rest); bad input is one line and exit 2."""
 

@@ -1,4 +1,4 @@
-"""scripts/acceptance/durability_points.py (issue 29's measurements) runs and says what format 2 promises: one
+"""scripts/acceptance/durability_points.py (format 2's measurements) runs and says what format 2 promises: one
 durability point per publication on the steady path, at most 1.01 amortized over a stream with
 consolidation, and k publications pending during one sync sharing the next (the recording layer counts)."""
 

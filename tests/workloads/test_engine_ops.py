@@ -50,13 +50,13 @@ def test_mailbox_delivery_sync_and_async(tmp_path, small_session):
     assert not any(k.startswith("main_thread_ms.") for k in sync_sample["metrics"])  # no job: all inline
     for mode in ("sync", "async"):  # the recording layer's counts: the same durable operations either way
         metrics = doc["modes"][mode]["samples"][0]["metrics"]
-        # format 2 (issue 29): one fdatasync of the log, no fsync, rename or directory fsync
+        # format 2 (the session log): one fdatasync of the log, no fsync, rename or directory fsync
         assert (metrics["fdatasyncs"], metrics["fsyncs"], metrics["dir_fsyncs"], metrics["renames"]) == (1, 0, 0, 0)
         assert metrics["durability_points"] == 1
 
 
 def test_process_offload_measures_the_workers_writes(tmp_path, small_session):
-    """Issue 17 item 2: with a worker process the publication's writes and syncs are measured as with a thread
+    """M4 isolation: with a worker process the publication's writes and syncs are measured as with a thread
     (format 2: the worker stages and hashes, the log's pwrite and fdatasync run in this process); never a
     0 that means 'unseen'."""
     doc = run(tmp_path, small_session, HEAD + """
@@ -151,7 +151,7 @@ def test_drain_and_stalled_admission(tmp_path, small_session):
 
 def test_engine_operations_measure_without_listening_to_the_engine(tmp_path, small_session):
     """The operations read loop-thread times from the publication reports: no listener, so no event is
-    built inside the measured window (issue 19: a listener costs allocations there)."""
+    built inside the measured window (engine events: a listener costs allocations there)."""
     import shutil
 
     from perfsuite.harness import OperationContext

@@ -1,5 +1,5 @@
 """SPEC M6: generated fixtures are real engine sessions, deterministic, exact in size, cached outside git,
-and never measured in place (issue 5 item 6)."""
+and never measured in place (M6)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def copied(cache: Path) -> fx.Fixture:
 
 
 def _retained(session: Session, keep: int) -> None:
-    """Format 2 (issue 29): the last ``keep`` generations are still on disk (restorable) and no log that
+    """Format 2 (the session log): the last ``keep`` generations are still on disk (restorable) and no log that
     nothing retained needs is left (retirement ran to the end)."""
     newest = session.head.seq
     assert all(session.store.state_at(g).generation == g for g in range(newest - keep + 1, newest + 1))
@@ -69,7 +69,7 @@ def test_committed_specs_load_with_stable_digests() -> None:
         assert spec.name == name and spec.digest == fx.load_spec(name).digest
         assert spec.digest.startswith("sha256:") and spec.key == f"{name}-{spec.digest[7:19]}"
     copied = fx.load_spec("copied-27mb")
-    # chosen and recorded (M6); format 2 (issue 29): the engine's chunking and a small log capacity
+    # chosen and recorded (M6); format 2 (the session log): the engine's chunking and a small log capacity
     assert copied.settings == {"chunk_size": 65536, "keep_generations": 8, "log_capacity": 1 << 20}
     assert fx.load_spec("synthetic-6000").settings["chunk_size"] == 65536
 

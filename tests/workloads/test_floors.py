@@ -1,6 +1,6 @@
-"""The publication floor (issue 17 item 3): the durable operations of one real generation, recorded from the
-engine and replayed as raw os calls in the engine's order. Checked by behaviour: the counts, the bytes and
-the files the replay leaves match the engine's publication; no timing."""
+"""The publication floor (SPEC section 4, acknowledgement as a ratio to a floor): the durable operations of one real
+generation, recorded from the engine and replayed as raw os calls in the engine's order. Checked by behaviour: the
+counts, the bytes and the files the replay leaves match the engine's publication; no timing."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def test_the_replay_does_the_engines_durable_operations(tmp_path: Path, small_se
 
     op, metrics = asyncio.run(main())
     kinds = collections.Counter(step.kind for step in op.steps)
-    # format 2 (issue 29): one pwrite of a record-sized buffer at the log's tail and one fdatasync
+    # format 2 (the session log): one pwrite of a record-sized buffer at the log's tail and one fdatasync
     assert metrics["fdatasyncs"] == kinds["fdatasync"] == 1 and metrics["pwrites"] == kinds["pwrite"] == 1
     assert "fsyncs" not in metrics and "replaces" not in metrics and "dir_fsyncs" not in metrics
     assert metrics["bytes_written"] == sum(s.length for s in op.steps if s.kind == "pwrite") > 4000
@@ -120,11 +120,11 @@ def test_the_recording_layer_is_the_source(tmp_path: Path) -> None:
     session.checkpoint()
     kinds = {op.kind for op in fs.since(mark)}
     session.close()
-    assert kinds == {"pwrite", "fdatasync"}  # format 2's steady path (issue 29)
+    assert kinds == {"pwrite", "fdatasync"}  # format 2's steady path (the session log)
 
 
 def test_the_replay_pays_a_storage_profile_through_the_same_delay_model(tmp_path: Path, small_session: Path) -> None:
-    """M10 (issue 20): the floor's raw calls settle with the profile at the kinds the latency layer delays."""
+    """M10: the floor's raw calls settle with the profile at the kinds the latency layer delays."""
     from perfsuite.engine.testing import LATENCY_OPS
 
     profile = {"name": "fixed", "source": "test", "operations": {

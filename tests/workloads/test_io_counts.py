@@ -1,5 +1,5 @@
-"""Issue 15: per-publication costs from the recording I/O layer (fsyncs, directory fsyncs, renames, files
-created), reported by the engine operations so the gate can compare them exactly."""
+"""M3 and the CI gate's costs: per-publication costs from the recording I/O layer (fsyncs, directory fsyncs, renames,
+files created), reported by the engine operations so the gate can compare them exactly."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def test_io_counts_reads_the_recording_log(tmp_path) -> None:
                  FsOp(2, "fsync", "/y"), FsOp(3, "fsync_dir", "/"), FsOp(4, "replace", "/y", dst="/z"),
                  FsOp(5, "pwrite", "/x", data=b"r", length=1, offset=0), FsOp(6, "fdatasync", "/x")]
     assert io_counts(synthetic) == {"fsyncs": 1, "fdatasyncs": 1, "dir_fsyncs": 1, "renames": 1, "files_created": 1,
-                                    "durability_points": 4}  # issue 29: an fdatasync is a durability point
+                                    "durability_points": 4}  # format 2: an fdatasync is a durability point
 
 
 def test_publications_report_deterministic_io_counts(tmp_path, small_session) -> None:
@@ -54,7 +54,7 @@ def test_publications_report_deterministic_io_counts(tmp_path, small_session) ->
         counts = [tuple(s["metrics"][k] for k in keys) for s in doc["modes"][mode]["samples"]]
         assert len(counts) == 3 and len(set(counts)) == 1, (mode, counts)  # deterministic per publication
     sync = doc["modes"]["sync"]["samples"][0]["metrics"]
-    # format 2 (issue 29): one fdatasync of the log, nothing created, renamed or directory-synced
+    # format 2 (the session log): one fdatasync of the log, nothing created, renamed or directory-synced
     assert (sync["fdatasyncs"], sync["fsyncs"], sync["dir_fsyncs"], sync["renames"], sync["files_created"]) == (
         1, 0, 0, 0, 0)
     assert {k: sync[k] for k in keys} == {k: doc["modes"]["async"]["samples"][0]["metrics"][k] for k in keys}

@@ -1,4 +1,4 @@
-"""`perfsuite run`'s plan in the library (issue 19 item 4): the CLI parses and prints, this decides."""
+"""`perfsuite run`'s plan in the library (the CLI only parses and prints): the CLI parses and prints, this decides."""
 
 from __future__ import annotations
 

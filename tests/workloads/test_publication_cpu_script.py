@@ -1,4 +1,4 @@
-"""scripts/acceptance/publication_cpu.py (issue 29's steady-path CPU figures) runs on a copy of synthetic-6000
+"""scripts/acceptance/publication_cpu.py (format 2's steady-path CPU figures) runs on a copy of synthetic-6000
 and prints one line of medians per kind of publication; bad input is one line and exit 2."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`perfsuite run`'s loop in the library (issue 30 item 5): the outcome decides, the CLI only prints it.
+"""`perfsuite run`'s loop in the library (the CLI only parses and prints): the outcome decides, the CLI only prints it.
 
 The results writer, the load probe and the fixture resolver are injected as parameters (ENOSPC, a loaded
 machine, a fixture), never patched; a signal is raised from the progress callback, never sent for real.

@@ -1,9 +1,9 @@
-"""Seeded bugs of the open path (issue 14): the engine as it was before the corruption probes, kept so the
-crash and corruption campaigns prove they catch each one (``--seeded-bug NAME``).
+"""Seeded bugs of the open path (open loses nothing silently): the engine as it was before the corruption
+probes, kept so the crash and corruption campaigns prove they catch each one (``--seeded-bug NAME``).
 
-Each is a set of the engine's documented fault hooks (``FaultHooks``, issue 19) carried by the I/O layer
-(``with_fault_hooks``), so the workload run, the campaign's recoveries and every reopen on that layer see
-the broken open path. Nothing patches an engine class; the engine's source is never edited.
+Each is a set of the engine's documented fault hooks (``FaultHooks``, the engine's published seam) carried
+by the I/O layer (``with_fault_hooks``), so the workload run, the campaign's recoveries and every reopen on
+that layer see the broken open path. Nothing patches an engine class; the engine's source is never edited.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def old_recover_head(store: Any, hint: HeadRef | None, problems: list[str]
 
 
 def old_recover_head_v2(store: Any, problems: list[str]) -> tuple[int | None, list[str]]:
-    """Format 2's version of the same mistake (issue 29): only a log another log names as its predecessor
+    """Format 2's version of the same mistake (the session log): only a log another log names as its predecessor
     counts as adopted (records appended to a log prove nothing to it), so with HEAD lost a session whose
     newest log has no successor falls back to the one before it, and a one-log session opens empty, silently.
     (``FaultHooks.recover_head`` for format 2: returns the log number to adopt, or None, and problem lines.)"""
@@ -110,7 +110,7 @@ HEAD_LOST_FALLBACK = FaultHooks(recover_head=_recover_head_either, retire_newer=
 MID_TRANSCRIPT_CUT = FaultHooks(cut_at_first_bad_line=True)
 
 
-# -- head-lost-previous (issue 27 class 5) ------------------------------------------------------------------
+# -- head-lost-previous (a crash while HEAD is also lost) -----------------------------------------------------
 def _manifest_seq(name: str) -> int:
     """A manifest's sequence number from its name (0 for a name that is not a manifest's)."""
     match = _MANIFEST.search(name)
@@ -136,7 +136,7 @@ def previous_recover_head(store: Any, hint: HeadRef | None, problems: list[str]
 
 
 def previous_recover_head_v2(store: Any, problems: list[str]) -> tuple[int | None, list[str]]:
-    """Format 2's off-by-one (issue 29): a lost or torn HEAD is recovered to the log *before* the newest
+    """Format 2's off-by-one (the session log): a lost or torn HEAD is recovered to the log *before* the newest
     one proven adopted (records appended to it, or named as a predecessor), silently; a session with one
     proven log opens empty (``FaultHooks.recover_head`` for format 2)."""
     from perfsuite.crash.invariants._logcheck import logs_of

@@ -1,8 +1,10 @@
-"""Seeded bugs: deliberately broken engines the checker must catch (SPEC section 7, issue 10).
+"""Seeded bugs: deliberately broken engines the checker must catch (SPEC section 7; SPEC 8:
+every class of planted durability bug is caught).
 
 A bug wraps the file system the engine is given (``wrap``), overriding E1 *policy* only or carrying the
-engine's documented open-path fault hooks (``with_fault_hooks``: the open-path bugs of issue 14,
-``bugs._open_path``), or opens the workload's sessions with fault hooks (``faults``: ``FaultHooks``, issue 19).
+engine's documented open-path fault hooks (``with_fault_hooks``: the open path as it was before its
+corruption probes, ``bugs._open_path``), or opens the workload's sessions with fault hooks (``faults``:
+``FaultHooks``, the engine's published seam).
 Nothing patches an engine class and the engine's source is never edited. The primitives still go through
 the recorder, so the trace shows exactly what the broken engine did. A bug is caught when the campaign
 reports at least one violation with it and none without it. What ``wrap`` does also applies to recovery
@@ -58,7 +60,7 @@ class FsyncRetryAck(DelegatingFileSystem):
 
 
 class LogNamedBeforeDirFsync(DelegatingFileSystem):
-    """Format 2 (issue 29): a new session log is renamed to its name and HEAD switched to it without
+    """Format 2 (the session log): a new session log is renamed to its name and HEAD switched to it without
     fsyncing ``log/``: a crash can keep HEAD's new name and lose the log's (a deleted log, to open)."""
 
     def sync_dir(self, path: str) -> bool:
@@ -91,9 +93,9 @@ def _sidecar_before_transcript(steps: Generator[Step, None, None]) -> Generator[
 
 
 class SkipDirFsyncAfterRejection(DelegatingFileSystem):
-    """Issue 27 class 2: once one directory's fsync was rejected (EINVAL), the layer decides directory
-    fsync is unsupported *everywhere* and skips every later one, on directories that do support it too
-    (a global flag where E1 asks for a per-directory warning)."""
+    """A directory fsync the file system rejects (E1): once one directory's fsync was rejected (EINVAL),
+    the layer decides directory fsync is unsupported *everywhere* and skips every later one, on directories
+    that do support it too (a global flag where E1 asks for a per-directory warning)."""
 
     def __init__(self, inner: FileSystem) -> None:
         super().__init__(inner)
@@ -108,7 +110,7 @@ class SkipDirFsyncAfterRejection(DelegatingFileSystem):
 
 
 class RecoveryFileUnsynced(DelegatingFileSystem):
-    """Issue 27 class 6: the bytes recovery sets aside (a torn tail, a quarantined line) are written under
+    """E2, what recovery sets aside: the bytes (a torn tail, a quarantined line) are written under
     ``recovery/`` without fsync, and ``recovery/`` is not synced, before the transcript is rewritten."""
 
     def write_new(self, path: str, data: bytes, *, exclusive: bool = False, sync: bool = True) -> None:
@@ -120,11 +122,12 @@ class RecoveryFileUnsynced(DelegatingFileSystem):
 
 
 #: acknowledgement callbacks run as soon as the generation is committed, *before* its commit point: in
-#: format 2 (issue 29) right after the pwrite of its record, before the fdatasync; in both drivers
+#: format 2 (the session log) right after the pwrite of its record, before the fdatasync; in both drivers
 ACK_BEFORE_FDATASYNC = FaultHooks(acknowledge_after="commit")
 ACK_BEFORE_ADOPTION = ACK_BEFORE_FDATASYNC  # format 1's name: its commit point was HEAD's adoption
 SIDECAR_BEFORE_TRANSCRIPT = FaultHooks(reorder_steps=_sidecar_before_transcript)
-#: format 2's commit path (issue 29), as the engine's documented hooks on the I/O layer
+#: format 2's commit path (one pwrite and one fdatasync per publication, E4), as the engine's documented
+#: hooks on the I/O layer
 HEAD_BEFORE_BASE_SYNC = FaultHooks(head_before_base_sync=True)
 APPEND_AFTER_FAILED_FDATASYNC = FaultHooks(fsyncgate_ignored=True)
 MID_LOG_DAMAGE_AS_TORN = FaultHooks(damage_as_torn=True)
@@ -230,9 +233,10 @@ SEEDED_BUGS: Mapping[str, SeededBug] = {
                   ("session", "session-fault")),
         SeededBug("sidecar-before-transcript", "file-backed session replaces the sidecar before its transcripts' "
                   "barrier", _same, ("session-file",), faults=SIDECAR_BEFORE_TRANSCRIPT),
-        # Issue 29: bugs of format 2's commit path (the session log).
+        # Bugs of format 2's commit path (the session log: one pwrite and one fdatasync per publication).
         SeededBug("ack-before-fdatasync", "acknowledgement callbacks run after the record's pwrite, before the "
-                  "log's fdatasync (the commit point)", _same, ("session",), faults=ACK_BEFORE_FDATASYNC),
+                  "log's fdatasync (the commit point)", _same, ("session", "session-async"),
+                  faults=ACK_BEFORE_FDATASYNC),  # session-async: the job's acks, in the turn that accepts its chain
         SeededBug("head-before-base-sync", "a roll-over replaces HEAD before the new log's BASE is fdatasynced",
                   _hooked(HEAD_BEFORE_BASE_SYNC), ("session", "session-fault")),
         SeededBug("append-after-failed-fdatasync", "after a failed fdatasync the log is appended to and synced "
@@ -249,7 +253,8 @@ SEEDED_BUGS: Mapping[str, SeededBug] = {
                   ("transcript-fsync-eio", "session-fault", "session-file-fault")),
         SeededBug("no-temp-fsync", "rewrite without fsyncing the temp file before replace", NoTempFsync,
                   ("transcript", "transcript-fsync-eio")),
-        # Issue 14: bugs of the open path, carried by the I/O layer, so they also hold during recovery.
+        # Bugs of the open path (open loses nothing silently), carried by the I/O layer, so they also hold
+        # during recovery.
         SeededBug("lease-pid-zero", "a torn LEASE is read as pid 0, which os.kill(0, 0) finds alive: the session "
                   "is unopenable for good", _lease_pid_zero, ("session-create",), corrupt=True),
         SeededBug("head-lost-fallback", "a lost HEAD falls back to the newest generation named as a parent (or to "
@@ -257,8 +262,8 @@ SEEDED_BUGS: Mapping[str, SeededBug] = {
                   _head_lost_fallback, ("session-fault",), corrupt=True),
         SeededBug("mid-transcript-cut", "a damaged line in the middle of a transcript is taken for a torn tail: "
                   "every later message is cut off", _mid_transcript_cut, (), corrupt=True),
-        # Issue 27: the classes of bug the campaigns could not see, one seeded bug each, and the three
-        # engine defects it fixed, planted back.
+        # The classes of bug the campaigns could not see (docs/crash.md), one seeded bug each, and the three
+        # engine defects their workloads found, planted back.
         SeededBug("lease-unchecked", "head adoption does not check the lease: a writer whose lease a second "
                   "owner broke still adopts (class 1)", _lease_unchecked, ("session-second-owner",)),
         SeededBug("pid-lock-stolen-back", "a file-backed owner whose session.pid another writer replaced writes "

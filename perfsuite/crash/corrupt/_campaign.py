@@ -1,4 +1,4 @@
-"""The corruption campaign (issue 14), ``perfsuite crashcheck --corrupt``: damage every file and directory of
+"""The corruption campaign (SPEC section 7), ``perfsuite crashcheck --corrupt``: damage every file and directory of
 a finished session, one at a time, in each of seven ways, and check what open, recovery and retirement
 make of it.
 
@@ -10,7 +10,7 @@ gives up to three base trees:
 - ``owned``: the same with the LEASE or PID lock its owner wrote, as if it crashed right after its last
   flush; only that ownership file is damaged;
 - ``pending`` (portable): the live tree just before the last fdatasync of the session log, a publication
-  written but not yet at its commit point (format 2, issue 29): the log holding it is damaged;
+  written but not yet at its commit point (format 2: the log's fdatasync): the log holding it is damaged;
 - ``recovered`` (file-backed): the closed tree after an open recovered a torn tail into a transcript's
   ``recovery/``: the recovery files and the event logs are damaged.
 
@@ -187,7 +187,7 @@ def expectations(trace: OpTrace, profile: str, state: FsState, at: int) -> Expec
 
 
 def _generation(files: dict[str, bytes | None]) -> tuple[int, str, tuple[str, ...]]:
-    """The newest generation of a format-2 tree (issue 29): its number, HEAD's log and the other logs its
+    """The newest generation of a format-2 tree (the session log): its number, HEAD's log and the other logs its
     BASE references (the files it rests on), read with the checker's own log reader."""
     head = json.loads(files[f"{SESSION}/HEAD"] or b"{}")
     log = f"{SESSION}/{head['log']}"
@@ -209,8 +209,9 @@ def _targets(base: str, state: FsState, profile: str) -> list[tuple[str, bytes |
 
 
 def check_targets(config: CorruptConfig, recorded: list[tuple[str, dict[str, tuple[FsState, Expect]], str]]) -> None:
-    """Issue 27: every ``--target`` pattern must match a damageable path of at least one workload (an empty
-    pattern, or one that matches nothing, used to report "0 cases, 0 violations" and pass a CI gate).
+    """Bad input is refused (one line, exit 2): every ``--target`` pattern must match a damageable path of
+    at least one workload (an empty pattern, or one that matches nothing, used to report "0 cases,
+    0 violations" and pass a CI gate).
     ``recorded`` is ``(workload, states, profile)`` per workload, before any case runs."""
     if not config.targets:
         return
@@ -276,7 +277,7 @@ def run_corrupt_campaign(config: CorruptConfig, *, executor: Executor | None = N
                          execution: Execution | None = None, on_progress: OnProgress | None = None) -> CorruptReport:
     """Record each session workload once, damage it case by case in worker processes, and report.
     Bad names raise :class:`CrashCheckError`; ``executor`` may be shared (the tests do); ``runner``,
-    ``execution`` and ``on_progress`` as for :func:`~perfsuite.crash.run_campaign` (issue 32)."""
+    ``execution`` and ``on_progress`` as for :func:`~perfsuite.crash.run_campaign` (where the batches run)."""
     started = time.perf_counter()
     names = config.workloads or session_workloads()
     workloads = [get_workload(n) for n in names]
@@ -313,8 +314,8 @@ def run_corrupt_campaign(config: CorruptConfig, *, executor: Executor | None = N
 def _run_workload(trace: OpTrace, workload: Workload, config: CorruptConfig, runner: Runner, keeper: _Keeper,
                   states: dict[str, tuple[FsState, Expect]], checkpoint: Checkpoint | None = None,
                   on_progress: OnProgress | None = None, prior: int = 0) -> CorruptResult:
-    """One workload's cases, streamed to ``runner`` in batches and folded in batch order (issue 32: the
-    same answer on every back end); the fold is checkpointed as it goes."""
+    """One workload's cases, streamed to ``runner`` in batches and folded in batch order (the same
+    answer on every back end); the fold is checkpointed as it goes."""
     started = time.perf_counter()
     profile = profile_of(workload) or "portable"
     trees = {base: state for base, (state, _expect) in states.items()}

@@ -1,6 +1,7 @@
 """One case of the corruption campaign, run in a worker process: damage a finished session, open it,
 recover (retry a pending publication, deliver mail), retire, write a probe turn, close, reopen; then the
-invariants of issue 14. A per-case deadline turns a hang into a violation instead of a stuck campaign.
+invariants below (nothing lost silently, a refusal in one line). A per-case deadline turns a hang into a
+violation instead of a stuck campaign.
 
 Invariants (ids as the report prints them):
 
@@ -79,7 +80,7 @@ class Expect:
     transcripts: Mapping[str, bytes]  # conversation -> base bytes of its main transcript (file-backed)
 
 
-#: what open and recovery did with one damaged tree (issue 14)
+#: what open and recovery did with one damaged tree (what the report counts per case)
 CaseStatus = Literal["opened", "refused", "undetectable", "failed"]
 
 

@@ -1,10 +1,10 @@
-"""The kinds of damage of the corruption campaign (issues 14 and 29), applied to a real tree.
+"""The kinds of damage of the corruption campaign (both profiles, format 2's session log too), applied to a real tree.
 
 Each kind is deterministic (``seed`` and the target's path choose the garbage and the flipped byte), so
 a case can be rebuilt exactly for ``--keep``. A directory can be deleted, replaced by a regular file of
 garbage, or replaced by a symbolic link to nowhere; a file can also be truncated (to 0 or to half),
 have one byte flipped (XOR 0xFF) or be replaced by an empty directory. A format-2 session log
-(``log/<n>.log``, issue 29) can also have a byte flipped in its last record (never a tear: a crash leaves
+(``log/<n>.log``, one per era) can also have a byte flipped in its last record (never a tear: a crash leaves
 old zeros), be damaged in the middle (an earlier record flipped, valid records after it), be replaced
 by a log of another session, or have one letter of its last record's payload change case
 (``retype-last-record``: the record still frames and decodes, so only its sha256 tells).

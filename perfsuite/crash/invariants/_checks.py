@@ -34,9 +34,9 @@ class Outcome:
     error: str | None = None
     recovery_ops: int = 0
     # A crash of recovery itself: the crash state the first recovery started from (its torn bytes must
-    # survive in ``recovery/`` whatever recovery had done when it crashed: issue 27 class 6).
+    # survive in ``recovery/`` whatever recovery had done when it crashed: E2, a torn tail kept aside).
     origin: FsState | None = None
-    # Damage applied to the crash state before recovery (issue 27 class 5: "HEAD deleted", "HEAD torn"):
+    # Damage applied to the crash state before recovery (``head_loss``: "HEAD deleted", "HEAD torn"):
     # recovery may then refuse (``refused``: one line, the engine's own error), never load less silently.
     damage: str | None = None
     refused: bool = False
@@ -213,7 +213,7 @@ def damaged_pieces(data: bytes, *, messages: bool) -> list[tuple[int, bytes, str
 
 
 def _kept_from(scope: str, ctx: CheckContext, recovered: Sequence[tuple[str, bytes | None]]) -> Iterator[str]:
-    """Issue 27 class 6: the bytes recovery sets aside (torn tails, quarantined lines) are durable before
+    """E2, what recovery sets aside: the bytes (torn tails, quarantined lines) are durable before
     the transcript that held them is rewritten. So whatever recovery had done when it crashed, the damaged
     pieces of the tree it started from (and of the workload's initial tree, which a workload's own open
     recovers) are, after the next recovery, still in the transcript or byte for byte in ``recovery/``."""

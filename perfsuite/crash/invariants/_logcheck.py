@@ -1,4 +1,4 @@
-"""An independent reader of format 2's session log for invariant 3 (SPEC section 7, issue 29): the checker
+"""An independent reader of format 2's session log for invariant 3 (SPEC 7.3): the checker
 parses HEAD and the log itself, from the documented framing, without the engine's code, so an engine bug
 in its own reader cannot hide from the check.
 

@@ -1,4 +1,4 @@
-"""Invariants of SPEC section 7 for session workloads (issue 10), as data like the transcript ones.
+"""Invariants of SPEC section 7 for session workloads (E3's two profiles), as data like the transcript ones.
 
 The checks read the recovery view :mod:`perfsuite.crash.workloads._sessions` returns (``open``: what
 ``Session.open`` loaded; ``retried``: after ``retry_pending`` of a recovered pending publication;
@@ -150,7 +150,7 @@ def clean_transcript_problems(view: Mapping[str, Any]) -> Iterator[str]:
 
 
 def head_problems(state: FsState, acked_seq: int, view_head: Any = None, prefix: str = SESSION) -> Iterator[str]:
-    """Invariant 3, read off the tree (format 2, issue 29): HEAD names a log that exists with a valid header
+    """Invariant 3, read off the tree (format 2, the session log): HEAD names a log that exists with a valid header
     whose record chain verifies (``invariants._logcheck``, an independent reader of the framing); the generation is not
     older than the newest acknowledged one (a fallback may not lose acknowledged state) and it is the one
     the engine loaded."""
@@ -227,7 +227,7 @@ def _first_difference(a: bytes, b: bytes) -> int:
 
 # -- invariants over a crash state ------------------------------------------------------------------------------
 def _view(ctx: CheckContext) -> Mapping[str, Any] | None:
-    """The recovery view the checks read. After damage (HEAD lost on top of the crash, issue 27 class 5)
+    """The recovery view the checks read. After damage (HEAD lost on top of the crash, ``head_loss``)
     open may fall back to an older generation *and* recover the newer one's staged bytes as a pending
     publication, saying so; what must hold then is the state after ``retry_pending`` (``final``)."""
     assert ctx.outcome is not None
@@ -311,7 +311,7 @@ def check_session_fsync_errors(ctx: CheckContext) -> Iterator[str]:
             yield f"op #{note.at}: {note.label}"
 
 
-# -- issue 27: fencing, abandon, rejected directory fsync -------------------------------------------------------
+# -- the blind classes: fencing (E3), abandon (E4), rejected directory fsync (E1) ----------------------------
 def fencing_problems(acks: Sequence[Ack], notes: Sequence[Note]) -> Iterator[str]:
     """Invariant F (E3 fencing): once another owner took the session over (a ``fenced`` note names the
     writer it fenced), nothing that writer does is acknowledged."""
@@ -324,7 +324,7 @@ def fencing_problems(acks: Sequence[Ack], notes: Sequence[Note]) -> Iterator[str
 
 
 def abandoned_problems(view: Mapping[str, Any], notes: Sequence[Note], at: int) -> Iterator[str]:
-    """Invariant A (issue 27 defect 3): a mutation reported abandoned (``SaveAbandoned``) is not there
+    """Invariant A (E4, an abandon rolls back): a mutation reported abandoned (``SaveAbandoned``) is not there
     after a reopen: from the abandon's return until the next publication of that conversation starts
     (which may publish the buffer's text again, with an acknowledgement of its own), the transcript open
     loads holds none of the abandoned lines."""
@@ -344,7 +344,7 @@ def abandoned_problems(view: Mapping[str, Any], notes: Sequence[Note], at: int) 
 
 
 def dir_fsync_warning_problems(trace: Any) -> Iterator[str]:
-    """E1 (issue 27 class 2): a directory fsync the file system rejects (EINVAL, ENOTSUP) warns once per
+    """E1: a directory fsync the file system rejects (EINVAL, ENOTSUP) warns once per
     directory and the engine continues: every rejected directory warned exactly once, and no publication
     failed for it (the workload notes a failed save on such a layer as ``unexpected``, invariant 7)."""
     rejected = sorted({trace.rel(op.path) for op in trace.ops if op.kind == "fsync_dir_rejected"})

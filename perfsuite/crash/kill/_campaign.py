@@ -1,4 +1,4 @@
-"""The kill campaign (issue 10 item 4): real processes, the real file system, real SIGKILL.
+"""The kill campaign (SPEC section 7): real processes, the real file system, real SIGKILL.
 
 A child process (``python -m perfsuite.crash.kill._child DIR PROFILE SEED TAG``) opens a session (recovering
 whatever the previous child left) and runs a long, seeded, mixed session workload on the real file
@@ -70,7 +70,7 @@ class _Kill:
     wanted: int
     delay: float
     seed: int
-    tear: int = 0  # a torn kill (issue 27): the child tears its tear-th transcript write (> 0: all but the
+    tear: int = 0  # a torn kill (E2): the child tears its tear-th transcript write (> 0: all but the
     #                newline, < 0: half the line) and dies there
     coalesce: int = 0  # a coalescing kill: after that many steps the child coalesces checkpoint requests into
     #                    a held running one (E7), records the acknowledgements and dies there
@@ -110,7 +110,7 @@ def plan_kills(config: KillConfig) -> list[_Kill]:
         profile = config.profiles[kill % len(config.profiles)]
         wanted = rng.randint(1, config.max_acks)
         delay = rng.random() * config.max_delay_s
-        # A torn kill (issue 27): the child tears one of its next transcript writes and dies there; the
+        # A torn kill (E2, a torn tail): the child tears one of its next transcript writes and dies there; the
         # parent waits for that instead of killing it after ``wanted`` acknowledgements.
         tear = rng.randint(1, 6) if profile == "file" and config.torn_every and \
             (kill // len(config.profiles)) % config.torn_every == config.torn_every - 1 else 0
@@ -246,9 +246,9 @@ def run_kill_campaign(config: KillConfig, *, on_kill: Callable[[int, str, int, i
     """Run ``config.kills`` kills (profiles alternate) and check recovery after each (see module doc).
     ``on_kill(index, profile, acks read, violations so far)`` reports progress.
 
-    Issue 32: each profile's kills form a chain (one session, continued by every child), cut into slices of
-    :data:`SLICE` kills that run one after another on one host of ``runner`` (default: a local pool of one
-    process per profile); chains run in parallel. The plan is drawn up front in kill order, the outcomes
+    Where the kills run: each profile's kills form a chain (one session, continued by every child), cut into
+    slices of :data:`SLICE` kills that run one after another on one host of ``runner`` (default: a local pool
+    of one process per profile); chains run in parallel. The plan is drawn up front in kill order, the outcomes
     folded in kill order, so the kills, their profiles and the violations do not depend on the back end.
     A chain whose worker died is run again from its first kill in a new session."""
     started = time.perf_counter()

@@ -279,7 +279,7 @@ def child_main(argv: Sequence[str]) -> int:
 
 
 class TearingFileSystem(DelegatingFileSystem):
-    """The child's layer for a torn kill (issue 27): the ``nth`` write to a main transcript is short (all
+    """The child's layer for a torn kill (E2, a torn tail): the ``nth`` write to a main transcript is short (all
     but its newline, or half of it) and the process is SIGKILLed before ``write_all`` writes the rest, the
     state a kill between two partial writes (or ENOSPC mid-line, then a crash) leaves. Only unacknowledged
     bytes are torn: a write happens before its barrier."""

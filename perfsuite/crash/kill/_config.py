@@ -21,7 +21,7 @@ class KillConfig:
     directory: str | None = None
     timeout_s: float = 120.0
     seeded_bug: str | None = None  # run against a deliberately broken engine (``SeededBug.kill`` ones)
-    torn_every: int = 3  # every Nth file-backed kill tears a transcript write first (0: never; issue 27)
+    torn_every: int = 3  # every Nth file-backed kill tears a transcript write first (0: never; E2 torn tails)
     coalesce_every: int = 3  # every Nth portable kill is a coalescing kill (E7; 0: never): see ``_child``
 
 
@@ -49,7 +49,7 @@ class KillReport:
     directory: str | None = None
     child_seconds: float = 0.0
     recovery_seconds: float = 0.0
-    torn: int = 0  # kills whose child tore a transcript write first (issue 27)
+    torn: int = 0  # kills whose child tore a transcript write first (E2)
     seeded_bug: str | None = None
     checked: int = 0
     lost: int = 0

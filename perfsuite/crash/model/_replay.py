@@ -166,7 +166,7 @@ class _Replayer:
             self.set_content(inode, write_at(self.content.get(inode, b""), offset, op.data))
             h[2] = offset + len(op.data)
             return inode
-        if kind == "pwrite":  # at an offset: the handle's position does not move (issue 29's session log)
+        if kind == "pwrite":  # at an offset: the handle's position does not move (format 2's session log)
             h = self.handle(op)
             if op.length and len(op.data) != op.length:
                 raise CrashCheckError("the trace was recorded without data (keep_data=False)")
@@ -187,7 +187,7 @@ class _Replayer:
             self.sync(i, self.unforced_data.pop(inode, []), failed=kind.endswith("_failed"))
             return inode
         if kind in ("fsync_dir", "fsync_dir_failed", "fsync_dir_rejected"):
-            # A rejected directory fsync (EINVAL, ENOTSUP: issue 27 class 2) is modelled as a file system
+            # A rejected directory fsync (EINVAL, ENOTSUP: E1 warns once and continues) is modelled as a file system
             # that makes the directory's entries durable by itself, by the time the call returns: the only
             # assumption under which E1's "warn once and continue" can keep an acknowledgement.
             inode = self.resolve(self.rel(op.path))

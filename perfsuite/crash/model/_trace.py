@@ -93,7 +93,7 @@ CRASHED: set[int] = set()  # pids a crash killed, besides this process (set by t
 
 
 def owner_alive_after_crash(pid: int) -> bool:
-    """The crash model of ownership, the probe recovery passes to the engine's open (issue 14 case 1): the
+    """The crash model of ownership, the probe recovery passes to the engine's open (a torn lock names no owner): the
     processes the crash killed (the one that recorded the workload, and this one, whose own recovery may
     be crashed) are dead; every other pid, pid 0 and garbage included, gets the engine's real probe. So
     the engine's real ownership check runs, and a lease or PID lock that would block open for good is a
@@ -112,7 +112,7 @@ class OpRecorder(RecordingFileSystem):
     ``fdatasync_failed`` and ``fsync_dir_failed``) so the model can poison the file's pending data (E1
     fsyncgate, invariant 7), and directory fsyncs the file system rejects (``fsync_dir_rejected``: EINVAL,
     ENOTSUP, ...), which the model treats as a file system that makes its directory entries durable by
-    itself (issue 27 class 2)."""
+    itself (E1: a rejected directory fsync warns once and continues)."""
 
     def _failed(self, kind: str, path: str) -> None:
         with self._record_lock:
@@ -144,7 +144,7 @@ class WorkloadEnv:
     def __init__(self, fs: FileSystem, recorder: OpRecorder, root: str) -> None:
         self.fs = fs
         self.root = root
-        self.faults: FaultHooks | None = None  # a seeded bug's engine fault hooks (issue 19), else None
+        self.faults: FaultHooks | None = None  # a seeded bug's engine fault hooks (a published seam), else None
         # What another actor does to the session's files (a second process, an administrator removing the
         # PID lock): recorded, so the model sees it, but never through a seeded bug's broken layer.
         self.outside: FileSystem = recorder

@@ -131,7 +131,7 @@ def _fs_for(bug: str | None, inner: FileSystem) -> FileSystem:
 
 def _recover(workload: Workload, root: str, fs: FileSystem) -> tuple[FsState | None, object, str | None, bool]:
     """(tree after recovery, view, error, refused): ``refused`` when the error is the engine's own one-line
-    refusal (``SessionError``), which a damaged crash state may get (issue 27 class 5)."""
+    refusal (``SessionError``), which a damaged crash state may get (HEAD lost on top of the crash)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -156,8 +156,8 @@ def _recover_twice(workload: Workload, bug: str | None, state: FsState, root: st
                    origin=origin, damage=damage, refused=refused)
 
 
-#: Damage applied to a crash state of a ``head_loss`` workload before its extra recovery (issue 27 class 5),
-#: alternating by state: HEAD deleted, or HEAD torn (half its bytes).
+#: Damage applied to a crash state of a ``head_loss`` workload before its extra recovery (a crash while HEAD
+#: is also lost), alternating by state: HEAD deleted, or HEAD torn (half its bytes).
 HEAD_DAMAGE = ("HEAD deleted", "HEAD torn")
 
 
@@ -270,7 +270,7 @@ def _violations(trace: OpTrace, tl: Timeline, workload: Workload, spec: CrashSpe
 def _batches(trace: OpTrace, tl: Timeline, model: str, limits: Enumeration, nested: Enumeration,
              config: CrashConfig, first: int) -> Iterator[Task]:
     """Batch ``k`` holds crash states ``k * BATCH`` to ``(k + 1) * BATCH - 1`` of the enumeration, pulled one
-    batch at a time (issue 32: never the whole list); batches before ``first`` (resumed) are skipped."""
+    batch at a time (bounded memory: never the whole list); batches before ``first`` (resumed) are skipped."""
     chunk: list[tuple[int, CrashState]] = []
     for state_id, crash in enumerate(enumerate_states(tl, limits)):
         if state_id // BATCH < first:
@@ -391,7 +391,7 @@ def run_campaign(config: CrashConfig, *, executor: Executor | None = None,
                  execution: Execution | None = None, on_progress: OnProgress | None = None) -> CampaignReport:
     """Record each workload once, explore it under each model, and report (SPEC section 7).
 
-    Bad names raise :class:`CrashCheckError`. Where the batches run (issue 32): ``runner``, else a pool
+    Bad names raise :class:`CrashCheckError`. Where the batches run (the same answer on each): ``runner``, else a pool
     around ``executor`` (which may be shared across campaigns; tests do), else what ``execution`` names (a
     local pool of ``config.jobs`` by default, a Dask cluster), created and closed here. ``execution`` also
     names a checkpoint file to record and resume from; ``on_progress`` hears of every finished batch."""

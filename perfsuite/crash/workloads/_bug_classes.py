@@ -1,7 +1,7 @@
-"""Session workloads for the classes of bug the campaigns could not see (issue 27).
+"""Session workloads for the classes of bug the campaigns could not see (docs/crash.md, the blind classes).
 
 Each workload below is a small scenario on the recorder, checked by the session invariants (and the
-issue 27 ones: F fencing, A abandoned, E rejected directory fsync) under both rename models:
+ones added for them: F fencing, A abandoned, E rejected directory fsync) under both rename models:
 
 - ``session-second-owner`` / ``session-file-second-writer``: a second writer takes the session over (a new
   lease epoch; a second opener on a layer without ``flock`` whose probe cannot see the first owner's pid);

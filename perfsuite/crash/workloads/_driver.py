@@ -1,4 +1,4 @@
-"""The session crash workloads' oracle writer (SPEC section 7, issue 10): :class:`SessionDriver` runs acknowledged
+"""The session crash workloads' oracle writer (SPEC section 7, 7.1): :class:`SessionDriver` runs acknowledged
 mutations on a session and records, for every acknowledgement, the trace index at which it was given, what it
 acknowledged and the files it rests on (invariant 7). Every session workload (``_sessions``, ``_bug_classes``,
 ``_retention``) drives its sessions through it, so they all write the oracle the same way.
@@ -21,7 +21,7 @@ MAIN_FILE = "conversation.jsonl"
 # against another head, so the workloads no longer fsync the staging directory themselves.
 
 
-#: format 2 (issue 29): logs this small roll over every few publications, so every workload crosses
+#: format 2 (the session log): logs this small roll over every few publications, so every workload crosses
 #: HEAD's replace (the only rename) under both rename models, and retirement deletes whole logs
 LOG_CAPACITY = 4 * 1024
 
@@ -53,7 +53,7 @@ class SessionDriver:
         self.session = session
         self.portable = session.profile == "portable"
         self.serial = serial if serial is not None else itertools.count()
-        # Which writer acknowledged (issue 27 class 1: a second owner; invariant F checks a fenced writer's)
+        # Which writer acknowledged (E3 fencing: a second owner; invariant F checks a fenced writer's)
         self.writer = writer
 
     # -- what an acknowledgement rests on ---------------------------------------------------------------
@@ -161,9 +161,10 @@ class SessionDriver:
         if at is not None:
             self.ack_transcript(label, conversation, at)
             if self.session.buffers[conversation].modified:
-                # The oracle's own guard (issue 27): an acknowledgement of None is a claim of durability,
+                # The oracle's own guard (an acknowledgement means durable, SPEC 8): None claims durability,
                 # so the session itself must count the conversation as saved by then (nothing edits it in
-                # between here). Defect 1 acknowledged None while the edit was still unsaved.
+                # between here). A checkpoint requested under a pending publication acknowledged None while the
+                # edit was still unsaved.
                 self.env.note(f"{label}: acknowledged None while the session still counts {conversation!r} "
                               "as unsaved", kind="unexpected")
         elif calls:

@@ -40,8 +40,8 @@ class Workload:
     standard: bool = True
     setup: Callable[[str], None] | None = None  # builds the initial tree (not recorded, taken as durable)
     max_states: int | None = None  # this workload's cap on unique crash states (None: the campaign's)
-    # Each crash state is also recovered with HEAD deleted or torn (issue 27 class 5: a crash while HEAD is
-    # lost); recovery must then yield every acknowledged mutation or refuse with one line.
+    # Each crash state is also recovered with HEAD deleted or torn (a crash while HEAD is also lost, a class the
+    # campaigns were once blind to); recovery must then yield every acknowledged mutation or refuse with one line.
     head_loss: bool = False
 
 

@@ -1,4 +1,4 @@
-"""Session crash workloads (SPEC section 7, issue 10): portable and file-backed sessions on the recorder.
+"""Session crash workloads (SPEC section 7, E3's two profiles): portable and file-backed sessions on the recorder.
 
 A :class:`SessionDriver` runs acknowledged mutations on a session and writes the oracle as it goes: for
 every acknowledgement, the trace index at which it was given (a synchronous call: when it returned; an
@@ -80,7 +80,7 @@ def mixed(d: SessionDriver, rounds: int = 2) -> None:
     d.control("goal", "goal", {"text": "ship the migration", "budget": 10})
     for r in range(rounds):
         d.deliver(ROOT)  # consumption, committed by the next root checkpoint
-        # Publications between the delivery and the root checkpoint (issue 27 class 4): their sidecars must
+        # Publications between the delivery and the root checkpoint (E7, the consumption ledger): their sidecars must
         # still carry the consumed mail (the ledger), or a crash before the checkpoint loses it.
         d.mail(f"r{r} mail to a1 before the root checkpoint", "a1", f"round {r}: check the rename rules")
         d.control(f"r{r} provider before the root checkpoint", "provider", {"name": f"p{r}"})
@@ -122,7 +122,7 @@ def run_session_file(env: WorkloadEnv) -> None:
 
 
 def run_session_fault(env: WorkloadEnv) -> None:
-    """Faults declared on the workload (format 2, issue 29): the log's fdatasync of the mail publication
+    """Faults declared on the workload (format 2, the session log): the log's fdatasync of the mail publication
     fails with EIO (a pending publication; the log is poisoned and ``retry_pending`` acknowledges it once,
     rolled over into a new log); the fdatasync of a root checkpoint fails (pending; abandoned, which rolls
     over again so the abandoned record is never adopted, then checkpointed again)."""
@@ -138,7 +138,7 @@ def run_session_fault(env: WorkloadEnv) -> None:
         env.note("mail publication failed (pending)")
     if calls and session.pending is not None:
         env.note("acknowledged a failed publication", kind="unexpected")
-    # An automatic checkpoint requested while that publication is pending (issue 27 defect 1): its
+    # An automatic checkpoint requested while that publication is pending (E4: acknowledged only after adoption): its
     # acknowledgement must report failure, never None (the driver counts only None as durable).
     d.auto_checkpoint("root checkpoint requested while pending (job)", ROOT, "a turn while a save is pending")
     if session.pending is not None:
@@ -177,7 +177,7 @@ def run_session_file_fault(env: WorkloadEnv) -> None:
         env.note("checkpoint returned although its barrier failed", kind="unexpected")
     except SaveFailed:
         env.note("root checkpoint failed (pending)")
-    # Requested while that publication is pending (issue 27 defect 1): reported failed, never acknowledged.
+    # Requested while that publication is pending (E4): reported failed, never acknowledged.
     d.auto_checkpoint("root checkpoint requested while pending", ROOT, "a turn while a save is pending")
     retried = session.pending.batch.texts[ROOT].bytes_from(0) if session.pending is not None else None
     if session.pending is not None:
@@ -251,7 +251,7 @@ def run_session_async(env: WorkloadEnv) -> None:
 
 
 def run_session_group(env: WorkloadEnv) -> None:
-    """Group commit (issue 29) on a real loop: a background delivery accepted with a held admission, three
+    """Group commit (E4) on a real loop: a background delivery accepted with a held admission, three
     more queued behind the gate meanwhile; released, the job publishes the first, then absorbs the three
     into one round: one pwrite of three records, one fdatasync, three acknowledgements in order. A crash
     inside that write leaves a valid prefix of the group, none of it acknowledged. Deterministic: nothing
