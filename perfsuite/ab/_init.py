@@ -7,15 +7,13 @@ into its git repository, green as generated.
   package, so it is the default code under test of ``perfsuite ab`` (imported from each revision's tree),
   and does a small durable write in a writer thread, with its fsyncs and bytes as deterministic costs;
 * ``tests/test_perfsuite_example.py``: the pytest plugin's ``perfsuite_bench`` on the package;
-* ``.github/workflows/perfsuite.yml``: on a pull request, ``perfsuite ab`` against the merge base (the gate,
-  one comment updated in place); on a push to the default branch, the recipes run and their results are
-  appended to a results branch with a history dashboard; it installs perfsuite as the running one was
-  installed (:mod:`perfsuite.ab._install`), or from ``--install-from``;
+* ``.github/workflows/perfsuite.yml``: on a pull request, ``perfsuite ab`` against the merge base (the gate, one
+  comment updated in place); on a push, the recipes' results go to a results branch with a history dashboard;
+  it installs perfsuite as the running one was installed (:mod:`perfsuite.ab._install`), or ``--install-from``;
 * ``.gitignore``: ``results/local/`` (what ``perfsuite run`` writes), created or appended once.
 
-Nothing is overwritten: when any of these files exists, nothing is written and the first one is named; outside
-a git repository, or when no CI runner could install this perfsuite, nothing is written either. The package is
-``--package`` or the one Python package of the repository (its root, or ``src/``).
+Nothing is written when any of these files exists (the first is named), outside a git repository, or when no CI
+runner could install this perfsuite. The package is ``--package`` or the repository's one (root or ``src/``).
 """
 
 from __future__ import annotations
@@ -28,6 +26,7 @@ from pathlib import Path
 
 from perfsuite.ab._git import repo_root
 from perfsuite.ab._install import workflow_requirement
+from perfsuite.ab._project import read_config
 from perfsuite.errors import PerfsuiteError
 
 __all__ = ["InitResult", "find_package", "init_project"]
@@ -54,6 +53,7 @@ class InitResult:
     install: str
     gitignore: str
     notes: tuple[str, ...] = ()  # what the repository needs before the workflow's `pip install -e .` works
+    declared: tuple[str, ...] | None = None  # pyproject's [tool.perfsuite] code-under-test, if set
 
     def next_steps(self) -> tuple[str, ...]:
         """What to run next, as lines (the CLI prints them)."""
@@ -62,9 +62,15 @@ class InitResult:
             "python -m pytest tests/test_perfsuite_example.py",
             "git add .gitignore recipes perf tests .github && git commit -m 'perfsuite'",
             "perfsuite ab HEAD~1                          # after your next change: the gate (exit 1 on a regression)",
-            f"code under test: {self.package} (what perf/ops.py imports); to declare it, add to pyproject.toml: "
-            f'[tool.perfsuite] code-under-test = ["{self.package}"]',
+            self._code_line(),
         )
+
+    def _code_line(self) -> str:
+        if self.declared is None:
+            return (f"code under test: {self.package} (what perf/ops.py imports); to declare it, add to "
+                    f'pyproject.toml: [tool.perfsuite] code-under-test = ["{self.package}"]')
+        line = f"code under test: {', '.join(self.declared)} (declared in pyproject.toml [tool.perfsuite])"
+        return line + ("" if self.package in self.declared else f"; perf/ops.py imports {self.package}")
 
 
 def _packages(root: Path) -> list[str]:
@@ -133,19 +139,14 @@ def _git_top(directory: Path) -> Path:
 
 def _ignore_local(root: Path) -> str:
     """Add ``results/local/`` to ``root/.gitignore`` unless a line of it says so already; what was done."""
-    path = root / ".gitignore"
-    if not path.exists():
-        with open(path, "x", encoding="utf-8") as fh:
-            fh.write(f"# perfsuite run's results on this machine (perfsuite init)\n{IGNORED}\n")
-        return "created"
-    text = path.read_text(encoding="utf-8")
-    if _IGNORED_ALREADY & {line.strip() for line in text.splitlines()}:
+    path, entry = root / ".gitignore", f"# perfsuite run's results on this machine (perfsuite init)\n{IGNORED}\n"
+    text = path.read_text(encoding="utf-8") if path.exists() else None
+    if text is not None and _IGNORED_ALREADY & {line.strip() for line in text.splitlines()}:
         return ""  # idempotent: a second init never adds it twice
-    with open(path, "a", encoding="utf-8") as fh:
+    with open(path, "x" if text is None else "a", encoding="utf-8") as fh:
         # a team's file may end without a newline: the entry would join its last pattern
-        fh.write(("" if not text or text.endswith("\n") else "\n")
-                 + f"# perfsuite run's results on this machine (perfsuite init)\n{IGNORED}\n")
-    return "appended"
+        fh.write(("" if not text or text.endswith("\n") else "\n") + entry)
+    return "created" if text is None else "appended"
 
 
 def init_project(root: Path, package: str | None = None, *, install_from: str | None = None) -> InitResult:
@@ -153,6 +154,7 @@ def init_project(root: Path, package: str | None = None, *, install_from: str | 
     :class:`PerfsuiteError` (nothing written) outside one, when a file exists already, when the package cannot
     be told, or when no CI runner could install this perfsuite and ``install_from`` does not say how."""
     root = _git_top(Path(root))
+    declared = read_config(root).code_under_test  # a bad [tool.perfsuite] is one line before anything is written
     name = find_package(root, package)
     recipe = f"{name.replace('_', '-')}-example"
     for rel, _, _ in _files(name, recipe, ""):
@@ -168,7 +170,8 @@ def init_project(root: Path, package: str | None = None, *, install_from: str | 
         with open(path, "x", encoding="utf-8") as fh:  # "x": never over a file that appeared meanwhile
             fh.write(text)
         written.append((rel, what))
-    return InitResult(root, name, recipe, tuple(written), install, _ignore_local(root), flat_layout_note(root, name))
+    return InitResult(root, name, recipe, tuple(written), install, _ignore_local(root), flat_layout_note(root, name),
+                      declared)
 
 
 def flat_layout_note(root: Path, package: str) -> tuple[str, ...]:

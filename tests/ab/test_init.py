@@ -81,6 +81,27 @@ def _tree(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*")}
 
 
+def test_init_does_not_ask_to_declare_what_pyproject_already_declares(tmp_path: Path) -> None:
+    """A repository whose ``[tool.perfsuite] code-under-test`` is set is told what it declared, not how to
+    declare it; one that declares another package than the skeleton imports hears both names."""
+    repo = tmp_path / "declared"
+    _code_only(repo)
+    (repo / "pyproject.toml").write_text(pyproject(code_under_test=("myruntime",), packages=("myruntime",)))
+    commit_all(repo, "declare")
+    proc = perfsuite(repo, "init", *INSTALL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "to declare it" not in proc.stdout
+    assert 'code under test: myruntime (declared in pyproject.toml [tool.perfsuite])' in proc.stdout
+    other = tmp_path / "other"
+    _code_only(other)
+    (other / "pyproject.toml").write_text(pyproject(code_under_test=("myruntime.store",), packages=("myruntime",)))
+    commit_all(other, "declare a module")
+    proc = perfsuite(other, "init", *INSTALL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert ("code under test: myruntime.store (declared in pyproject.toml [tool.perfsuite]); "
+            "perf/ops.py imports myruntime") in proc.stdout
+
+
 def test_init_outside_a_git_repository_refuses_and_writes_nothing(tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
@@ -207,9 +228,9 @@ def test_the_workflow_init_writes_runs_step_by_step(tmp_path: Path) -> None:
     installed = _installed(runner)
     assert installed["url"] == origin.as_uri() and installed["vcs_info"]["commit_id"] == committed
     assert job.steps["ab"]["outputs"]["status"] == "0" and f"BASE: merge base {before}" in job.steps["ab"]["log"]
-    assert "### perfsuite compare: no regression" in job.summary and (repo / "site" / "index.html").is_file()
+    assert "### perfsuite ab: no regression" in job.summary and (repo / "site" / "index.html").is_file()
     (comment,) = json.loads(state.read_text())["comments"]
-    assert comment["body"].startswith(workflow.MARKER + "\n### perfsuite compare: no regression")
+    assert comment["body"].startswith(workflow.MARKER + "\n### perfsuite ab: no regression")
     history = workflow.run_job(repo, "pull_request", pr, bin_dir, tmp_path, gh, workflow_path=WORKFLOW,
                                job_name="history", venv=tmp_path / "runner-unused")
     assert not history.ran  # pushes only

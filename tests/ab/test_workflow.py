@@ -132,7 +132,7 @@ def test_the_workflow_gates_a_pull_request_and_keeps_one_comment(
     assert _by_name(job, "Install perfsuite")["status"] == 0
     assert job.steps["ab"]["status"] == 0 and job.steps["ab"]["outputs"]["status"] == "1", job.steps["ab"]["log"]
     assert f"BASE: merge base {base_sha}" in job.steps["ab"]["log"]
-    assert "### perfsuite compare: " in job.summary and "metrics.fsyncs" in job.summary
+    assert "### perfsuite ab: " in job.summary and "metrics.fsyncs" in job.summary
     assert "<details><summary>All " in job.summary  # the full Markdown in the job summary
     assert "### Evidence" in job.summary and "Against the baseline" in job.summary
     assert (scratch_repo / "site" / "index.html").is_file()
@@ -142,7 +142,7 @@ def test_the_workflow_gates_a_pull_request_and_keeps_one_comment(
     comments = json.loads(state.read_text())["comments"]
     assert len(comments) == 1
     body = comments[0]["body"]
-    assert body.startswith(MARKER + "\n### perfsuite compare: ") and "metrics.fsyncs" in body
+    assert body.startswith(MARKER + "\n### perfsuite ab: ") and "metrics.fsyncs" in body
     assert ARTIFACT_URL in body and "<details>" not in body  # the headline table, not every metric
     assert len(body) < 10_000
 
@@ -156,7 +156,7 @@ def test_the_workflow_gates_a_pull_request_and_keeps_one_comment(
     assert not _by_name(job, "Gate")["ran"] and not job.failed
     after = json.loads(state.read_text())
     assert len(after["comments"]) == 1 and after["comments"][0]["id"] == comments[0]["id"]
-    assert after["comments"][0]["body"].startswith(MARKER + "\n### perfsuite compare: no regression")
+    assert after["comments"][0]["body"].startswith(MARKER + "\n### perfsuite ab: no regression")
     assert [c[:3] for c in after["calls"] if "--method" in c] == [["api", "--method", "POST"],
                                                                   ["api", "--method", "PATCH"]]
 
