@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Any
 
-from perfsuite.engine._confined import O_NONBLOCK, FileFacts, check_readable, facts_of, open_own, read_bounded
+from perfsuite.engine._confined import O_NONBLOCK, FileFacts, check_readable, facts_of, open_own_facts, read_bounded
 from perfsuite.engine._datasync import fdatasync as _fdatasync
 
 # Errors a filesystem uses to say "I do not support fsync on a directory" (E1). Anything else is real.
@@ -386,9 +386,10 @@ class OsFileSystem(FileSystem):
         return os.stat(path).st_size
 
     def read_regular(self, path: str, limit: int) -> bytes:
-        fd = open_own(self, path, os.O_RDONLY | _O_BINARY)  # an own file: no link followed, no FIFO (_confined)
+        # an own file: no link followed, no FIFO (_confined); its size from open's own check (one fstat)
+        fd, facts = open_own_facts(self, path, os.O_RDONLY | _O_BINARY)
         try:
-            return read_bounded(fd, os.fstat(fd).st_size, limit, path)
+            return read_bounded(fd, facts.size, limit, path)
         finally:
             os.close(fd)
 

@@ -166,6 +166,7 @@ class PublicationJob:
                         return  # a drain took over and already accepted this step
                     started = time.perf_counter_ns()
                     self._complete()
+                    self._loop_side(driver)
                 self._note_advance(started)
                 await asyncio.sleep(0)  # let the loop run between phases
         except asyncio.CancelledError:
@@ -173,6 +174,23 @@ class PublicationJob:
             if not self.done and self.admission.released:
                 self.drain(limit_s=None)
             raise
+
+    def _loop_side(self, driver: int) -> None:
+        """After an off-loop step came back: the loop-thread steps that follow it (a round's finishes: O(change)
+        installs) and the round's end (its acknowledgements) run in this loop turn, not one turn each: every
+        extra turn is a wake-up between the commit point and the acknowledgement. Stops at the next blocking
+        step (handed off from the next turn), at the round's end, or when a drain took the job over."""
+        rounds = self.rounds
+        while not self.done and self._driver == driver and self._current is None and self._future is None \
+                and self.rounds == rounds:
+            if self._next is None:
+                self._next = next(self._steps, None)
+                if self._next is None:
+                    self._round_done()  # the members resolved; an absorbed round starts from the next turn
+                    return
+            if self._next.blocking:
+                return
+            self._begin_next()
 
     def _note_advance(self, started_ns: int) -> None:
         elapsed = (time.perf_counter_ns() - started_ns) / 1e6
