@@ -1,9 +1,11 @@
 """Shared fixtures of the workload tests: a tiny real session (portable, 200 turns, two agents, a diagnostic log),
-and the acceptance scripts (``scripts/acceptance/NAME.py``) loaded as modules, so a test calls their ``main``."""
+the acceptance scripts (``scripts/acceptance/NAME.py``) loaded as modules, so a test calls their ``main``, and
+one fixture cache for the whole run (every pytest-xdist worker: a 27 MB session is built once, not per worker)."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -13,8 +15,21 @@ import pytest
 from perfsuite.engine import DiagnosticLog, Message, Session, SessionSettings
 
 
+@pytest.fixture(scope="session")
+def run_fixture_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fixture cache shared by every worker of this run: the run's temporary root when pytest-xdist splits the
+    run (each worker's base dir is a child of it), else this session's. :func:`build_fixture` builds an entry
+    under a lock and renames it into place, so a worker asking for an entry another one is building waits for
+    it; tests read entries through the harness's private copy of each sample, never in place."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    cache = root / "shared-fixture-cache"
+    cache.mkdir(exist_ok=True)
+    return cache
+
+
 @pytest.fixture
-def small_session(tmp_path):
+def small_session(tmp_path: Path) -> Path:
     path = tmp_path / "fixture"
     session = Session.open(path, create=True, settings=SessionSettings(chunk_size=4096))
     for i in range(200):

@@ -49,10 +49,10 @@ def _declares(operation: str, name: str) -> bool:
     return name in (declared_parameters(resolve_operation(operation)) or {})
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One fixture cache for the module: each fixture is built once."""
-    return tmp_path_factory.mktemp("fixtures")
+@pytest.fixture
+def cache(run_fixture_cache: Path) -> Path:
+    """One fixture cache for the run, whatever worker runs a recipe: each fixture is built once."""
+    return run_fixture_cache
 
 
 def test_the_shipped_recipes_are_enumerated() -> None:
