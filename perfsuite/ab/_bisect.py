@@ -7,7 +7,18 @@ neighbour, so every verdict is about the same question. The first step measures 
 and what regressed there (or ``--metric``) are the **tracked metrics** (a BAD that is only inconclusive stops
 the search there); a midpoint is *regressed* when a tracked metric regressed (significant timing, cost beyond
 tolerance), *unchanged* when none regressed nor was inconclusive, and *inconclusive* otherwise. An
-inconclusive step stops the search: the range narrowed so far is stated, nothing is guessed. The range is
+inconclusive step stops the search: the range narrowed so far is stated, nothing is guessed.
+
+**The loaded-runner policy** (docs/gates.md, "Exit status and loaded runners") applies to every step's A/B
+as to ``perfsuite ab``: when the idle control says the machine was loaded, timings are reported, not gated.
+A step whose tracked timing could not gate so is *inconclusive* (the A/B's own outcome is neutral, exit 0,
+but the search cannot tell regressed from unchanged there, and a guess would send it the wrong way); a BAD
+that regressed in no count while its timings could not gate is inconclusive too, never "no regression".
+Tracked counts (I/O, allocations, instructions) gate whatever the load, so such a search goes on. A search is
+not a gate: an inconclusive step stops it (exit 3) with or without ``strict``. ``strict`` gives every step's
+A/B ``perfsuite ab --strict``'s rule (recorded in its pairing and in ``bisect.json``): paired timings gate
+whatever the load, so a loaded step is regressed or unchanged by its paired test, and an inconclusive A/B
+exits 3. The range is
 BAD's first-parent history back to GOOD (``git rev-list --first-parent --ancestry-path GOOD..BAD``); GOOD
 must be an ancestor of BAD.
 
@@ -28,7 +39,7 @@ from perfsuite.ab._git import git, repo_root, resolve_revision
 from perfsuite.ab._run import AbResult, run_ab
 from perfsuite.errors import PerfsuiteError
 from perfsuite.harness import Recipe, write_json_atomic
-from perfsuite.report import MetricChange
+from perfsuite.report import TIMING_HEADLINES, Comparison, MetricChange
 
 __all__ = ["BISECT_FILE", "BISECT_FORMAT", "BisectResult", "BisectStep", "bisect"]
 
@@ -74,6 +85,7 @@ class BisectResult:
     earliest_bad: str  # the first commit known regressed (BAD at first)
     seconds: float
     directory: Path
+    strict: bool = False  # every step's A/B as `perfsuite ab --strict` (the loaded-runner policy off)
 
     @property
     def candidates(self) -> int:
@@ -90,7 +102,7 @@ class BisectResult:
         return {"format": BISECT_FORMAT, "good": self.good, "bad": self.bad, "commits": list(self.commits),
                 "status": self.status, "exit_status": EXIT.get(self.status), "metrics": list(self.metrics),
                 "first_bad": self.first_bad, "last_good": self.last_good, "earliest_bad": self.earliest_bad,
-                "candidates": self.candidates, "seconds": round(self.seconds, 3),
+                "candidates": self.candidates, "seconds": round(self.seconds, 3), "strict": self.strict,
                 "steps": [s.to_dict() for s in self.steps]}
 
 
@@ -111,17 +123,31 @@ def _tracked(changes: Sequence[MetricChange], metrics: Sequence[str]) -> list[Me
                                       for m in metrics)]
 
 
+def _held_by_load(comparison: Comparison) -> list[MetricChange]:
+    """The timing headlines a loaded machine kept from gating (the loaded-runner policy; none with ``strict``,
+    none on a quiet machine): on a quiet one they would have gated."""
+    if comparison.load_policy is None:
+        return []
+    return [c for c in comparison.changes if c.kind == "timing" and not c.gating and c.metric in TIMING_HEADLINES
+            and c.mode != "control" and c.reference is None]
+
+
+def _not_gated(change: MetricChange) -> str:
+    return f"{change.label} {change.ratio:.2f}x: not gated (machine loaded; --strict gates it)"
+
+
 def _classify(ab: AbResult, metrics: Sequence[str]) -> tuple[str, tuple[str, ...]]:
     comparison = ab.comparison
     tracked = _tracked(comparison.changes, metrics)
+    held = [c for c in _held_by_load(comparison) if c in tracked]
     if any(c in comparison.regressions for c in tracked):
         verdict = "regressed"
-    elif any(c in comparison.inconclusive for c in tracked):
+    elif held or any(c in comparison.inconclusive for c in tracked):  # the search cannot tell: no guess
         verdict = "inconclusive"
     else:
         verdict = "unchanged"
     others = [c for c in comparison.regressions if c not in tracked]
-    evidence = [_evidence(c) for c in tracked if c.gating]
+    evidence = [_evidence(c) for c in tracked if c.gating] + [_not_gated(c) for c in held]
     evidence += [f"also regressed (not tracked): {_evidence(c)}" for c in others]
     return verdict, tuple(evidence)
 
@@ -150,13 +176,15 @@ def bisect(
     metrics: Sequence[str] = (),
     on_step: Callable[[BisectStep, int], None] | None = None,
     measure: Callable[..., AbResult] = run_ab,
+    strict: bool = False,
     **ab_options: Any,
 ) -> BisectResult:
     """Find the first commit of ``GOOD..BAD`` whose tracked metrics regressed against GOOD (see the module
     docstring). ``metrics``: labels or ``fnmatch`` patterns to track (default: what regressed at BAD);
     ``on_step`` hears each step and the most steps still to go; ``ab_options`` go to every
     :func:`~perfsuite.ab.run_ab` (``resolve_fixture``, ``seed``, ``gate``, ``looks``, ``env``...);
-    ``measure`` replaces it (tests of the search itself)."""
+    ``measure`` replaces it (tests of the search itself); ``strict``: every step's A/B as ``perfsuite ab
+    --strict`` (see the module docstring)."""
     started = time.monotonic()
     root = repo_root(Path(cwd or Path.cwd()))
     good_commit, bad_commit = resolve_revision(root, good), resolve_revision(root, bad)
@@ -174,7 +202,7 @@ def bisect(
     def result(status: str) -> BisectResult:
         found = BisectResult(good_commit, bad_commit, tuple(commits), tuple(steps), status, tuple(tracked),
                              commits[hi] if status == "found" else None, commits[lo] if lo >= 0 else good_commit,
-                             commits[hi], time.monotonic() - started, output_dir)
+                             commits[hi], time.monotonic() - started, output_dir, strict)
         write_json_atomic(output_dir / BISECT_FILE, found.to_dict())  # after every step: a killed search says
         return found  # how far it got
 
@@ -182,14 +210,15 @@ def bisect(
         commit = commits[index]
         directory = output_dir / f"step-{len(steps) + 1}-{commit[:12]}"
         t0 = time.monotonic()
-        ab = measure(good_commit, commit, recipes, output_dir=directory, cwd=root, **ab_options)
+        ab = measure(good_commit, commit, recipes, output_dir=directory, cwd=root, strict=strict, **ab_options)
         if not tracked:  # the first step, at BAD: what regressed there is what the search follows
             tracked.extend(c.label for c in ab.comparison.regressions)
         if tracked:
             verdict, evidence = _classify(ab, tracked)
-        else:  # BAD regressed in nothing: inconclusive when a headline could not tell, else nothing to find
-            verdict = "inconclusive" if ab.comparison.inconclusive else "unchanged"
-            evidence = tuple(_evidence(c) for c in ab.comparison.inconclusive)
+        else:  # BAD regressed in nothing: inconclusive when a headline could not tell or a loaded machine kept
+            held = _held_by_load(ab.comparison)  # the timings from gating, else nothing to find
+            verdict = "inconclusive" if ab.comparison.inconclusive or held else "unchanged"
+            evidence = (*(_evidence(c) for c in ab.comparison.inconclusive), *(_not_gated(c) for c in held))
         subject = git(["log", "-1", "--format=%s", commit], root, what="git log")
         taken = BisectStep(len(steps) + 1, commit, subject, index + 1, verdict, ab.comparison.exit_status,
                            evidence, time.monotonic() - t0, directory)

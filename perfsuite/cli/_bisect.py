@@ -60,7 +60,7 @@ def _cmd_bisect(args: argparse.Namespace, services: CliServices) -> int:
         resolve_fixture=lambda name: resolver(name, None), seed=args.seed,
         work_root=Path(args.work_dir) if args.work_dir else None, gate=args.gate, skip_machine_only=skip,
         looks=AB_LOOKS if args.looks is None else args.looks, env=args.env, installer=args.installer,
-        on_note=note, **thresholds(args),
+        on_note=note, strict=args.strict, **thresholds(args),
     )
     if args.format == "json":
         print(json.dumps(result.to_dict(), indent=1))
@@ -89,7 +89,9 @@ def register(sub: Subparsers) -> None:
         description="Binary search over BAD's first-parent history back to GOOD, each step an interleaved A/B "
         "(perfsuite ab) of a commit against GOOD. The first step measures BAD: what regressed there (or --metric) "
         "is tracked. Each step states its verdict and evidence (ratio and p for timings, tolerance for costs); "
-        "an inconclusive step stops the search with the range narrowed so far, never a guess. "
+        "an inconclusive step stops the search with the range narrowed so far, never a guess. On a loaded machine "
+        "(the idle control) a step's timings are reported, not gated, as in perfsuite ab: a step whose tracked "
+        "timing could not gate is inconclusive (tracked counts still decide), unless --strict. "
         "Exit status: 0 found, 1 no regression between GOOD and BAD, 2 unusable input, 3 inconclusive.",
     )
     bisect.add_argument("good", metavar="GOOD", type=non_empty, help="a revision without the regression")
@@ -98,6 +100,11 @@ def register(sub: Subparsers) -> None:
                         help="track this metric (a label 'recipe/mode metric' or a pattern on it or on the metric, "
                         "e.g. metrics.fsyncs; repeatable; default: what regressed at BAD)")
     add_measure_options(bisect)
+    bisect.add_argument("--strict", action="store_true",
+                        help="every step's A/B as `perfsuite ab --strict`: paired timings gate even when the idle "
+                        "control says the machine was loaded, and an inconclusive A/B exits 3 (recorded in each "
+                        "pairing and bisect.json); default: a loaded step whose tracked timing could not gate is "
+                        "inconclusive. Either way an inconclusive step stops the search (exit 3)")
     bisect.add_argument("--output-dir", metavar="DIR", type=output_dir,
                         help="a new or empty directory for each step's A/B and bisect.json "
                         "(default: results/local/bisect-<time>)")

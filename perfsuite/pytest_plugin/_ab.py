@@ -42,8 +42,8 @@ AB_ROUNDS = 16
 IMPORTED_FILE = "imported.json"
 #: the controller's own options, left out of the sessions it starts (with a value: the next argument)
 _OWN = {"--perfsuite-ab": True, "--perfsuite-ab-head": True, "--perfsuite-ab-rounds": True,
-        "--perfsuite-ab-seed": True, "--perfsuite-ab-gate": True, "--perfsuite-dir": True,
-        "--perfsuite-samples": True, "--perfsuite-round": True, "--perfsuite-compare": True,
+        "--perfsuite-ab-seed": True, "--perfsuite-ab-gate": True, "--perfsuite-ab-strict": False,
+        "--perfsuite-dir": True, "--perfsuite-samples": True, "--perfsuite-round": True, "--perfsuite-compare": True,
         "--perfsuite-compare-fail": False, "--perfsuite-compare-timings": True}
 
 

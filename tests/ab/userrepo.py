@@ -1,4 +1,4 @@
-"""A user's own git repository, outside perfsuite (issue 28): a tiny JSONL transcript store whose commit fsyncs
+"""A user's own git repository, outside perfsuite (U): a tiny JSONL transcript store whose commit fsyncs
 in a thread, its own operation and recipe, and plants that change its costs deterministically.
 
 Used by the tests of tests/ab/ (``perfsuite ab``, ``bisect``, ``init`` on a repository that is not perfsuite's)
@@ -15,7 +15,8 @@ Layout::
 
 Plants (each one commit): ``fsync`` (commit fsyncs twice: +1 fsync per sample, a cost), ``alloc`` (1 MB
 allocated and dropped per commit: allocation.total_bytes), ``block`` (a 2 ms busy loop on the event loop's
-thread at submission: a timing, the max gap; for the measured acceptance only, never asserted by a test).
+thread at submission: a timing, the max gap; for the measured acceptance only, never asserted by a test;
+``block3`` the same for 3 ms, the one the acceptance plants).
 """
 
 from __future__ import annotations
@@ -137,6 +138,16 @@ PLANTS: dict[str, tuple[str, str, str, str]] = {
               "            while time.perf_counter() < end:\n                pass\n",
               "append blocks its thread for 2 ms at the first record"),
 }
+
+
+def block_plant(ms: int) -> tuple[str, str, str, str]:
+    """The ``block`` plant with an ``ms`` millisecond busy loop (a timing: the max gap) instead of 2 ms."""
+    rel, old, new, _ = PLANTS["block"]
+    return (rel, old, new.replace("# 2 ms busy", f"# {ms} ms busy").replace("+ 0.002", f"+ {ms / 1000:g}"),
+            f"append blocks its thread for {ms} ms at the first record")
+
+
+PLANTS["block3"] = block_plant(3)  # the measured acceptance's block: 3 ms, over the 5 ms heartbeat's noise
 
 
 def git(repo: Path, *args: str) -> str:
