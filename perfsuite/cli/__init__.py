@@ -5,6 +5,8 @@ One module per command group (``_run``, ``_fixtures``, ``_crash``, ``_report``, 
 each with ``_cmd_<name>(args, services) -> int`` functions and a ``register(sub)`` that adds its parsers;
 ``services`` (:class:`CliServices`: the fixture resolver, `run`'s results writer and load probe) is what
 ``main(argv, services=...)`` was given, so a test injects them there instead of patching a module.
+Building the parser imports no room (every start-up, ``--help`` and argument error builds it): the choices
+and defaults it shows come from :mod:`perfsuite.cli._names`, and each handler imports its room when it runs.
 Library code raises :class:`~perfsuite.errors.PerfsuiteError` for bad input; :func:`main` turns it into
 one line on stderr and exit status 2 (house rule 4). So does any ``OSError`` (a read-only output, a
 regular file where a directory is expected, ENOSPC: ``PATH: strerror``), a bad option (argparse errors
@@ -24,7 +26,6 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from perfsuite import __version__
 from perfsuite._text import terminal_text
 from perfsuite.cli._common import CliServices, Command, OneLineParser, describe_error
 from perfsuite.cli._console import configure
@@ -60,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A durable session store for agent conversations, and the benchmark suite that "
         "measures it under heartbeat-gap recipes.",
     )
-    parser.add_argument("--version", action="version", version=f"perfsuite {__version__}")
+    parser.add_argument("--version", action=_Version)
     add_verbosity(parser, 0)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -81,6 +82,22 @@ def build_parser() -> argparse.ArgumentParser:
     for command in sub.choices.values():  # -q / -v also after the command name
         add_verbosity(command, argparse.SUPPRESS)
     return parser
+
+
+class _Version(argparse.Action):
+    """``--version``, as argparse's own version action prints it, but the version is looked up only when asked:
+    reading it (:mod:`importlib.metadata`) is about a third of what a ``perfsuite`` start-up costs."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str) -> None:
+        super().__init__(option_strings=option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0,
+                         help="show program's version number and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        import perfsuite
+
+        print(f"perfsuite {perfsuite.__version__}")
+        parser.exit()
 
 
 def add_verbosity(parser: argparse.ArgumentParser, default: object) -> None:

@@ -169,7 +169,7 @@ def note_printer() -> Callable[[str], None]:
 
 def add_measure_options(parser: argparse.ArgumentParser) -> None:
     """What `ab` and `bisect` share: the recipes, rounds and looks, environments, thresholds and the gate."""
-    from perfsuite.ab import AB_LOOKS, AB_SAMPLES, ENV_MODES, INSTALLERS
+    from perfsuite.cli._names import AB_LOOKS, AB_SAMPLES, ENV_MODES, INSTALLERS
 
     parser.add_argument("-r", "--recipe", action="append", dest="recipes", metavar="RECIPE", type=non_empty,
                         help="a recipe name or .toml path, repeatable (default: [tool.perfsuite] recipes of "

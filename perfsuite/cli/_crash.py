@@ -16,6 +16,7 @@ from perfsuite.cli._common import (
     output_dir,
     output_file,
 )
+from perfsuite.cli._names import CRASH_MODELS, CRASH_WORKLOADS, SEEDED_BUGS
 from perfsuite.errors import PerfsuiteError
 
 if TYPE_CHECKING:
@@ -212,14 +213,13 @@ def _crashcheck_corrupt(args: argparse.Namespace, console: Console) -> int:
 
 
 def register(sub: Subparsers) -> None:
-    from perfsuite.crash import MODELS, SEEDED_BUGS, WORKLOADS
-
     crash = sub.add_parser("crashcheck", help="enumerate crash states of engine workloads and check recovery",
                            description="Exit status: 0 no violation (with --seeded-bug: the bug was caught), "
                            "1 violations (with --seeded-bug: the bug was not caught), 2 bad input.")
-    crash.add_argument("--workload", action="append", choices=list(WORKLOADS),
+    crash.add_argument("--workload", action="append", choices=list(CRASH_WORKLOADS),
                        help="a workload to run, repeatable (default: every standard workload)")
-    crash.add_argument("--model", action="append", choices=list(MODELS), help="crash model, repeatable (default: both)")
+    crash.add_argument("--model", action="append", choices=list(CRASH_MODELS),
+                       help="crash model, repeatable (default: both)")
     crash.add_argument("--max-states", type=bounded_int("max_states"),
                        help="unique crash states per workload and model (default: each workload's cap, 5000 "
                        "unless the workload sets a smaller one)")

@@ -12,6 +12,7 @@ from pathlib import Path
 from perfsuite._extras import require
 from perfsuite.cli._common import CliServices, Subparsers, add_recipes_option, bounded_int, non_empty, output_dir
 from perfsuite.cli._console import console
+from perfsuite.cli._names import PROFILE_REPEAT, PROFILERS
 from perfsuite.errors import PerfsuiteError
 
 
@@ -74,8 +75,6 @@ def _cmd_profile(args: argparse.Namespace, services: CliServices) -> int:
 
 
 def register(sub: Subparsers) -> None:
-    from perfsuite.profile import DEFAULT_REPEAT, PROFILERS
-
     p = sub.add_parser(
         "profile", help="a recipe's operation under py-spy, scalene or callgrind; artifacts beside the results",
         description="Runs each mode's operation (fixture resolved and privately copied as in `run`) in a worker "
@@ -98,7 +97,7 @@ def register(sub: Subparsers) -> None:
     p.add_argument("--mode", action="append", metavar="MODE", type=non_empty,
                    help="profile (or --diff) this mode only (repeatable; default: all)")
     p.add_argument("--repeat", type=bounded_int("repeat"), metavar="N",
-                   help=f"operations per profiled batch (default: {DEFAULT_REPEAT}; more when too few samples)")
+                   help=f"operations per profiled batch (default: {PROFILE_REPEAT}; more when too few samples)")
     p.add_argument("--output-dir", default="results/local", type=output_dir,
                    help="where artifacts go (default: results/local)")
     p.add_argument("--native", action="store_true", help="py-spy: include native (C) frames")
