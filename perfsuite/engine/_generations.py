@@ -83,6 +83,7 @@ class GenerationStore:
     def __init__(self, root: str, fs: FileSystem) -> None:
         self.root = os.path.abspath(root)
         self.fs = fs
+        self._lease_path = os.path.join(self.root, LEASE)  # read twice per publication (E3): joined once
         self._lease_seen: tuple[bytes, Lease] | None = None  # the last LEASE bytes parsed, and what they said
         self.known_objects: set[str] = set()
 
@@ -146,7 +147,7 @@ class GenerationStore:
         directory is refused with a one-line :class:`NotAFile` (``perfsuite session repair`` moves it).
         Read before every log write and every acknowledgement (E3 fencing), so the usual case is one read
         of a regular file whose bytes are the ones parsed last time; anything else takes the careful path."""
-        path = self.path(LEASE)
+        path = self._lease_path
         try:
             data: bytes | None = self.fs.read_regular(path, CONTROL_BYTES)  # never through a link or a FIFO
         except TooLarge:

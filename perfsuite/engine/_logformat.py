@@ -58,6 +58,8 @@ REZERO_HEADER = ((16, HEADER_SIZE), (15, 16), (5, 15), (4, 5), (3, 4), (2, 3), (
 _TRAILER = struct.Struct("<32sQ8s")  # 48
 TRAILER_SIZE = _TRAILER.size
 _META_LEN = struct.Struct("<I")
+#: a record's meta encoder, built once (``json.dumps`` with options builds one per call, at every publication)
+_META_JSON = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
 _LOG_PREFIX = struct.Struct("<8sII")
 _ZEROS = bytes(SECTOR)
 
@@ -153,7 +155,7 @@ class Record:
 def encode_record(kind: int, seq: int, epoch: int, salt: int, meta: Mapping[str, Any],
                   payload: bytes = b"") -> tuple[bytes, str, int]:
     """A record's bytes, its digest and the offset of its payload inside the record."""
-    meta_bytes = json.dumps(meta, separators=(",", ":"), sort_keys=True).encode()
+    meta_bytes = _META_JSON.encode(meta).encode()
     body_length = _META_LEN.size + len(meta_bytes) + len(payload)
     flags = ZERO_SECTORS if _ZEROS in payload else 0
     head = _HEAD.pack(REC_MAGIC, kind, flags, 0, body_length, salt & 0xFFFFFFFF, seq, epoch)

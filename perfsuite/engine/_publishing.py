@@ -167,6 +167,7 @@ class Publishing(SessionState):
         if faults is None:
             return
         publication.reorder = faults.reorder_steps
+        publication.unsynced = faults.fused_unsynced
         if faults.acknowledge_after is not None:
             def early() -> None:
                 callbacks = acks[:]

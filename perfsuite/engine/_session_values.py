@@ -158,7 +158,9 @@ class FaultHooks:
     newer value out (format 2's dirty journal: clean only at the captured version).
     ``forget_ledger_on_retire``: a retirement slice that deleted logs takes the consumed mail of every
     ledger as settled and drops it from the mailboxes the next publication writes, before the receiving
-    transcript committed its receipt (E7 at-least-once mail, across retirement)."""
+    transcript committed its receipt (E7 at-least-once mail, across retirement).
+    ``fused_unsynced``: the synchronous writer's fused path (``run_fused``) adopts without the log's
+    fdatasync, so it acknowledges a record that is not durable (E4: one fdatasync, the commit point)."""
 
     acknowledge_after: str | None = None
     reorder_steps: Callable[[Generator[Step, None, None]], Generator[Step, None, None]] | None = None
@@ -187,6 +189,7 @@ class FaultHooks:
     unsynced_rezero: bool = False
     clear_changed_keys: bool = False
     forget_ledger_on_retire: bool = False
+    fused_unsynced: bool = False
 
 
 class _HookedFileSystem(DelegatingFileSystem):

@@ -333,6 +333,11 @@ SEEDED_BUGS: Mapping[str, SeededBug] = {
         SeededBug("saver-writes-before-fdatasync", "EngineSaver.put_writes returns once its record is staged, before "
                   "its publication's fdatasync (the next put publishes it)", _saver_faulted("writes_before_durable"),
                   () if langgraph_missing() else ("langgraph-saver",)),
+        # The synchronous writer's fused path (one publication, nobody observing, no step-order hook): its
+        # own commit point dropped, so only a bug of that path shows (E4: one fdatasync before the ack).
+        SeededBug("fused-writer-unsynced", "the synchronous writer's fused path acknowledges a publication after "
+                  "its record's pwrite without the log's fdatasync", _same, ("session",),
+                  faults=FaultHooks(fused_unsynced=True)),
     )
 }
 
