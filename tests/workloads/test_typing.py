@@ -70,7 +70,7 @@ def test_a_planted_step_holds_its_keys_and_is_named(tmp_path: Path) -> None:
 def test_a_synchronous_checkpoint_holds_the_key_due_as_it_starts(tmp_path: Path, small_session: Path) -> None:
     # On a simulated hard disk: format 2's checkpoint (one pwrite, one fdatasync) takes about a
     # millisecond on a local SSD, less than Textual's own timer callbacks, so on a fast disk it is not
-    # reliably among the two longest callbacks of the key's span; the disk's fdatasync makes it what holds it.
+    # reliably among the longest callbacks of the key's span; the disk's fdatasync makes it what holds it.
     params = {"publish": "checkpoint", "path": "sync", "conversation": "root", "keys": 5, "key_interval_ms": 60,
               "publish_at_key": 2, "publish_phase": 0.0, "slow_key_ms": 0, "publications": 1, "storage": "hdd"}
     doc = _run(tmp_path, (ModeSpec("sync", TYPING, params),), fixture=small_session)
