@@ -96,7 +96,7 @@ class MutationGate:
 
     def run_next(self) -> None:
         """Run the next queued preparation now, although the gate is held: only the holder of the accepted
-        job calls this, to absorb queued work into its next round (group commit, issue 29)."""
+        job calls this, to absorb queued work into its next round (group commit)."""
         if self.queue:
             self._run(self.queue.popleft())
 

@@ -84,7 +84,7 @@ class _Chained:
 
 class PublicationJob:
     """One accepted publication, advanced by an asyncio task or drained inline, and, with group commit,
-    the publications it absorbs afterwards (issue 29): when a round's commit point returned and its members
+    the publications it absorbs afterwards (group commit): when a round's commit point returned and its members
     finished, ``absorb(job)`` runs the preparations queued behind the gate meanwhile; each that accepts a
     job joins the next round instead (each its own generation, parents chained; one pwrite and one
     fdatasync for the round). ``on_round(job, members)`` runs on the loop thread after each round (each

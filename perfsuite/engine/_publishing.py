@@ -3,11 +3,11 @@ synchronous writer, failure before or after adoption, install on adoption, expli
 A part of :class:`~perfsuite.engine._session.Session`, whose ``__init__`` holds the state it uses; the
 asynchronous job runs the same publication (``_warm``).
 
-Format 2 (issue 29): a failed publication stays pending *in memory* (its frozen batch); nothing is staged
+Format 2: a failed publication stays pending *in memory* (its frozen batch); nothing is staged
 on disk, so a crash loses only unacknowledged publications. A publication whose record reached the log
 but did not install (its sync failed, or its lease check) poisons that log: the retry, or the next
 publication, rolls over from memory into a new log; an abandon rolls over at once, so the abandoned
-record is never adopted by a reopen (issue 27 defect 3)."""
+record is never adopted by a reopen (E4: abandoned means absent)."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ class Publishing(SessionState):
         marker = {"epoch": self.epoch, "conversations": conversations}
         candidate["marker"] = marker
         committing = receipts
-        if self.faults is not None and self.faults.drop_consumed:  # a seeded bug (FaultHooks, issue 27)
+        if self.faults is not None and self.faults.drop_consumed:  # a seeded bug (FaultHooks)
             committing = {c: frozenset(ledger) for c, ledger in self.sidecar.ledger.items()}
         capture, detached = (self._freeze_sidecar(owner, committing, projection, marker) if document
                              else (None, None))
@@ -310,7 +310,7 @@ class Publishing(SessionState):
     def abandon_pending(self) -> None:
         """Explicit abandon: roll back its tentative records (they never become deliverable) and fail its
         unresolved acknowledgements exactly once (E4). What the session's files say afterwards is the
-        committed state (issue 27 defect 3)."""
+        committed state (E4: abandoned means absent)."""
         self._enter_sync(None)
         pending = self._require_pending()
         self._roll_back(pending)

@@ -10,7 +10,7 @@ by concern into parts it mixes in, each reading the state ``__init__`` sets:
 - ``_publishing``: freeze, the synchronous writer, finish and install, the pending publication;
 - ``_mail``: mailbox append, delivery with receipts, discard;
 - ``_warm``: the gate, the asynchronous job, the schedulers, notifications and the shutdown order;
-- ``_observing``: engine events (issue 19) for listeners of ``session.observers`` or the process.
+- ``_observing``: engine events for listeners of ``session.observers`` or the process.
 
 Settings and the small shared records are in ``_session_values``; the file-backed profile (PID lock,
 transcripts written in place) is in ``_filesession``.
@@ -82,7 +82,7 @@ def freeze_loaded_state() -> int:
 
 class Session(Opening, Publishing, Mail, WarmLocal, Observing):
     """A portable session (E3). Owned by one event-loop thread; blocking publication steps may run
-    elsewhere through the asynchronous job (issue 4), never concurrently with each other."""
+    elsewhere through the asynchronous job (E4), never concurrently with each other."""
 
     profile = "portable"
 
@@ -95,7 +95,7 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
         self.lease: Lease | None = None
         self.owner_alive: OwnerProbe = owner_alive
         self.head: GenerationRef | None = None
-        self.migrated: str | None = None  # what a format-1 session's migration did (issue 29), when it did
+        self.migrated: str | None = None  # what a format-1 session's migration did, when it did
         self.memos: dict[str, HashMemo | None] = {}
         self.buffers: dict[str, ConversationBuffer] = {}
         self.sidecar = Sidecar()
@@ -110,7 +110,7 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
         self.frozen_objects: int | None = None  # gc.get_freeze_count() after freeze_loaded, else None
         self._serial = itertools.count(1)
         self.id_source: Callable[[], str] = lambda: os.urandom(3).hex()  # 24 random bits, as uuid4().hex[:6]; cheaper
-        # Engine events (issue 19): listeners see what the session does; checked before anything is built.
+        # Engine events: listeners see what the session does; checked before anything is built.
         self.observers = Observers()
         self._internal = 0  # > 0 while the engine calls its own entry points (not inputs)
         self.runner: JobRunner = LoopRunner()
@@ -124,7 +124,7 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
         self.stopping = False
         self.root_live = True
         self.drain_ms: list[float] = []
-        # Acknowledgements of checkpoint requests coalesced into a queued one, by its gate key (issue 27)
+        # Acknowledgements of checkpoint requests coalesced into a queued one, by its gate key (E5, E7)
         self._checkpoint_waiters: dict[str, list[Ack]] = {}
         self._observed = 0  # version of observational changes (activity flavours, discards)
         self.registry_debounce = Debouncer(clock, settings.registry_debounce_s, self._registry_due,
@@ -204,7 +204,7 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
     @classmethod
     def repair(cls, path: str | os.PathLike[str], *, generation: str | int | None = None,
                fs: FileSystem | None = None, owner_alive: OwnerProbe | None = None) -> Any:
-        """Repair what open refuses (issue 14): explicit, never automatic. Returns a ``RepairReport``
+        """Repair what open refuses (E3): explicit, never automatic. Returns a ``RepairReport``
         whose lines say what was found and done; see :mod:`perfsuite.engine._repair`."""
         return repair_portable(os.fspath(path), generation=generation, fs=fs or OsFileSystem(),
                                owner_alive=owner_alive)
@@ -238,7 +238,7 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
 
     def storage(self) -> StorageStats:
         """Disk use of the session's logs (format 2): allocated, used and live bytes, space amplification,
-        bytes appended and roll-overs by this process (issue 29)."""
+        bytes appended and roll-overs by this process."""
         return self.store.space()
 
     def committed_sidecar(self) -> dict[str, Any]:
@@ -344,7 +344,7 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
 
     def set_activity(self, agent: str, flavour: str) -> None:
         """An observational change (e.g. permission-blocked/running): no publication of its own; the
-        registry save publishes it (debounced by the session scheduler, issue 4)."""
+        registry save publishes it (debounced by the session scheduler, E7)."""
         if flavour not in ACTIVITY_FLAVOURS:
             raise SessionError(f"unknown activity {flavour!r}: expected one of {sorted(ACTIVITY_FLAVOURS)}")
         record = self.sidecar.agents.get(agent)
@@ -385,7 +385,7 @@ class Session(Opening, Publishing, Mail, WarmLocal, Observing):
 
     # -- generations -----------------------------------------------------------------------------------
     def retire(self, *, pinned: Iterable[int | str] = ()) -> tuple[int, bool]:
-        """One idle slice of consolidation (format 2, issue 29), off the acknowledgement path: the format-1
+        """One idle slice of consolidation (format 2), off the acknowledgement path: the format-1
         leftovers of a migration, then a roll-over when the log is 75 % full or poisoned (its BASE copies
         the live bytes of logs under half live: compaction), then whole logs nothing retained references
         (the last ``keep_generations`` generations and the ``pinned`` ones, by number). Returns (removed,
