@@ -10,25 +10,10 @@ removed.
 from __future__ import annotations
 
 import ast
-import importlib.util
-import pathlib
-import sys
-import types
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from tests.test_arrows import graph
 
-
-def _tool() -> types.ModuleType:
-    """The project's import-graph tool (scripts/dev/import_graph.py): the test checks what it prints."""
-    spec = importlib.util.spec_from_file_location("import_graph", ROOT / "scripts" / "dev" / "import_graph.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("import_graph", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-TOOL = _tool()
+TOOL = graph  # the project's import-graph tool (scripts/dev/import_graph.py), loaded once
 cycles = TOOL.cycles
 top_level = TOOL.top_level
 
