@@ -69,6 +69,47 @@ def _userrepo() -> Any:
 
 u = _userrepo()
 
+#: the ``block`` plant's fixed work on the caller's thread: ``rounds`` steps of small-int arithmetic, which
+#: allocates nothing (every value under 257: cached ints; ``itertools.repeat``), so the plant moves the time and the instructions
+#: only, not the allocation pass (a hashlib loop also allocated 4 MB per operation and gated on that too)
+WORK = "h = 1\nfor _ in itertools.repeat(None, rounds):\n    h = (h * 3 + 7) & 63\n"
+
+
+def _work_seconds(rounds: int) -> float:
+    """One timing of :data:`WORK` with ``rounds`` steps in this interpreter (the workers' own)."""
+    # a function's body, as in the planted method: locals are faster than a module's names (hazard: 2x)
+    text = "def work(rounds):\n" + "".join(f"    {line}\n" for line in WORK.splitlines())
+    namespace: dict[str, Any] = {"itertools": __import__("itertools")}
+    exec(compile(text, "<block-work>", "exec"), namespace)  # pylint: disable=exec-used  # the plant's own text
+    started = time.perf_counter()
+    namespace["work"](rounds)
+    return time.perf_counter() - started
+
+
+def calibrate_rounds(ms: int, tries: int = 15) -> tuple[int, float]:
+    """How many steps of :data:`WORK` take ``ms`` milliseconds here: the minimum of ``tries`` timings (the
+    quietest moment, hazard: a busy machine reads slow and plants too little work), scaled; calibrated once,
+    before any hog starts, and written into the planted commit as a constant, so the plant is the same work
+    (instructions) under load and a ``ms`` synchronous step on a quiet machine. Returns (rounds, ns per step)."""
+    rounds = 20000
+    for _ in range(2):  # a first guess, then timings of the planted size itself (a short probe reads fast)
+        per = min(_work_seconds(rounds) for _ in range(tries)) / rounds
+        rounds = max(1, round(ms / 1000 / per))
+    return rounds, per * 1e9
+
+
+def work_plant(ms: int, rounds: int) -> tuple[str, str, str, str]:
+    """The ``block`` plant as fixed work: ``rounds`` steps (calibrated to ``ms`` ms) at the first append of
+    each commit, on the event loop's thread. A wall-clock busy loop (``while perf_counter() < end``) runs few
+    iterations under valgrind, so its instruction count barely moved (+1.2%, inside NEW's range) and a loaded
+    runner, where only counts gate, could not catch it; a fixed count of iterations is the same instructions
+    under any load."""
+    rel, old, _, _ = u.PLANTS["block"]
+    body = "".join(f"            {line}\n" for line in WORK.splitlines())
+    new = (f"{old}        if not self.pending:  # {ms} ms of fixed work on the caller's thread (calibrated)\n"
+           f"            import itertools\n            rounds = {rounds}\n{body}")
+    return rel, old, new, f"append does {ms} ms of work ({rounds} steps) on its thread at the first record"
+
 
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -170,6 +211,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--samples", type=int, help="rounds per look (default: perfsuite ab's)")
     parser.add_argument("--looks", type=int, help="at most this many looks (default: perfsuite ab's)")
     parser.add_argument("--block-ms", type=int, choices=(2, 3), default=3, help="the block plant's busy loop")
+    parser.add_argument("--block-kind", choices=("work", "wall"), default="work",
+                        help="block: fixed work calibrated to --block-ms (default), or the wall-clock busy loop")
     parser.add_argument("--instructions", action="store_true", help="pass --instructions to every ab (callgrind)")
     parser.add_argument("--strict", action="store_true", help="pass --strict to every ab and bisect")
     parser.add_argument("--hogs", type=int, default=0, help="CPU hogs running for the whole acceptance")
@@ -202,6 +245,13 @@ def main() -> int:
               for name in scenarios}
     repo = workdir / "myruntime"
     base = u.make_repo(repo)
+    calibration: dict[str, Any] = {}
+    if "block" in scenarios and args.block_kind == "work":
+        rounds, ns = calibrate_rounds(args.block_ms)
+        u.PLANTS["block-work"] = work_plant(args.block_ms, rounds)
+        calibration = {"rounds": rounds, "ns_per_step": round(ns, 1), "ms": args.block_ms}
+        print(f"block: {rounds} steps = {args.block_ms} ms here (min of 15 timings: {ns:.0f} ns each, "
+              f"load {os.getloadavg()[0]:.2f})", flush=True)
     branches: dict[str, str] = {}
     for name in scenarios:
         if name == "bisect":
@@ -212,13 +262,13 @@ def main() -> int:
                 fh.write("- nothing that runs\n")
             branches[name] = u.commit_all(repo, "a changelog line")
         else:
-            branches[name] = u.plant(repo, f"block{args.block_ms}" if name == "block" and args.block_ms != 2
-                                     else name)
+            branches[name] = u.plant(repo, _plant_name(name, args))
         print(f"{name}: {branches[name][:12]} on {base[:12]} ({u.git(repo, 'log', '-1', '--format=%s')})", flush=True)
     document: dict[str, Any] = {
         "source": str(SOURCE), "workdir": str(workdir), "base": base, "started_at": _now(),
         "loadavg_start": [round(x, 2) for x in os.getloadavg()], "argv": sys.argv[1:],
-        "options": {k: v for k, v in vars(args).items() if k != "out"}, "summary": {}, "runs": {}}
+        "options": {k: v for k, v in vars(args).items() if k != "out"}, "block_calibration": calibration,
+        "summary": {}, "runs": {}}
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in scenarios}
 
     def save() -> None:
@@ -263,6 +313,15 @@ def main() -> int:
         print(f"{name}: {tally['as_expected']}/{tally['runs']} as expected (exits {tally['exits']})")
     ok = all(t["as_expected"] == t["runs"] == counts[n] for n, t in document["summary"].items())
     return 0 if ok else 1
+
+
+def _plant_name(name: str, args: argparse.Namespace) -> str:
+    """The plant of a scenario: ``block`` is fixed work (``--block-kind work``) or the wall-clock loop."""
+    if name != "block":
+        return name
+    if args.block_kind == "work":
+        return "block-work"
+    return "block" if args.block_ms == 2 else f"block{args.block_ms}"
 
 
 def _bisect(history: Path, out: Path, plant: str, extra: list[str]) -> dict[str, Any]:
