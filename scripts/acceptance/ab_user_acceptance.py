@@ -70,8 +70,8 @@ def _userrepo() -> Any:
 u = _userrepo()
 
 #: the ``block`` plant's fixed work on the caller's thread: ``rounds`` steps of small-int arithmetic, which
-#: allocates nothing (every value under 257: cached ints; ``itertools.repeat``), so the plant moves the time and the instructions
-#: only, not the allocation pass (a hashlib loop also allocated 4 MB per operation and gated on that too)
+#: allocates nothing (every value under 257: cached ints; ``itertools.repeat``), so the plant moves the time
+#: and the instructions only, not the allocation pass (a hashlib loop also allocated 4 MB per operation)
 WORK = "h = 1\nfor _ in itertools.repeat(None, rounds):\n    h = (h * 3 + 7) & 63\n"
 
 
