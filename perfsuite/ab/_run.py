@@ -339,9 +339,6 @@ def run_ab(
         base_rev = trees[0]
         head_rev = working_tree(root) if head is None else trees[1]
         envs, env_notes = _environments(env, base_rev, head_rev, installer, on_note)
-        if envs and any(r.instructions for r in recipes):
-            raise PerfsuiteError("--instructions with an environment per revision is not implemented (the "
-                                 "instruction pass runs this interpreter); measure instructions with --env current")
         head_python = envs["head"].python if envs else None
         operations = sorted({m.operation for r in recipes for m in r.modes})
         code = resolve_code(root, operations, python=head_python)

@@ -136,15 +136,16 @@ def find_valgrind(path: str | None = None, origin: str = "--valgrind") -> Valgri
     return Valgrind(found, _version(found))
 
 
-def interpreter() -> str:
-    """The interpreter to run under valgrind: ``sys.executable``, checked to lead to an ELF binary.
+def interpreter(python: str | None = None) -> str:
+    """The interpreter to run under valgrind: ``python`` (a code variant's own environment's), else
+    ``sys.executable``, checked to lead to an ELF binary.
 
     Valgrind must start the real interpreter, never a wrapper script (a pyenv shim would be bash under
     valgrind). ``sys.executable`` is what runs now; in a virtualenv it is a symlink whose target
     (``os.path.realpath``) is the ELF that valgrind loads, while the link path as ``argv[0]`` lets
     the interpreter find its ``pyvenv.cfg`` (the bare target would lose the venv's site-packages).
     """
-    exe = sys.executable
+    exe = python or sys.executable
     real = os.path.realpath(exe)
     try:
         with open(real, "rb") as fh:

@@ -44,7 +44,6 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -77,6 +76,7 @@ from perfsuite.harness._pinning import (
 )
 from perfsuite.harness._results import summarize
 from perfsuite.harness._sample import SampleSpec, _Ack, _fail, open_operation, prepare_workdir, split_metrics, wait_ack
+from perfsuite.harness._worker import worker_sys_path
 
 __all__ = [
     "LOOP_THREAD",
@@ -121,9 +121,11 @@ class InstructionRecord:
         }
 
 
-def callgrind_argv(valgrind: Valgrind, out_dir: Path, extra: Sequence[str] = ()) -> list[str]:
+def callgrind_argv(valgrind: Valgrind, out_dir: Path, extra: Sequence[str] = (),
+                   python: str | None = None) -> list[str]:
     """valgrind's command line for a pass: callgrind, instrumentation off until the window, one output
-    file per thread in ``out_dir``, valgrind's own messages in ``out_dir/valgrind.log``."""
+    file per thread in ``out_dir``, valgrind's own messages in ``out_dir/valgrind.log``; ``python`` is the
+    interpreter (a code variant's own environment's; default the running one)."""
     return [
         valgrind.path,
         "--tool=callgrind",
@@ -134,7 +136,7 @@ def callgrind_argv(valgrind: Valgrind, out_dir: Path, extra: Sequence[str] = ())
         f"--callgrind-out-file={out_dir / 'callgrind.out'}",
         f"--log-file={out_dir / 'valgrind.log'}",
         *extra,
-        interpreter(),
+        interpreter(python),
         "-m",
         "perfsuite.harness._worker",
     ]
@@ -249,7 +251,9 @@ def measure_instructions(
             request: dict[str, Any] = {
                 "kind": "instructions",
                 "spec": replace(pinned, ack_timeout_s=spec.ack_timeout_s * VALGRIND_SLOWDOWN).to_dict(),
-                "sys_path": mapped_sys_path(sys.path, links),
+                # a variant with its own environment: without the running environment's site-packages,
+                # which would shadow the variant's installed dependencies (as in a latency sample)
+                "sys_path": mapped_sys_path(worker_sys_path(code), links),
                 "library": library,
                 "hooks": dict(hooks) if hooks else None,
             }
@@ -257,7 +261,8 @@ def measure_instructions(
                 request["code"] = pinned_code(Path(base_dir), code)
             timeout = spec.ack_timeout_s * VALGRIND_SLOWDOWN + SETUP_BUDGET_S
             try:
-                proc = subprocess.run(callgrind_argv(valgrind, out, extra_args), input=padded_request(request),
+                python = str(code["python"]) if code is not None and code.get("python") else None
+                proc = subprocess.run(callgrind_argv(valgrind, out, extra_args, python), input=padded_request(request),
                                       capture_output=True, text=True, timeout=timeout,
                                       env=pinned_environment(paths=links),
                                       cwd=root, check=False)

@@ -8,6 +8,7 @@ store), so the verdicts never depend on timing; the gate is costs-only and the s
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -156,10 +157,18 @@ def test_a_dependency_bump_is_measured_in_an_environment_per_revision(tmp_path: 
     docs = _docs(out)
     assert docs["head"]["variant"]["environment"]["installed"] == {"tinydep": "2.0"}
     assert [s["metrics"]["fsyncs"] for s in docs["base"]["modes"]["commit"]["samples"]] == [1, 1]
-    # the second run reuses both environments (cached by the digest of the specification)
-    again = perfsuite(repo, *args[:-1], str(tmp_path / "again"), env=offline)
-    assert again.returncode == 1 and "building" not in again.stderr, again.stderr
+    # the second run reuses both environments (cached by the digest of the specification), and its
+    # instruction pass runs each revision's operation under valgrind in that revision's environment
+    counted = ["--instructions"] if shutil.which("valgrind") else []
+    again = perfsuite(repo, *args[:-1], str(tmp_path / "again"), *counted, env=offline)
+    assert again.returncode == 1 and "building" not in again.stderr, again.stdout + again.stderr
     assert all(_pairing(tmp_path / "again")[side]["environment"]["cached"] for side in ("base", "head"))
+    if counted:
+        passes = {side: doc["modes"]["commit"]["instructions"]["samples"]
+                  for side, doc in _docs(tmp_path / "again").items()}
+        assert {side: [p["metrics"]["fsyncs"] for p in ps] for side, ps in passes.items()} == {
+            "base": [1] * len(passes["base"]), "head": [2] * len(passes["head"])}, passes  # tinydep 1.0 and 2.0
+        assert all(p["total"] > 0 for ps in passes.values() for p in ps)
     # a revision that cannot be installed: one line naming the requirement
     depend_on_tinydep(repo, "tinydep==3.0")
     bad = perfsuite(repo, *args[:-1], str(tmp_path / "bad"), env=offline)
