@@ -292,8 +292,9 @@ _WORKFLOW = '''\
 #                                              results branch and publishes a history dashboard artifact
 #
 # Repository variables add arguments without editing this file: PERFSUITE_AB_ARGS (e.g. "--looks 6", or
-# "--gate costs" on a noisy shared runner, "--strict" to fail on inconclusive timings, "--instructions" for the
-# callgrind pass) and PERFSUITE_RUN_ARGS (e.g. "--samples 12").
+# "--gate costs" on a noisy shared runner, "--strict" to fail on inconclusive timings), PERFSUITE_RUN_ARGS
+# (e.g. "--samples 12") and PERFSUITE_AB_INSTRUCTIONS ("false" turns off the callgrind pass, on by default:
+# on a loaded runner, where timings cannot gate, instruction counts still catch added work).
 name: perfsuite
 
 on:
@@ -314,6 +315,7 @@ env:
   PERFSUITE_HOST_LABEL: github-ubuntu-latest # the machine's name in history (runner host names change)
   PERFSUITE_AB_ARGS: ${{{{ vars.PERFSUITE_AB_ARGS }}}}
   PERFSUITE_RUN_ARGS: ${{{{ vars.PERFSUITE_RUN_ARGS }}}}
+  PERFSUITE_AB_INSTRUCTIONS: ${{{{ vars.PERFSUITE_AB_INSTRUCTIONS || 'true' }}}}
 
 jobs:
   bench:
@@ -335,18 +337,24 @@ jobs:
           python -m pip install {install}
           if [ -f pyproject.toml ] || [ -f setup.py ]; then python -m pip install -e .; fi
 
-      - name: Install valgrind (only when the callgrind pass is used)
+      - name: Install valgrind (for the callgrind pass)
         if: github.event_name == 'pull_request'
         shell: bash
         run: |
-          # instruction counts gate on a loaded runner, where timings cannot: recipes with instructions = true,
-          # or --instructions in PERFSUITE_AB_ARGS, need valgrind from the runner's package manager
-          if grep -qsE '^[[:space:]]*instructions[[:space:]]*=[[:space:]]*true' recipes/*.toml \
+          # instruction counts gate on a loaded runner, where timings cannot: the pass (on unless the variable
+          # PERFSUITE_AB_INSTRUCTIONS is "false"; also recipes with instructions = true) needs valgrind from the
+          # runner's package manager; without valgrind it is "not measured" and the other costs still gate
+          if [ "$PERFSUITE_AB_INSTRUCTIONS" != false ] \\
+              || grep -qsE '^[[:space:]]*instructions[[:space:]]*=[[:space:]]*true' recipes/*.toml \\
               || [[ " $PERFSUITE_AB_ARGS " == *" --instructions "* ]]; then
-            sudo apt-get update -q
-            sudo apt-get install -y valgrind
+            if command -v valgrind > /dev/null; then
+              echo "valgrind already installed: $(valgrind --version)"
+            else
+              sudo apt-get update -q
+              sudo apt-get install -y valgrind
+            fi
           else
-            echo "valgrind not needed: no recipe sets instructions = true and PERFSUITE_AB_ARGS has no --instructions"
+            echo "valgrind not needed: PERFSUITE_AB_INSTRUCTIONS is false and no recipe sets instructions = true"
           fi
 
       - name: A/B against the merge base
@@ -358,10 +366,12 @@ jobs:
         run: |
           base=$(git merge-base "$BASE_SHA" HEAD || echo "$BASE_SHA")
           echo "BASE: merge base $base of $BASE_SHA and HEAD $(git rev-parse HEAD)"
+          instructions=()
+          if [ "$PERFSUITE_AB_INSTRUCTIONS" != false ]; then instructions=(--instructions); fi
           set +e
           # shellcheck disable=SC2086 # PERFSUITE_AB_ARGS holds several arguments
           # --neutral-exit 78: a neutral result gets a status of its own, which the Gate step turns into a warning
-          perfsuite ab "$base" --output-dir results/ab --neutral-exit 78 $PERFSUITE_AB_ARGS
+          perfsuite ab "$base" --output-dir results/ab --neutral-exit 78 "${{instructions[@]}}" $PERFSUITE_AB_ARGS
           status=$?
           set -e
           echo "status=$status" >> "$GITHUB_OUTPUT"

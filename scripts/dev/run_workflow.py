@@ -98,8 +98,8 @@ def _evaluate(expression: str, context: Mapping[str, Any]) -> Any:
     def value(name: str) -> Any:
         if name in context:
             return context[name]
-        if name.startswith(("github.event.", "steps.")):
-            return ""  # absent from this event / a step that did not run: GitHub gives null
+        if name.startswith(("github.event.", "steps.", "vars.")):
+            return ""  # absent from this event / a step that did not run / a variable not set: GitHub gives ""
         raise KeyError(f"the test does not know {name!r}: add it to the context")
 
     status = context["__status__"]

@@ -10,6 +10,7 @@ import importlib.util
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -229,6 +230,9 @@ def test_the_workflow_init_writes_runs_step_by_step(tmp_path: Path) -> None:
     assert installed["url"] == origin.as_uri() and installed["vcs_info"]["commit_id"] == committed
     assert job.steps["ab"]["outputs"]["status"] == "0" and f"BASE: merge base {before}" in job.steps["ab"]["log"]
     assert "### perfsuite ab: no regression" in job.summary and (repo / "site" / "index.html").is_file()
+    if shutil.which("valgrind"):  # the callgrind pass, on by default (PERFSUITE_AB_INSTRUCTIONS unset)
+        assert "valgrind already installed" in _by_name(job, "Install valgrind (for the callgrind pass)")["log"]
+        assert "instructions.loop_thread" in job.summary, job.summary
     (comment,) = json.loads(state.read_text())["comments"]
     assert comment["body"].startswith(workflow.MARKER + "\n### perfsuite ab: no regression")
     history = workflow.run_job(repo, "pull_request", pr, bin_dir, tmp_path, gh, workflow_path=WORKFLOW,

@@ -1,12 +1,14 @@
 """The workflow `perfsuite init` writes maps the gate's exit statuses (docs/gates.md, "Exit status"): a neutral
 result (78: `perfsuite ab --neutral-exit 78`) is a `::warning::` annotation and a green job, a regression stays
-red; valgrind is installed with the runner's package manager only when the callgrind pass is used. Each step is
+red; the callgrind pass is on by default and valgrind is installed with the runner's package manager when it is
+missing. Each step is
 run as written (bash, the step's own `if:` evaluated by scripts/dev/run_workflow.py), with fake `sudo`."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -51,7 +53,9 @@ def _run(repo: Path, step: dict[str, Any], env: dict[str, str], context: dict[st
         return False, 0, ""
     script = repo.parent / "step.sh"
     script.write_text(step["run"])
-    proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], cwd=repo,
+    bash = shutil.which("bash")
+    assert bash is not None
+    proc = subprocess.run([bash, "--noprofile", "--norc", "-eo", "pipefail", str(script)], cwd=repo,
                           env={**os.environ, **env}, capture_output=True, text=True, timeout=60, check=False)
     return True, proc.returncode, proc.stdout + proc.stderr
 
@@ -85,22 +89,74 @@ def _fake_sudo(directory: Path) -> Path:
     return directory
 
 
-def test_valgrind_is_installed_only_when_the_callgrind_pass_is_used(tmp_path: Path) -> None:
+def _tools(directory: Path, *, valgrind: bool) -> str:
+    """A PATH of the step's tools only: a fake sudo that logs, grep, and (``valgrind``) a valgrind."""
+    bin_dir = _fake_sudo(directory)
+    grep = shutil.which("grep")
+    assert grep is not None
+    (bin_dir / "grep").symlink_to(grep)
+    if valgrind:
+        fake = bin_dir / "valgrind"
+        fake.write_text("#!/bin/sh\necho valgrind-3.19.0\n")
+        fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    return str(bin_dir)
+
+
+def test_the_callgrind_pass_is_on_by_default_and_valgrind_installed_when_missing(tmp_path: Path) -> None:
     repo = _repo(tmp_path)
-    step = _steps(repo)["Install valgrind (only when the callgrind pass is used)"]
-    bin_dir = _fake_sudo(tmp_path / "bin")
-    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "PERFSUITE_AB_ARGS": "--samples 2"}
-    context = {"github.event_name": "pull_request"}
+    steps = _steps(repo)
+    spec = yaml.safe_load((repo / ".github/workflows/perfsuite.yml").read_text())
+    assert spec["env"]["PERFSUITE_AB_INSTRUCTIONS"] == "${{ vars.PERFSUITE_AB_INSTRUCTIONS || 'true' }}"
+    context = {"github.event_name": "pull_request", "vars.PERFSUITE_AB_INSTRUCTIONS": ""}
+    default = workflow._substitute(spec["env"]["PERFSUITE_AB_INSTRUCTIONS"], {"__status__": "success", **context})
+    assert default == "true"
+    step = steps["Install valgrind (for the callgrind pass)"]
+    missing = tmp_path / "missing"
+    env = {"PATH": _tools(missing, valgrind=False), "PERFSUITE_AB_ARGS": "--samples 2",
+           "PERFSUITE_AB_INSTRUCTIONS": "true"}
     ran, code, log = _run(repo, step, env, context)
-    assert ran and code == 0 and "valgrind not needed" in log and not (bin_dir / "sudo.log").exists()
+    assert ran and code == 0, log
+    assert (missing / "sudo.log").read_text().splitlines() == ["apt-get update -q", "apt-get install -y valgrind"]
+    present = tmp_path / "present"
+    ran, code, log = _run(repo, step, {**env, "PATH": _tools(present, valgrind=True)}, context)
+    assert ran and code == 0 and "valgrind already installed: valgrind-3.19.0" in log, log
+    assert not (present / "sudo.log").exists()
+    # turned off: nothing installed, unless a recipe or the arguments still ask for the pass
+    off = tmp_path / "off"
+    env = {**env, "PATH": _tools(off, valgrind=False), "PERFSUITE_AB_INSTRUCTIONS": "false"}
+    ran, code, log = _run(repo, step, env, context)
+    assert ran and code == 0 and "valgrind not needed" in log and not (off / "sudo.log").exists(), log
     ran, code, _ = _run(repo, step, {**env, "PERFSUITE_AB_ARGS": "--samples 2 --instructions"}, context)
-    assert ran and code == 0
-    assert (bin_dir / "sudo.log").read_text().splitlines()[-1] == "apt-get install -y valgrind"
-    (bin_dir / "sudo.log").unlink()
+    assert ran and code == 0 and (off / "sudo.log").read_text().splitlines()[-1] == "apt-get install -y valgrind"
+    (off / "sudo.log").unlink()
     recipe = next((repo / "recipes").glob("*.toml"))
     recipe.write_text(recipe.read_text().replace("allocation = true\n", "allocation = true\ninstructions = true\n"))
     ran, code, _ = _run(repo, step, env, context)
-    assert ran and code == 0 and "apt-get install -y valgrind" in (bin_dir / "sudo.log").read_text()
+    assert ran and code == 0 and "apt-get install -y valgrind" in (off / "sudo.log").read_text()
+
+
+def test_the_ab_step_passes_instructions_unless_turned_off(tmp_path: Path) -> None:
+    """The A/B step's script as written, with a fake perfsuite that records its arguments."""
+    repo = _repo(tmp_path)
+    step = _steps(repo)["A/B against the merge base"]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    argv_log = tmp_path / "argv.log"
+    for tool in ("perfsuite", "git"):
+        fake = bin_dir / tool
+        body = f'echo "$@" >> {argv_log}' if tool == "perfsuite" else "echo 0123abcd"
+        fake.write_text(f"#!/bin/sh\n{body}\n")
+        fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    outputs = tmp_path / "outputs"
+    summary = tmp_path / "summary.md"
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "BASE_SHA": "0123abcd", "GITHUB_OUTPUT": str(outputs),
+           "GITHUB_STEP_SUMMARY": str(summary), "PERFSUITE_AB_ARGS": "--samples 2"}
+    context = {"github.event_name": "pull_request"}
+    for value, expected in (("true", "--instructions --samples 2"), ("false", "--samples 2")):
+        ran, code, log = _run(repo, step, {**env, "PERFSUITE_AB_INSTRUCTIONS": value}, context)
+        assert ran and code == 0, log
+        called = argv_log.read_text().splitlines()[-1]
+        assert called == f"ab 0123abcd --output-dir results/ab --neutral-exit 78 {expected}"
 
 
 def _flat(tmp_path: Path, pyproject_text: str, *, src: bool = False) -> Path:

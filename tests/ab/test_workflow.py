@@ -36,6 +36,7 @@ Job, run_job, ARTIFACT_URL, MARKER = workflow.Job, workflow.run_job, workflow.AR
 VARS = {
     "vars.PERFSUITE_AB_ARGS": "-r ci-tiny --samples 2 --warmup 0 --allocation-samples 1 --gate costs",
     "vars.PERFSUITE_RUN_ARGS": "ci-tiny --samples 2 --warmup 0",
+    "vars.PERFSUITE_AB_INSTRUCTIONS": "false",  # the callgrind pass runs in tests/ab/test_init.py's job
 }
 
 
