@@ -10,15 +10,23 @@ them. :func:`portable_path` records a path relative to the working directory (th
 inside it, as ``<perfsuite>/recipes/...`` when it is built-in data (of a wheel, or of a checkout outside
 the working directory), ``~/...`` under the home directory and ``<tmp>/...`` under the temp directory;
 anything else stays as given.
+
+**The project root.** ``perfsuite ab``, ``bisect`` and ``run`` started in a subdirectory (``myruntime/``,
+``tests/``) measure what they measure from the top: the root is the nearest directory, from the working
+directory up, whose ``pyproject.toml`` declares ``[tool.perfsuite]`` (a project inside a larger repository,
+whose revisions are that directory of each revision's tree), else the top of the git working tree. Outside
+git only a declaring pyproject.toml makes a root.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import tempfile
+import tomllib
 from pathlib import Path
 
-__all__ = ["BUILTIN_KINDS", "builtin_dir", "portable_path"]
+__all__ = ["BUILTIN_KINDS", "builtin_dir", "portable_path", "project_root"]
 
 #: the kinds of built-in data (top-level directories of the checkout, ``perfsuite/_data/<kind>`` in a wheel)
 BUILTIN_KINDS: tuple[str, ...] = ("recipes", "fixtures")
@@ -81,3 +89,34 @@ def portable_path(
                 if rel is not None:
                     return prefix + rel if rel != "." else (prefix.rstrip("/") or ".")
     return given.as_posix()
+
+
+def _declares(pyproject: Path) -> bool:
+    """Whether ``pyproject`` has a ``[tool.perfsuite]`` table (an unreadable one is read, and said, later)."""
+    try:
+        with open(pyproject, "rb") as fh:
+            return isinstance((tomllib.load(fh).get("tool") or {}).get("perfsuite"), dict)
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
+
+
+def _git_top(directory: Path) -> Path | None:
+    """The top of the git working tree holding ``directory`` (``None`` outside one, or without git)."""
+    try:
+        proc = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=directory, capture_output=True,
+                              text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return Path(proc.stdout.strip()).resolve() if proc.returncode == 0 and proc.stdout.strip() else None
+
+
+def project_root(cwd: Path) -> Path | None:
+    """The project root of ``cwd`` (the module docstring); ``None`` outside git without a declaring pyproject."""
+    here = Path(cwd).resolve()
+    top = _git_top(here)
+    for directory in (here, *here.parents):
+        if (directory / "pyproject.toml").is_file() and _declares(directory / "pyproject.toml"):
+            return directory
+        if directory == top:
+            break
+    return top

@@ -186,7 +186,8 @@ def bisect(
     ``measure`` replaces it (tests of the search itself); ``strict``: every step's A/B as ``perfsuite ab
     --strict`` (see the module docstring)."""
     started = time.monotonic()
-    root = repo_root(Path(cwd or Path.cwd()))
+    here = Path(cwd or Path.cwd())
+    root = repo_root(here)
     good_commit, bad_commit = resolve_revision(root, good), resolve_revision(root, bad)
     if good_commit == bad_commit:
         raise PerfsuiteError(f"GOOD and BAD are the same commit ({good_commit[:12]}): nothing to bisect")
@@ -210,7 +211,7 @@ def bisect(
         commit = commits[index]
         directory = output_dir / f"step-{len(steps) + 1}-{commit[:12]}"
         t0 = time.monotonic()
-        ab = measure(good_commit, commit, recipes, output_dir=directory, cwd=root, strict=strict, **ab_options)
+        ab = measure(good_commit, commit, recipes, output_dir=directory, cwd=here, strict=strict, **ab_options)
         if not tracked:  # the first step, at BAD: what regressed there is what the search follows
             tracked.extend(c.label for c in ab.comparison.regressions)
         if tracked:

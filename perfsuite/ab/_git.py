@@ -16,9 +16,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfsuite._paths import project_root
 from perfsuite.errors import PerfsuiteError
 
-__all__ = ["Revision", "git", "materialise", "repo_root", "resolve_revision", "working_tree"]
+__all__ = ["Revision", "git", "materialise", "project_in", "repo_root", "resolve_revision", "working_tree"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +65,17 @@ def repo_root(cwd: Path) -> Path:
     return Path(git(["rev-parse", "--show-toplevel"], cwd, what=f"{cwd}: not in a git repository"))
 
 
+def project_in(cwd: Path) -> tuple[Path, str]:
+    """The git top holding ``cwd`` and the project's directory within it (``""``: the top itself): the
+    nearest pyproject.toml declaring ``[tool.perfsuite]`` between them (:func:`perfsuite._paths.project_root`)."""
+    top = repo_root(cwd).resolve()
+    project = project_root(cwd)
+    if project is None or not project.resolve().is_relative_to(top):
+        return top, ""
+    within = project.resolve().relative_to(top).as_posix()
+    return top, "" if within == "." else within
+
+
 def resolve_revision(root: Path, name: str) -> str:
     """The full commit id of ``name`` (a branch, tag, commit or expression such as ``HEAD~1``)."""
     if not name or name.startswith("-"):
@@ -72,16 +84,18 @@ def resolve_revision(root: Path, name: str) -> str:
                what=f"unknown revision {name!r}")
 
 
-def working_tree(root: Path) -> Revision:
-    """The working tree as it is, uncommitted changes included (HEAD omitted)."""
+def working_tree(root: Path, within: str = "") -> Revision:
+    """The working tree as it is, uncommitted changes included (HEAD omitted); ``within``: the project's
+    directory in the repository (a project inside a larger one), whose tree the revision is."""
     commit = resolve_revision(root, "HEAD")
     status = git(["status", "--porcelain", "--untracked-files=no"], root, what="git status")
-    return Revision("working tree", commit, bool(status), root, worktree=False)
+    return Revision("working tree", commit, bool(status), root / within if within else root, worktree=False)
 
 
 @contextmanager
-def materialise(root: Path, names: Sequence[str]) -> Iterator[list[Revision]]:
-    """Each named revision checked out in a detached worktree under one temporary directory (removed after)."""
+def materialise(root: Path, names: Sequence[str], within: str = "") -> Iterator[list[Revision]]:
+    """Each named revision checked out in a detached worktree under one temporary directory (removed after);
+    each revision's tree is its ``within`` directory (as :func:`working_tree`)."""
     commits = [resolve_revision(root, n) for n in names]
     parent = Path(tempfile.mkdtemp(prefix="perfsuite-ab-"))
     made: list[Path] = []
@@ -92,7 +106,7 @@ def materialise(root: Path, names: Sequence[str]) -> Iterator[list[Revision]]:
             git(["worktree", "add", "--detach", "--quiet", str(path), commit], root,
                 what=f"git worktree add {name}")
             made.append(path)
-            revisions.append(Revision(name, commit, False, path, worktree=True))
+            revisions.append(Revision(name, commit, False, path / within if within else path, worktree=True))
         yield revisions
     finally:
         for path in made:

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from perfsuite.ab._envs import ENV_MODES, DependencySpec, Environment, dependency_spec, ensure_environment
-from perfsuite.ab._git import Revision, materialise, repo_root, working_tree
+from perfsuite.ab._git import Revision, materialise, project_in, working_tree
 from perfsuite.ab._project import (
     INSTRUMENT,
     CodeUnderTest,
@@ -330,14 +330,15 @@ def run_ab(
         raise PerfsuiteError(f"--looks must be at least 1, got {looks}")
     if env not in ENV_MODES:
         raise PerfsuiteError(f"--env must be one of {', '.join(ENV_MODES)}, got {env!r}")
-    root = repo_root(Path(cwd or Path.cwd()))
+    top, within = project_in(Path(cwd or Path.cwd()))  # a project inside a larger repository: its directory
+    root = top / within if within else top
     output_dir = Path(output_dir)
     _check_output(output_dir)
     seed = secrets.randbelow(2**31) if seed is None else seed
     names = [base] if head is None else [base, head]
-    with materialise(root, names) as trees:
+    with materialise(top, names, within) as trees:
         base_rev = trees[0]
-        head_rev = working_tree(root) if head is None else trees[1]
+        head_rev = working_tree(top, within) if head is None else trees[1]
         envs, env_notes = _environments(env, base_rev, head_rev, installer, on_note)
         head_python = envs["head"].python if envs else None
         operations = sorted({m.operation for r in recipes for m in r.modes})
