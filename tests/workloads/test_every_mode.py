@@ -32,8 +32,9 @@ from perfsuite.workloads.plan import unavailable
 SHIPPED = builtin_dir("recipes")
 RECIPES = list_recipes(dirs=[SHIPPED])
 #: a size parameter a recipe's operation declares, and the smallest value that still runs every code path
-#: (the transcript's barrier every 100 appends and its rewrite points need a few hundred messages)
-SMALLER = {"messages": 400}
+#: (the transcript's barrier every 100 appends and its rewrite points need a few hundred messages; 12 keys still
+#: type past every publication and one plant of every 10th key)
+SMALLER = {"messages": 400, "keys": 12}
 
 
 def _smallest(recipe: Recipe) -> Recipe:
