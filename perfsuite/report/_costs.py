@@ -12,6 +12,9 @@ and the one line that says which part of it decided (see :mod:`perfsuite.report.
   alone let one stray sample hide a shift: BASE 1 fsync six times, NEW 2, 3, 2, 2, 2, 2 was "unchanged";
   the median alone would let 3 bimodal samples a side (the medians on opposite modes by chance) fail a gate,
   and the rank test cannot confirm that at 3 against 3 (p >= 0.1).
+* **One sample a side** cannot show either: it gates exactly, and its reason says the spread is not known
+  (an allocation pass of 1 sample let a writer thread's rare wake-up, 597 against 613 allocations, fail
+  unchanged code; the default of 3 gates on a median).
 """
 
 from __future__ import annotations
@@ -67,6 +70,9 @@ def _decide(cost: CostMetric, base: Sequence[float], new: Sequence[float], delta
     ranges = _ranges(base, new)
     sides = _varying(ranges, tolerance)
     if not sides:
+        if min(len(base), len(new)) == 1:  # one value says nothing of its spread: a thread's wake-up moves it
+            return moved, (f"one sample in {'BASE' if len(base) == 1 else 'NEW'}, so whether the count varies is "
+                           f"not known: gated exactly on it, tolerance {tol} (3 or more gate on a median)")
         return moved, f"steady samples gate exactly on their median, tolerance {tol}"
     vary = f"samples vary (range {_amount(cost, max(ranges))} in {' and '.join(sides)})"
     widest = _amount(cost, max(ranges) + tolerance)

@@ -147,3 +147,15 @@ def test_the_json_output_carries_each_reason_and_explain_prints_them(
     assert cli.main(["compare", str(base), str(new), "--explain", "--format", "markdown"]) == 1
     markdown = capsys.readouterr().out
     assert "- `mailbox-delivery/sync metrics.fdatasyncs`: median 1 -> 2 per operation" in markdown, markdown
+
+
+def test_one_sample_a_side_says_its_spread_is_not_known() -> None:
+    """One sample a side cannot show whether a count varies (a writer thread's wake-up moves an allocation
+    count by 16 now and then): the reason says so instead of calling the samples steady."""
+    one = compare_results([Result(None, _doc([1], seed=1))], [Result(None, _doc([2], seed=2))])
+    change = _cost(one)
+    assert change.status == "regressed"
+    assert "one sample in BASE, so whether the count varies is not known" in change.reason
+    assert "steady" not in change.reason
+    three = compare_results([Result(None, _doc([1, 1, 1], seed=1))], [Result(None, _doc([2, 2, 2], seed=2))])
+    assert "steady samples gate exactly on their median" in _cost(three).reason
