@@ -112,7 +112,7 @@ def one_job(repo: Path, base: str, head: str, variables: dict[str, str], run_dir
 
 
 def _install_tail(job: Any) -> str:
-    step = next((s for s in job.steps.values() if s.get("name") == "Install perfsuite"), {})
+    step: dict[str, Any] = next((s for s in job.steps.values() if s.get("name") == "Install perfsuite"), {})
     lines = [ln for ln in str(step.get("log") or "").splitlines() if ln.strip()]
     return lines[-1] if lines else ""
 
