@@ -76,7 +76,7 @@ from perfsuite.harness._pinning import (
 )
 from perfsuite.harness._results import summarize
 from perfsuite.harness._sample import SampleSpec, _Ack, _fail, open_operation, prepare_workdir, split_metrics, wait_ack
-from perfsuite.harness._worker import worker_sys_path
+from perfsuite.harness._syspath import worker_sys_path
 
 __all__ = [
     "LOOP_THREAD",

@@ -58,7 +58,8 @@ from perfsuite.harness._results import (
 )
 from perfsuite.harness._sample import SampleSpec, measure_sample
 from perfsuite.harness._stalls import run_instrumented, stall_monitor_of
-from perfsuite.harness._worker import worker_command, worker_sys_path
+from perfsuite.harness._syspath import worker_sys_path
+from perfsuite.harness._worker import worker_command
 
 __all__ = [
     "RunResult",

@@ -52,7 +52,8 @@ from perfsuite.harness._runner import (
     _Run,
     _work_dir,
 )
-from perfsuite.harness._worker import worker_command, worker_sys_path
+from perfsuite.harness._syspath import worker_sys_path
+from perfsuite.harness._worker import worker_command
 
 __all__ = [
     "CodeVariant",

@@ -12,11 +12,12 @@ them, each named package is loaded from ``root`` (an ``importlib`` spec with
 other package, stay the running interpreter's (a top-level module ``name.py`` is loaded the same way).
 A variant with its own environment (``code["python"]``: ``perfsuite ab`` builds one per revision
 when their dependencies differ) runs this worker with that interpreter (:func:`worker_command`), and the
-request's ``sys_path`` leaves out the running environment's own directories (:func:`worker_sys_path`), so
-the variant's installed packages are the ones imported. A ``probe`` request only loads the code and imports
-the operations named in ``operations``: the caller learns, before measuring, whether they import against
-it, (``watch``: package names) whether importing them imported those packages at all, and (``under``: a
-directory) which imported modules come from files below it.
+request's ``sys_path`` leaves out the running environment's own directories
+(:func:`perfsuite.harness._syspath.worker_sys_path`), so the variant's installed packages are the ones
+imported. A ``probe`` request only loads the code and imports the operations named in ``operations``: the
+caller learns, before measuring, whether they import against it, (``watch``: package names) whether
+importing them imported those packages at all, and (``under``: a directory) which imported modules come
+from files below it.
 """
 
 from __future__ import annotations
@@ -27,38 +28,19 @@ import importlib
 import importlib.util
 import json
 import os
-import site
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from perfsuite.errors import PerfsuiteError
+from perfsuite.harness._syspath import within as _within
 
 
 def worker_command(code: Mapping[str, Any] | None) -> list[str]:
     """The argv of a worker for ``code``: its environment's interpreter, else the running one."""
     python = (code or {}).get("python") or sys.executable
     return [str(python), "-m", "perfsuite.harness._worker"]
-
-
-def _within(path: str, roots: Sequence[str]) -> bool:
-    real = os.path.realpath(path)
-    return any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
-
-
-def worker_sys_path(code: Mapping[str, Any] | None) -> list[str]:
-    """The ``sys_path`` of a worker request: the running ``sys.path``; for a variant with its own environment,
-    without the running environment's standard library and site-packages (put first, they would shadow what
-    the variant's environment installed, such as another version of a dependency)."""
-    entries = [p for p in sys.path if p]
-    if not (code or {}).get("python"):
-        return entries
-    own = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *site.getsitepackages()}
-    if site.ENABLE_USER_SITE and site.getusersitepackages():
-        own.add(site.getusersitepackages())
-    roots = [os.path.realpath(r) for r in own if r]
-    return [p for p in entries if not _within(p, roots)]
 
 
 def load_code(code: Mapping[str, Any]) -> dict[str, str]:

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from perfsuite.harness import CodeVariant
-from perfsuite.harness._worker import worker_command, worker_sys_path
+from perfsuite.harness._syspath import worker_sys_path
+from perfsuite.harness._worker import worker_command
 
 
 def test_the_running_environments_directories_stay_off_a_variant_environments_path(
