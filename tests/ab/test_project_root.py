@@ -53,7 +53,8 @@ def test_a_project_inside_a_larger_repository_is_measured_from_its_own_root(tmp_
     plant(project, "fsync")  # git in a subdirectory commits to the monorepo
     ab = perfsuite(project / "myruntime", "ab", "HEAD~1", "-r", "commit", *FAST, "--output-dir", str(tmp_path / "ab"))
     assert ab.returncode == 1, ab.stdout + ab.stderr
-    assert ab.stdout.splitlines()[0].startswith("perfsuite ab: 1 regression: commit/commit metrics.fsyncs +1 (2.00x)")
+    first = ab.stdout.splitlines()[0]  # loaded, it begins "machine loaded (...): timings reported, not gated"
+    assert first.startswith("perfsuite ab: ") and "1 regression: commit/commit metrics.fsyncs +1 (2.00x)" in first
     assert f"declared in {(project / 'pyproject.toml').resolve()}" in " ".join(ab.stdout.split())
     aa = perfsuite(project, "ab", "HEAD", "-r", "commit", *FAST, "--output-dir", str(tmp_path / "aa"))
     assert aa.returncode == 0, aa.stdout + aa.stderr

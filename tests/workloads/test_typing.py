@@ -64,7 +64,16 @@ def test_a_planted_step_holds_its_keys_and_is_named(tmp_path: Path) -> None:
     assert sample["stalls"]["longest_ms"] >= 30
     report = key_latency([tmp_path / "out"])
     assert report.rows[0].max_ms >= 29 and not report.rows[0].floor
-    assert any("_Typing._planted_step" in b.name for b in report.rows[0].blame)
+    blame = report.rows[0].blame
+    assert sum(b.keys for b in blame) == 6  # each slow key blamed on exactly one thing
+    # a key is blamed on its longest callback when that callback held at least half of it; on a loaded machine
+    # the wait for a CPU after the step can make it less than half, and the key is then nobody's (not a defect)
+    planted = "perfsuite.workloads.typing._Typing._planted_step"
+    owned = [k for k in slow.values() if k["callbacks"] and k["callbacks"][0]["name"] == planted
+             and float(k.get("gc_ms") or 0) < 0.5 * k["ms"] and k["callbacks"][0]["ms"] >= 0.5 * k["ms"]]
+    assert (planted in [b.name for b in blame]) == bool(owned)
+    if owned:
+        assert next(b for b in blame if b.name == planted).keys == len(owned)
 
 
 def test_a_synchronous_checkpoint_holds_the_key_due_as_it_starts(tmp_path: Path, small_session: Path) -> None:
